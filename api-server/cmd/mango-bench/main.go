@@ -1,0 +1,155 @@
+// Command mango-bench measures API latency against a running Mango at a
+// fixed, open-loop request rate (requests are sent on schedule whether or
+// not earlier ones finished, so slow responses cannot hide queueing).
+//
+//	mango-bench -rate 50 -duration 20s            # agent create + get
+//
+// It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
+// operation.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mango-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rate := flag.Float64("rate", 50, "operations per second for each measured operation")
+	duration := flag.Duration("duration", 20*time.Second, "measurement duration")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up at the same rate")
+	flag.Parse()
+	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
+	if base == "" || key == "" {
+		return errors.New("MANGO_BASE_URL and MANGO_API_KEY must be set")
+	}
+	c := &client{base: base, key: key, http: &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
+	}}
+	if _, err := c.createAgent(); err != nil {
+		return err
+	}
+	fmt.Printf("warming up %v at %.0f req/s\n", *warmup, *rate)
+	if _, _, err := c.load(*rate, *warmup); err != nil {
+		return err
+	}
+	fmt.Printf("measuring %v at %.0f agent creates/s + %.0f agent gets/s\n", *duration, *rate, *rate)
+	creates, gets, err := c.load(*rate, *duration)
+	if err != nil {
+		return err
+	}
+	report("agent create", creates)
+	report("agent get", gets)
+	return nil
+}
+
+type client struct {
+	base, key string
+	http      *http.Client
+}
+
+func (c *client) do(method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("x-api-key", c.key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+var agentBody = []byte(`{"name":"bench","model":"claude-sonnet-5","tools":[{"type":"agent_toolset_20260401"}],"metadata":{"bench":"1"}}`)
+
+func (c *client) createAgent() (string, error) {
+	b, err := c.do(http.MethodPost, "/v1/agents", agentBody)
+	if err != nil {
+		return "", err
+	}
+	var a struct{ ID string }
+	if err := json.Unmarshal(b, &a); err != nil {
+		return "", err
+	}
+	return a.ID, nil
+}
+
+// load issues one create and one get of the freshly created agent per tick.
+func (c *client) load(rate float64, d time.Duration) (creates, gets []time.Duration, err error) {
+	interval := time.Duration(float64(time.Second) / rate)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	deadline := time.Now().Add(d)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for now := range ticker.C {
+		if now.After(deadline) {
+			break
+		}
+		wg.Add(1)
+		go func(scheduled time.Time) {
+			defer wg.Done()
+			id, err := c.createAgent()
+			created := time.Since(scheduled)
+			var got time.Duration
+			if err == nil {
+				start := time.Now()
+				_, err = c.do(http.MethodGet, "/v1/agents/"+id, nil)
+				got = time.Since(start)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			creates = append(creates, created)
+			gets = append(gets, got)
+		}(now)
+	}
+	wg.Wait()
+	return creates, gets, firstErr
+}
+
+func report(name string, d []time.Duration) {
+	if len(d) == 0 {
+		fmt.Printf("%-13s no samples\n", name)
+		return
+	}
+	slices.Sort(d)
+	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	fmt.Printf("%-13s n=%d p50=%v p90=%v p99=%v max=%v\n", name, len(d), q(0.50).Round(10*time.Microsecond),
+		q(0.90).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond))
+}

@@ -1,0 +1,187 @@
+// Package app wires the api-server together: configuration, PostgreSQL,
+// Temporal, the HTTP API and graceful shutdown. cmd/api-server is a thin
+// wrapper around Run and Migrate.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/api-server/internal/httpapi"
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/db"
+)
+
+// NewLogger returns the process logger for cfg, writing to w.
+func NewLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Migrate applies the database migrations and returns.
+func Migrate(ctx context.Context, cfg *config.Config) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return db.Migrate(ctx, pool)
+}
+
+func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("MANGO_DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at MANGO_DATABASE_URL: %w", err)
+	}
+	return pool, nil
+}
+
+// Server is a running api-server.
+type Server struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	temporal client.Client
+	http     *http.Server
+	httpLn   net.Listener
+}
+
+// New connects to the dependencies and binds the listeners, so that the
+// caller knows the server's addresses before Serve.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, error) {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, pool: pool}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if cfg.AutoMigrate {
+		if err := db.Migrate(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
+	store := db.NewStore(pool)
+	if cfg.APIKey != "" {
+		// The bootstrap key's id is derived from its hash, so restarts and
+		// replicas agree on it.
+		h := auth.Hash(cfg.APIKey)
+		if err := store.APIKeyEnsure(ctx, fmt.Sprintf("%s%x", ids.APIKey, h[:12]), "MANGO_API_KEY", h); err != nil {
+			return nil, fmt.Errorf("bootstrap MANGO_API_KEY: %w", err)
+		}
+	}
+	// The Temporal client connects lazily so that the API keeps accepting
+	// requests while Temporal is down; readiness reports its state.
+	s.temporal, err = client.NewLazyClient(client.Options{
+		HostPort:  cfg.TemporalHostPort,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("MANGO_TEMPORAL_HOSTPORT: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	keys := auth.NewVerifier(func(ctx context.Context, hash []byte) (string, error) {
+		id, err := store.APIKeyLookup(ctx, hash)
+		if errors.Is(err, db.ErrNotFound) {
+			return "", auth.ErrInvalidKey
+		}
+		return id, err
+	}, 10*time.Second)
+	api := httpapi.New(httpapi.Deps{
+		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+	})
+	s.http = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	ok = true
+	return s, nil
+}
+
+// HTTPAddr returns the bound HTTP address.
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+func (s *Server) ready(ctx context.Context) error {
+	// The returned messages are shown on /readyz; causes go to the log.
+	if err := s.pool.Ping(ctx); err != nil {
+		s.log.Warn("readiness: postgresql unreachable", "err", err)
+		return errors.New("postgresql unreachable")
+	}
+	if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		s.log.Warn("readiness: temporal unreachable", "hostport", s.cfg.TemporalHostPort, "err", err)
+		return errors.New("temporal unreachable")
+	}
+	return nil
+}
+
+// Serve serves until ctx is cancelled, then drains in-flight requests for
+// up to the configured shutdown timeout and releases every resource.
+func (s *Server) Serve(ctx context.Context) error {
+	defer s.close()
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.httpLn) }()
+	s.log.Info("api-server listening", "http", s.HTTPAddr())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("drain http server: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) close() {
+	if s.httpLn != nil {
+		_ = s.httpLn.Close()
+	}
+	if s.temporal != nil {
+		s.temporal.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+}

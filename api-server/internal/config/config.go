@@ -1,0 +1,176 @@
+// Package config reads the api-server's configuration from the environment
+// into one struct, validated at startup with errors that name the variable.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the api-server's complete configuration.
+type Config struct {
+	// DatabaseURL is the PostgreSQL URL (MANGO_DATABASE_URL, required).
+	DatabaseURL string
+	// TemporalHostPort is the Temporal frontend (MANGO_TEMPORAL_HOSTPORT).
+	TemporalHostPort string
+	// TemporalNamespace is the Temporal namespace (MANGO_TEMPORAL_NAMESPACE).
+	TemporalNamespace string
+	// HTTPAddr is the public API listen address (MANGO_HTTP_ADDR).
+	HTTPAddr string
+	// GRPCAddr is the internal ControlPlane listen address (MANGO_GRPC_ADDR).
+	GRPCAddr string
+	// APIKey, when set, is bootstrapped as a valid API key (MANGO_API_KEY).
+	APIKey string
+	// WorkerToken authenticates execution workers (MANGO_WORKER_TOKEN).
+	WorkerToken string
+	// DefaultSandbox is the provider of new sessions (MANGO_SANDBOX).
+	DefaultSandbox string
+	// SandboxProviders are the providers sessions may select
+	// (MANGO_SANDBOX_PROVIDERS, comma-separated; defaults to DefaultSandbox).
+	SandboxProviders []string
+	// MaxBodyBytes caps request bodies (MANGO_MAX_BODY_BYTES).
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds graceful shutdown (MANGO_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+	// AutoMigrate applies migrations at startup (MANGO_AUTO_MIGRATE).
+	AutoMigrate bool
+	// LogLevel is the minimum log level (MANGO_LOG_LEVEL).
+	LogLevel slog.Level
+	// LogFormat is "text" or "json" (MANGO_LOG_FORMAT).
+	LogFormat string
+}
+
+// Load reads the configuration through getenv (os.Getenv in production).
+func Load(getenv func(string) string) (*Config, error) {
+	r := reader{getenv: getenv}
+	c := &Config{
+		DatabaseURL:       r.str("MANGO_DATABASE_URL", ""),
+		TemporalHostPort:  r.str("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:7233"),
+		TemporalNamespace: r.str("MANGO_TEMPORAL_NAMESPACE", "default"),
+		HTTPAddr:          r.str("MANGO_HTTP_ADDR", "127.0.0.1:8080"),
+		GRPCAddr:          r.str("MANGO_GRPC_ADDR", "127.0.0.1:8081"),
+		APIKey:            r.str("MANGO_API_KEY", ""),
+		WorkerToken:       r.str("MANGO_WORKER_TOKEN", ""),
+		DefaultSandbox:    strings.ToLower(r.str("MANGO_SANDBOX", "local")),
+		MaxBodyBytes:      r.size("MANGO_MAX_BODY_BYTES", 32<<20),
+		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
+		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
+		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
+	}
+	if c.DatabaseURL == "" {
+		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")
+	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		r.fail("MANGO_DATABASE_URL", "must be a postgres:// URL")
+	}
+	r.hostPort("MANGO_TEMPORAL_HOSTPORT", c.TemporalHostPort)
+	r.hostPort("MANGO_HTTP_ADDR", c.HTTPAddr)
+	r.hostPort("MANGO_GRPC_ADDR", c.GRPCAddr)
+	if c.APIKey != "" && len(c.APIKey) < 16 {
+		r.fail("MANGO_API_KEY", "must be at least 16 characters")
+	}
+	if c.MaxBodyBytes < 1024 {
+		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		r.fail("MANGO_LOG_FORMAT", "must be text or json")
+	}
+	switch lvl := strings.ToLower(r.str("MANGO_LOG_LEVEL", "info")); lvl {
+	case "debug":
+		c.LogLevel = slog.LevelDebug
+	case "info":
+		c.LogLevel = slog.LevelInfo
+	case "warn":
+		c.LogLevel = slog.LevelWarn
+	case "error":
+		c.LogLevel = slog.LevelError
+	default:
+		r.fail("MANGO_LOG_LEVEL", "must be debug, info, warn or error")
+	}
+	providers := r.str("MANGO_SANDBOX_PROVIDERS", "")
+	if providers == "" {
+		c.SandboxProviders = []string{c.DefaultSandbox}
+	} else {
+		for _, p := range strings.Split(providers, ",") {
+			if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+				c.SandboxProviders = append(c.SandboxProviders, p)
+			}
+		}
+		found := false
+		for _, p := range c.SandboxProviders {
+			found = found || p == c.DefaultSandbox
+		}
+		if !found {
+			r.fail("MANGO_SANDBOX_PROVIDERS", fmt.Sprintf("must include the default provider %q named by MANGO_SANDBOX", c.DefaultSandbox))
+		}
+	}
+	if err := errors.Join(r.errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type reader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *reader) fail(name, msg string) {
+	r.errs = append(r.errs, fmt.Errorf("%s: %s", name, msg))
+}
+
+func (r *reader) str(name, def string) string {
+	if v := strings.TrimSpace(r.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) boolean(name string, def bool) bool {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("must be a boolean (1, true, 0, false), got %q", v))
+	}
+	return b
+}
+
+func (r *reader) duration(name string, def time.Duration) time.Duration {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(name, fmt.Sprintf("must be a positive duration such as 30s, got %q", v))
+	}
+	return d
+}
+
+func (r *reader) size(name string, def int64) int64 {
+	v := r.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("must be a number of bytes, got %q", v))
+	}
+	return n
+}
+
+func (r *reader) hostPort(name, v string) {
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		r.fail(name, fmt.Sprintf("must be host:port, got %q", v))
+	}
+}

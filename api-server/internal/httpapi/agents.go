@@ -1,0 +1,261 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mangohq/mango/api-server/internal/agentspec"
+	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/db"
+)
+
+// agentResponse is the wire form of an agent (one version of it).
+type agentResponse struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
+	agentspec.Spec
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	ArchivedAt *time.Time `json:"archived_at"`
+}
+
+func toAgentResponse(a *db.Agent) (*agentResponse, error) {
+	r := &agentResponse{Type: "agent", ID: a.ID, Version: a.Version, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, ArchivedAt: a.ArchivedAt}
+	if err := json.Unmarshal(a.Spec, &r.Spec); err != nil {
+		return nil, fmt.Errorf("decode stored spec of agent %s v%d: %w", a.ID, a.Version, err)
+	}
+	return r, nil
+}
+
+func agentNotFound(id string) error {
+	return apierror.NotFoundf("agent %q not found", id)
+}
+
+// agentID returns the path's agent id, answering 404 for malformed ids.
+func agentID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if !ids.Valid(ids.Agent, id) {
+		return "", agentNotFound(id)
+	}
+	return id, nil
+}
+
+func (a *API) writeAgent(c echo.Context, status int, ag *db.Agent) error {
+	r, err := toAgentResponse(ag)
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, r)
+}
+
+func (a *API) agentCreate(c echo.Context) error {
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	in, err := agentspec.ParseInput(body)
+	if err != nil {
+		return err
+	}
+	spec, err := agentspec.Create(in)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	ag, err := a.deps.Store.AgentCreate(c.Request().Context(), ids.New(ids.Agent), raw, a.now())
+	if err != nil {
+		return err
+	}
+	return a.writeAgent(c, http.StatusOK, ag)
+}
+
+func (a *API) agentGet(c echo.Context) error {
+	id, err := agentID(c)
+	if err != nil {
+		return err
+	}
+	if err := checkQuery(c); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var ag *db.Agent
+	if v := c.QueryParam("version"); v != "" {
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n < 1 {
+			return apierror.Invalid("version: must be an integer of at least 1, got %q", v)
+		}
+		ag, err = a.deps.Store.AgentGetVersion(ctx, id, n)
+		if errors.Is(err, db.ErrNotFound) {
+			if _, gerr := a.deps.Store.AgentGet(ctx, id); errors.Is(gerr, db.ErrNotFound) {
+				return agentNotFound(id)
+			}
+			return apierror.NotFoundf("agent %q has no version %d", id, n)
+		}
+	} else {
+		ag, err = a.deps.Store.AgentGet(ctx, id)
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		return agentNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	return a.writeAgent(c, http.StatusOK, ag)
+}
+
+func (a *API) agentUpdate(c echo.Context) error {
+	id, err := agentID(c)
+	if err != nil {
+		return err
+	}
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	in, err := agentspec.ParseInput(body)
+	if err != nil {
+		return err
+	}
+	if err := agentspec.CheckUpdate(in); err != nil {
+		return err
+	}
+	ag, err := a.deps.Store.AgentUpdate(c.Request().Context(), id, a.now(), func(cur *db.Agent) (json.RawMessage, error) {
+		if in.Version.Set && !in.Version.Null && in.Version.Value != cur.Version {
+			return nil, apierror.Conflictf("agent %q is at version %d, not %d; fetch it again and retry the update", id, cur.Version, in.Version.Value)
+		}
+		if cur.ArchivedAt != nil {
+			return nil, apierror.Conflictf("agent %q is archived and cannot be updated", id)
+		}
+		var current agentspec.Spec
+		if err := json.Unmarshal(cur.Spec, &current); err != nil {
+			return nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
+		}
+		next, err := agentspec.Update(&current, in)
+		if err != nil {
+			return nil, err
+		}
+		if agentspec.Equal(&current, next) {
+			return nil, nil // nothing changed: no new version
+		}
+		return json.Marshal(next)
+	})
+	if errors.Is(err, db.ErrNotFound) {
+		return agentNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	return a.writeAgent(c, http.StatusOK, ag)
+}
+
+func (a *API) agentArchive(c echo.Context) error {
+	id, err := agentID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := a.readJSONBody(c, true); err != nil {
+		return err
+	}
+	ag, err := a.deps.Store.AgentArchive(c.Request().Context(), id, a.now())
+	if errors.Is(err, db.ErrNotFound) {
+		return agentNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	return a.writeAgent(c, http.StatusOK, ag)
+}
+
+func (a *API) agentList(c echo.Context) error {
+	page, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	p := db.AgentListParams{Limit: page.limit}
+	if p.IncludeArchived, err = parseBoolParam(c, "include_archived"); err != nil {
+		return err
+	}
+	if p.CreatedGTE, err = parseTimeParam(c, "created_at[gte]"); err != nil {
+		return err
+	}
+	if p.CreatedLTE, err = parseTimeParam(c, "created_at[lte]"); err != nil {
+		return err
+	}
+	if page.cursor != "" {
+		t, id, err := parseTimeCursor(page.cursor)
+		if err != nil {
+			return err
+		}
+		p.After = &db.Cursor{CreatedAt: t, ID: id}
+	}
+	agents, more, err := a.deps.Store.AgentList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	resp := listResponse[*agentResponse]{Data: make([]*agentResponse, 0, len(agents))}
+	for i := range agents {
+		r, err := toAgentResponse(&agents[i])
+		if err != nil {
+			return err
+		}
+		resp.Data = append(resp.Data, r)
+	}
+	if more {
+		last := agents[len(agents)-1]
+		next := timeCursor(last.CreatedAt, last.ID)
+		resp.NextPage = &next
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func (a *API) agentVersions(c echo.Context) error {
+	id, err := agentID(c)
+	if err != nil {
+		return err
+	}
+	page, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	var before *int64
+	if page.cursor != "" {
+		v, ok := strings.CutPrefix(page.cursor, "v:")
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if !ok || perr != nil || n < 1 {
+			return apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
+		}
+		before = &n
+	}
+	versions, more, err := a.deps.Store.AgentVersions(c.Request().Context(), id, before, page.limit)
+	if errors.Is(err, db.ErrNotFound) {
+		return agentNotFound(id)
+	}
+	if err != nil {
+		return err
+	}
+	resp := listResponse[*agentResponse]{Data: make([]*agentResponse, 0, len(versions))}
+	for i := range versions {
+		r, err := toAgentResponse(&versions[i])
+		if err != nil {
+			return err
+		}
+		resp.Data = append(resp.Data, r)
+	}
+	if more {
+		next := encodeCursor(fmt.Sprintf("v:%d", versions[len(versions)-1].Version))
+		resp.NextPage = &next
+	}
+	return c.JSON(http.StatusOK, resp)
+}

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/ids"
+)
+
+const requestIDKey = "request_id"
+
+// requestID gives every request an id, returned in the request-id header
+// and in error envelopes.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := ids.New(ids.Request)
+		c.Set(requestIDKey, id)
+		c.Response().Header().Set("request-id", id)
+		return next(c)
+	}
+}
+
+func requestIDOf(c echo.Context) string {
+	id, _ := c.Get(requestIDKey).(string)
+	return id
+}
+
+// public paths need no API key.
+var public = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if public[c.Request().URL.Path] {
+			return next(c)
+		}
+		key, ok := auth.FromRequest(c.Request())
+		if !ok {
+			return apierror.Unauthenticated("missing API key: send it in the x-api-key header or as Authorization: Bearer <key>")
+		}
+		keyID, err := a.deps.Keys.Verify(c.Request().Context(), key)
+		if errors.Is(err, auth.ErrInvalidKey) {
+			return apierror.Unauthenticated("invalid API key")
+		}
+		if err != nil {
+			return err
+		}
+		c.Set("api_key_id", keyID)
+		return next(c)
+	}
+}
+
+func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		level := slog.LevelDebug
+		if c.Response().Status >= 500 {
+			level = slog.LevelWarn
+		}
+		a.deps.Logger.Log(c.Request().Context(), level, "http request",
+			"method", c.Request().Method, "route", routeOf(c), "status", c.Response().Status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000, "request_id", requestIDOf(c))
+		return nil
+	}
+}
+
+func routeOf(c echo.Context) string {
+	if p := c.Path(); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_http_requests_total",
+			Help: "HTTP requests served, by route template, method and status code.",
+		}, []string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mango_http_request_duration_seconds",
+			Help:    "HTTP request latency, by route template, method and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method", "status"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		status := strconv.Itoa(c.Response().Status)
+		route := routeOf(c)
+		m.requests.WithLabelValues(route, c.Request().Method, status).Inc()
+		m.latency.WithLabelValues(route, c.Request().Method, status).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}

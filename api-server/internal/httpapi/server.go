@@ -1,0 +1,102 @@
+// Package httpapi serves Mango's public HTTP API: the Managed Agents
+// resources (Agents, Environments, ...) in the wire format the official
+// Anthropic SDKs speak, plus health, readiness and metrics endpoints.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/db"
+)
+
+// Deps are the collaborators of the HTTP API.
+type Deps struct {
+	// Store is the PostgreSQL store.
+	Store *db.Store
+	// Keys verifies API keys.
+	Keys *auth.Verifier
+	// Ready reports whether the server can serve traffic (database and
+	// Temporal reachable); nil means always ready.
+	Ready func(ctx context.Context) error
+	// Logger receives access and error logs.
+	Logger *slog.Logger
+	// Registry receives the HTTP metrics and is served on /metrics.
+	Registry *prometheus.Registry
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int64
+	// Now returns the current time; tests may pin it.
+	Now func() time.Time
+}
+
+// API is the HTTP API. Its Handler serves every route.
+type API struct {
+	deps Deps
+	echo *echo.Echo
+}
+
+// New builds the HTTP API.
+func New(deps Deps) *API {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	a := &API{deps: deps, echo: echo.New()}
+	e := a.echo
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = a.handleError
+	e.Use(requestID, newMetrics(deps.Registry).middleware, a.accessLog, a.authenticate)
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{})))
+
+	v1 := e.Group("/v1")
+	v1.POST("/agents", a.agentCreate)
+	v1.GET("/agents", a.agentList)
+	v1.GET("/agents/:id", a.agentGet)
+	v1.POST("/agents/:id", a.agentUpdate)
+	v1.POST("/agents/:id/archive", a.agentArchive)
+	v1.GET("/agents/:id/versions", a.agentVersions)
+
+	v1.POST("/environments", a.environmentCreate)
+	v1.GET("/environments", a.environmentList)
+	v1.GET("/environments/:id", a.environmentGet)
+	v1.POST("/environments/:id", a.environmentUpdate)
+	v1.POST("/environments/:id/archive", a.environmentArchive)
+	v1.DELETE("/environments/:id", a.environmentDelete)
+	return a
+}
+
+// Handler returns the http.Handler serving the API.
+func (a *API) Handler() http.Handler { return a.echo }
+
+func (a *API) readyz(c echo.Context) error {
+	if a.deps.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+		defer cancel()
+		if err := a.deps.Ready(ctx); err != nil {
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// now returns the current time at the database's microsecond precision,
+// so what a create returns equals what a later get reads.
+func (a *API) now() time.Time {
+	return a.deps.Now().UTC().Truncate(time.Microsecond)
+}

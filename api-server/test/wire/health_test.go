@@ -1,0 +1,61 @@
+package wire
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+)
+
+func TestHealthReadinessMetrics(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT") == "" {
+		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+			t.Fatal("MANGO_TEST_TEMPORAL_HOSTPORT is not set; run the tests with `make test`")
+		}
+		t.Skip("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
+	}
+	srv := testserver.Start(t)
+	noKey := map[string]string{"x-api-key": ""}
+
+	if r := do(t, srv, http.MethodGet, "/healthz", "", nil, noKey); r.status != http.StatusOK || r.header.Get("request-id") == "" {
+		t.Errorf("/healthz = %d (request-id %q), want 200 with a request id", r.status, r.header.Get("request-id"))
+	}
+	if r := do(t, srv, http.MethodGet, "/readyz", "", nil, noKey); r.status != http.StatusOK {
+		t.Errorf("/readyz = %d %s, want 200 with PostgreSQL and Temporal up", r.status, r.body)
+	}
+	do(t, srv, http.MethodGet, "/v1/agents", "", nil, nil)
+	do(t, srv, http.MethodGet, "/v1/agents/agent_nope", "", nil, nil)
+	r := do(t, srv, http.MethodGet, "/metrics", "", nil, noKey)
+	if r.status != http.StatusOK {
+		t.Fatalf("/metrics = %d", r.status)
+	}
+	for _, want := range []string{
+		`mango_http_requests_total{method="GET",route="/v1/agents",status="200"} 1`,
+		`mango_http_requests_total{method="GET",route="/v1/agents/:id",status="404"} 1`,
+		`mango_http_request_duration_seconds_bucket{method="GET",route="/v1/agents",status="200",le=`,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestReadinessWithoutTemporal(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:1"))
+	noKey := map[string]string{"x-api-key": ""}
+	if r := do(t, srv, http.MethodGet, "/healthz", "", nil, noKey); r.status != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200 (process up)", r.status)
+	}
+	r := do(t, srv, http.MethodGet, "/readyz", "", nil, noKey)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "temporal") {
+		t.Errorf("/readyz = %d %s, want 503 naming temporal", r.status, r.body)
+	}
+	// The API itself keeps serving while Temporal is down.
+	if r := do(t, srv, http.MethodPost, "/v1/agents", "application/json", agentJSON(nil), nil); r.status != http.StatusOK {
+		t.Errorf("create agent with Temporal down = %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/mangohq/mango/proto
+
+go 1.26
