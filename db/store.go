@@ -76,14 +76,8 @@ type Agent struct {
 
 // AgentCreate stores a new agent at version 1.
 func (s *Store) AgentCreate(ctx context.Context, id string, spec json.RawMessage, now time.Time) (*Agent, error) {
-	err := s.inTx(ctx, "create agent", func(q *dbsqlc.Queries) error {
-		if err := q.AgentInsert(ctx, dbsqlc.AgentInsertParams{ID: id, CreatedAt: now}); err != nil {
-			return err
-		}
-		return q.AgentVersionInsert(ctx, dbsqlc.AgentVersionInsertParams{AgentID: id, Version: 1, Spec: spec, CreatedAt: now})
-	})
-	if err != nil {
-		return nil, err
+	if err := s.q.AgentInsert(ctx, dbsqlc.AgentInsertParams{ID: id, Spec: spec, CreatedAt: now}); err != nil {
+		return nil, mapErr("create agent", err)
 	}
 	return &Agent{ID: id, Version: 1, Spec: spec, CreatedAt: now, UpdatedAt: now}, nil
 }
@@ -114,7 +108,10 @@ func (s *Store) AgentUpdate(ctx context.Context, id string, now time.Time, next 
 	var out *Agent
 	var fnErr error
 	err := s.inTx(ctx, "update agent", func(q *dbsqlc.Queries) error {
-		row, err := q.AgentGetByIDForUpdate(ctx, id)
+		if _, err := q.AgentLock(ctx, id); err != nil {
+			return err
+		}
+		row, err := q.AgentGetByID(ctx, id)
 		if err != nil {
 			return err
 		}

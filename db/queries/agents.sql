@@ -1,6 +1,12 @@
 -- name: AgentInsert :exec
-INSERT INTO agents (id, current_version, created_at, updated_at)
-VALUES ($1, 1, $2, $2);
+-- One statement (one round trip, implicitly atomic) for the agent and its
+-- first version.
+WITH agent AS (
+    INSERT INTO agents (id, current_version, created_at, updated_at)
+    VALUES (sqlc.arg(id), 1, sqlc.arg(created_at), sqlc.arg(created_at))
+)
+INSERT INTO agent_versions (agent_id, version, spec, created_at)
+VALUES (sqlc.arg(id), 1, sqlc.arg(spec), sqlc.arg(created_at));
 
 -- name: AgentVersionInsert :exec
 INSERT INTO agent_versions (agent_id, version, spec, created_at)
@@ -12,12 +18,11 @@ FROM agents a
 JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.current_version
 WHERE a.id = $1;
 
--- name: AgentGetByIDForUpdate :one
-SELECT a.id, a.current_version AS version, a.created_at, a.updated_at, a.archived_at, v.spec
-FROM agents a
-JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.current_version
-WHERE a.id = $1
-FOR UPDATE OF a;
+-- name: AgentLock :one
+-- Locks the agent row alone: a FOR UPDATE over the join with its current
+-- version would, after waiting on a concurrent update, re-check the join
+-- against the stale version row and return nothing.
+SELECT id FROM agents WHERE id = $1 FOR UPDATE;
 
 -- name: AgentGetVersion :one
 SELECT a.id, v.version, a.created_at, v.created_at AS updated_at, a.archived_at, v.spec

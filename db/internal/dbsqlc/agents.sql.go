@@ -66,37 +66,6 @@ func (q *Queries) AgentGetByID(ctx context.Context, id string) (AgentGetByIDRow,
 	return i, err
 }
 
-const agentGetByIDForUpdate = `-- name: AgentGetByIDForUpdate :one
-SELECT a.id, a.current_version AS version, a.created_at, a.updated_at, a.archived_at, v.spec
-FROM agents a
-JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.current_version
-WHERE a.id = $1
-FOR UPDATE OF a
-`
-
-type AgentGetByIDForUpdateRow struct {
-	ID         string
-	Version    int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	ArchivedAt *time.Time
-	Spec       []byte
-}
-
-func (q *Queries) AgentGetByIDForUpdate(ctx context.Context, id string) (AgentGetByIDForUpdateRow, error) {
-	row := q.db.QueryRow(ctx, agentGetByIDForUpdate, id)
-	var i AgentGetByIDForUpdateRow
-	err := row.Scan(
-		&i.ID,
-		&i.Version,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ArchivedAt,
-		&i.Spec,
-	)
-	return i, err
-}
-
 const agentGetVersion = `-- name: AgentGetVersion :one
 SELECT a.id, v.version, a.created_at, v.created_at AS updated_at, a.archived_at, v.spec
 FROM agents a
@@ -133,17 +102,24 @@ func (q *Queries) AgentGetVersion(ctx context.Context, arg AgentGetVersionParams
 }
 
 const agentInsert = `-- name: AgentInsert :exec
-INSERT INTO agents (id, current_version, created_at, updated_at)
-VALUES ($1, 1, $2, $2)
+WITH agent AS (
+    INSERT INTO agents (id, current_version, created_at, updated_at)
+    VALUES ($1, 1, $3, $3)
+)
+INSERT INTO agent_versions (agent_id, version, spec, created_at)
+VALUES ($1, 1, $2, $3)
 `
 
 type AgentInsertParams struct {
 	ID        string
+	Spec      []byte
 	CreatedAt time.Time
 }
 
+// One statement (one round trip, implicitly atomic) for the agent and its
+// first version.
 func (q *Queries) AgentInsert(ctx context.Context, arg AgentInsertParams) error {
-	_, err := q.db.Exec(ctx, agentInsert, arg.ID, arg.CreatedAt)
+	_, err := q.db.Exec(ctx, agentInsert, arg.ID, arg.Spec, arg.CreatedAt)
 	return err
 }
 
@@ -210,6 +186,20 @@ func (q *Queries) AgentList(ctx context.Context, arg AgentListParams) ([]AgentLi
 		return nil, err
 	}
 	return items, nil
+}
+
+const agentLock = `-- name: AgentLock :one
+SELECT id FROM agents WHERE id = $1 FOR UPDATE
+`
+
+// Locks the agent row alone: a FOR UPDATE over the join with its current
+// version would, after waiting on a concurrent update, re-check the join
+// against the stale version row and return nothing.
+func (q *Queries) AgentLock(ctx context.Context, id string) (string, error) {
+	row := q.db.QueryRow(ctx, agentLock, id)
+	var id_2 string
+	err := row.Scan(&id_2)
+	return id_2, err
 }
 
 const agentSetCurrentVersion = `-- name: AgentSetCurrentVersion :exec
