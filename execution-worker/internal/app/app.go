@@ -1,0 +1,173 @@
+// Package app wires the execution worker together: it reads the
+// configuration, builds the sandbox provider, connects to Temporal, polls the
+// provider's task queues and shuts down cleanly. cmd/execution-worker is a
+// thin wrapper around [Run] so that the whole startup path can be tested
+// in-process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	temporallog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mangohq/mango/execution-worker/internal/config"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/workflows/session"
+)
+
+// Version is the worker's build version, reported by the Ping activity and
+// in logs. Release builds set it with
+// -ldflags "-X github.com/mangohq/mango/execution-worker/internal/app.Version=v1.2.3".
+var Version = "dev"
+
+// PollingMessage is the log message written once every worker polls its
+// task queue. Tests and operators can wait for it.
+const PollingMessage = "polling"
+
+// Providers returns a registry holding every sandbox provider compiled into
+// the worker.
+func Providers() *sandbox.Registry {
+	reg := &sandbox.Registry{}
+	reg.Register(sandboxlocal.Name, sandboxlocal.Factory)
+	reg.Register(sandboxdocker.Name, sandboxdocker.Factory)
+	return reg
+}
+
+// Run validates the configuration read through getenv, then runs the worker
+// until ctx is cancelled or a worker fails. Logs go to logOut. Configuration
+// errors are returned before anything connects to Temporal. After ctx is
+// cancelled, Run stops polling and waits for running activities up to
+// MANGO_SHUTDOWN_TIMEOUT; it returns nil after a clean shutdown.
+func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) error {
+	cfg, err := config.FromEnv(getenv, Providers())
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg, logOut)
+	logger.Info("starting execution worker", "version", Version, "config", cfg)
+	if cfg.UnsafeLocalSandbox() {
+		logger.Warn("a network-backed model is running with a sandbox that executes tools directly on this host; "+
+			"this is unsafe outside development",
+			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
+	}
+
+	provider, err := cfg.SandboxFactory.New(ctx)
+	if err != nil {
+		return fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
+	}
+	if provider.Name() != cfg.Sandbox {
+		return fmt.Errorf("sandbox provider registered as %q reports name %q", cfg.Sandbox, provider.Name())
+	}
+
+	c, err := dial(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	queues := []string{session.TaskQueue(cfg.Sandbox)}
+	if cfg.SandboxFactory.Traits.HostBound {
+		queues = append(queues, session.HostTaskQueue(cfg.Sandbox, cfg.WorkerID))
+	}
+	acts := &session.Activities{
+		WorkerID:   cfg.WorkerID,
+		Provider:   cfg.Sandbox,
+		Version:    Version,
+		TaskQueues: queues,
+	}
+
+	fatal := make(chan error, len(queues))
+	var workers []worker.Worker
+	for _, q := range queues {
+		w := worker.New(c, q, worker.Options{
+			Identity:          cfg.WorkerID,
+			WorkerStopTimeout: cfg.ShutdownTimeout,
+			OnFatalError: func(err error) {
+				select {
+				case fatal <- fmt.Errorf("worker on task queue %s: %w", q, err):
+				default: // a failure is already being handled
+				}
+			},
+		})
+		acts.Register(w)
+		if err := w.Start(); err != nil {
+			stopAll(workers, cfg.ShutdownTimeout)
+			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)
+		}
+		workers = append(workers, w)
+	}
+	logger.Info(PollingMessage, "task_queues", queues, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	case runErr = <-fatal:
+		logger.Error("worker failed, shutting down", "error", runErr)
+	}
+	if !stopAll(workers, cfg.ShutdownTimeout) {
+		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownTimeout, cfg.ShutdownTimeout))
+	}
+	logger.Info("stopped")
+	return runErr
+}
+
+// dial connects to Temporal, bounded by the connect timeout.
+func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	dialCtx, cancel := context.WithTimeout(ctx, cfg.TemporalConnectTimeout)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, client.Options{
+		HostPort:  cfg.TemporalHostPort,
+		Namespace: cfg.TemporalNamespace,
+		Identity:  cfg.WorkerID,
+		Logger:    temporallog.NewStructuredLogger(logger.With("component", "temporal")),
+		ConnectionOptions: client.ConnectionOptions{
+			GetSystemInfoTimeout: cfg.TemporalConnectTimeout,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s=%s (timeout %s): %w",
+			config.EnvTemporalHostPort, cfg.TemporalHostPort, cfg.TemporalConnectTimeout, err)
+	}
+	return c, nil
+}
+
+// stopAll stops the workers concurrently and reports whether they all
+// stopped within timeout. Worker.Stop itself waits up to WorkerStopTimeout
+// for running activities; the extra bound here also covers a stuck poll.
+func stopAll(workers []worker.Worker, timeout time.Duration) bool {
+	done := make(chan struct{}, len(workers))
+	for _, w := range workers {
+		go func() {
+			w.Stop()
+			done <- struct{}{}
+		}()
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for range workers {
+		select {
+		case <-done:
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
+
+func newLogger(cfg *config.Config, out io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == config.LogJSON {
+		return slog.New(slog.NewJSONHandler(out, opts))
+	}
+	return slog.New(slog.NewTextHandler(out, opts))
+}

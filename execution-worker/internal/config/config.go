@@ -1,0 +1,438 @@
+// Package config reads and validates the execution worker's configuration
+// from environment variables.
+//
+// All configuration lives in one [Config] built by [FromEnv]. Validation
+// happens there, at startup, and every error names the variable at fault and,
+// where it helps, the form that was expected. FromEnv reports every invalid
+// variable at once rather than stopping at the first.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+// Environment variable names read by [FromEnv].
+const (
+	EnvTemporalHostPort       = "MANGO_TEMPORAL_HOSTPORT"
+	EnvTemporalNamespace      = "MANGO_TEMPORAL_NAMESPACE"
+	EnvTemporalConnectTimeout = "MANGO_TEMPORAL_CONNECT_TIMEOUT"
+	EnvSandbox                = "MANGO_SANDBOX"
+	EnvSandboxAlias           = "MANAGED_AGENT_SANDBOX"
+	EnvModel                  = "MANGO_MODEL"
+	EnvModelBaseURL           = "MANGO_MODEL_BASE_URL"
+	EnvModelAPIKey            = "MANGO_MODEL_API_KEY"
+	EnvModelAuth              = "MANGO_MODEL_AUTH"
+	EnvModelID                = "MANGO_MODEL_ID"
+	EnvAllowUnsafeLocal       = "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX"
+	EnvControlPlaneAddr       = "MANGO_CONTROLPLANE_ADDR"
+	EnvWorkerToken            = "MANGO_WORKER_TOKEN"
+	EnvWorkerID               = "MANGO_WORKER_ID"
+	EnvLogLevel               = "MANGO_LOG_LEVEL"
+	EnvLogFormat              = "MANGO_LOG_FORMAT"
+	EnvShutdownTimeout        = "MANGO_SHUTDOWN_TIMEOUT"
+)
+
+// Defaults for variables that are not set.
+const (
+	DefaultTemporalHostPort       = "127.0.0.1:7233"
+	DefaultTemporalNamespace      = "default"
+	DefaultTemporalConnectTimeout = 10 * time.Second
+	DefaultSandbox                = "local"
+	DefaultModel                  = ModelFake
+	DefaultModelBaseURL           = "https://api.anthropic.com"
+	DefaultModelAuth              = AuthXAPIKey
+	DefaultControlPlaneAddr       = "127.0.0.1:8081"
+	DefaultLogLevel               = slog.LevelInfo
+	DefaultLogFormat              = LogText
+	DefaultShutdownTimeout        = 30 * time.Second
+)
+
+// Model names a model client implementation.
+type Model string
+
+// Model clients.
+const (
+	// ModelFake is the offline, deterministic fake model. It never touches
+	// the network and cannot be steered by outside content.
+	ModelFake Model = "fake"
+	// ModelAnthropic is the Anthropic Messages API (or a compatible server at
+	// MANGO_MODEL_BASE_URL).
+	ModelAnthropic Model = "anthropic"
+)
+
+// NetworkBacked reports whether m calls a real model over the network. Such a
+// model acts on content it does not control and is treated as untrusted.
+func (m Model) NetworkBacked() bool { return m != ModelFake }
+
+// ModelAuth selects how the API key is sent to the model server.
+type ModelAuth string
+
+// Model authentication schemes.
+const (
+	// AuthXAPIKey sends the key in the x-api-key header.
+	AuthXAPIKey ModelAuth = "x-api-key"
+	// AuthBearer sends the key as Authorization: Bearer.
+	AuthBearer ModelAuth = "bearer"
+)
+
+// LogFormat selects the slog handler.
+type LogFormat string
+
+// Log formats.
+const (
+	// LogText is slog's key=value text format.
+	LogText LogFormat = "text"
+	// LogJSON is one JSON object per line.
+	LogJSON LogFormat = "json"
+)
+
+// Config is the execution worker's complete configuration.
+type Config struct {
+	// TemporalHostPort is the Temporal frontend address (MANGO_TEMPORAL_HOSTPORT).
+	TemporalHostPort string
+	// TemporalNamespace is the Temporal namespace (MANGO_TEMPORAL_NAMESPACE).
+	TemporalNamespace string
+	// TemporalConnectTimeout bounds the initial connection to Temporal
+	// (MANGO_TEMPORAL_CONNECT_TIMEOUT).
+	TemporalConnectTimeout time.Duration
+
+	// Sandbox is the lowercase name of the sandbox provider this worker
+	// serves (MANGO_SANDBOX, alias MANAGED_AGENT_SANDBOX).
+	Sandbox string
+	// SandboxVar is the variable Sandbox was read from, for messages; empty
+	// when the default was used.
+	SandboxVar string
+	// SandboxFactory is the registry entry for Sandbox.
+	SandboxFactory sandbox.Factory
+
+	// Model selects the model client (MANGO_MODEL).
+	Model Model
+	// ModelBaseURL is the model server's base URL (MANGO_MODEL_BASE_URL).
+	ModelBaseURL string
+	// ModelAPIKey is the model server's API key (MANGO_MODEL_API_KEY). It is
+	// never logged.
+	ModelAPIKey string
+	// ModelAuth is how ModelAPIKey is sent (MANGO_MODEL_AUTH).
+	ModelAuth ModelAuth
+	// ModelID overrides the model named by the agent, if set (MANGO_MODEL_ID).
+	ModelID string
+
+	// AllowUnsafeLocalSandbox permits a network-backed model with a provider
+	// that runs tools on the host (MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX).
+	AllowUnsafeLocalSandbox bool
+
+	// ControlPlaneAddr is the api-server's gRPC ControlPlane address
+	// (MANGO_CONTROLPLANE_ADDR).
+	ControlPlaneAddr string
+	// WorkerToken authenticates this worker to the ControlPlane
+	// (MANGO_WORKER_TOKEN). Optional for now; never logged.
+	WorkerToken string
+	// WorkerID identifies this worker process; it names the host task queue
+	// (MANGO_WORKER_ID, default <hostname>-<pid>).
+	WorkerID string
+
+	// LogLevel is the minimum level logged (MANGO_LOG_LEVEL).
+	LogLevel slog.Level
+	// LogFormat is the log output format (MANGO_LOG_FORMAT).
+	LogFormat LogFormat
+	// ShutdownTimeout bounds graceful shutdown after SIGINT or SIGTERM
+	// (MANGO_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+}
+
+// LogValue implements slog.LogValuer. Secrets are reported only as set or
+// unset.
+func (c *Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("temporal_hostport", c.TemporalHostPort),
+		slog.String("temporal_namespace", c.TemporalNamespace),
+		slog.String("sandbox", c.Sandbox),
+		slog.String("model", string(c.Model)),
+		slog.String("model_base_url", c.ModelBaseURL),
+		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
+		slog.String("model_auth", string(c.ModelAuth)),
+		slog.String("model_id", c.ModelID),
+		slog.Bool("allow_unsafe_local_sandbox", c.AllowUnsafeLocalSandbox),
+		slog.String("controlplane_addr", c.ControlPlaneAddr),
+		slog.Bool("worker_token_set", c.WorkerToken != ""),
+		slog.String("worker_id", c.WorkerID),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.String("log_format", string(c.LogFormat)),
+		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+	)
+}
+
+// UnsafeLocalSandbox reports whether the configuration combines a
+// network-backed model with a provider that runs tools on the host. FromEnv
+// only returns such a configuration when AllowUnsafeLocalSandbox is set.
+func (c *Config) UnsafeLocalSandbox() bool {
+	return c.Model.NetworkBacked() && c.SandboxFactory.Traits.RunsOnHost
+}
+
+// ValidationError lists every problem found in the environment. Its message
+// is one line; Unwrap exposes the individual errors to errors.Is and
+// errors.As.
+type ValidationError struct {
+	// Errs holds one error per problem, each naming its variable.
+	Errs []error
+}
+
+// Error joins the individual messages with "; ".
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap returns the individual errors.
+func (e *ValidationError) Unwrap() []error { return e.Errs }
+
+// FromEnv builds and validates a Config. getenv returns a variable's value or
+// "" when unset (os.Getenv has this shape); an empty value counts as unset.
+// reg resolves the sandbox provider name. On failure the error is a
+// *ValidationError naming every invalid variable.
+func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error) {
+	p := parser{getenv: getenv}
+	// The provider comes first: it is the choice everything else depends on.
+	var factory sandbox.Factory
+	sandboxOK := false
+	sandboxName, sandboxVar := p.sandboxName()
+	if sandboxName != "" {
+		f, err := reg.Lookup(sandboxName)
+		if err != nil {
+			from := sandboxVar
+			if from == "" {
+				from = EnvSandbox
+			}
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", from, err))
+		} else {
+			factory = f
+			sandboxOK = true
+		}
+	}
+
+	c := &Config{
+		Sandbox:                 sandboxName,
+		SandboxVar:              sandboxVar,
+		SandboxFactory:          factory,
+		TemporalHostPort:        p.hostPort(EnvTemporalHostPort, DefaultTemporalHostPort),
+		TemporalNamespace:       p.str(EnvTemporalNamespace, DefaultTemporalNamespace),
+		TemporalConnectTimeout:  p.duration(EnvTemporalConnectTimeout, DefaultTemporalConnectTimeout),
+		Model:                   Model(p.oneOf(EnvModel, string(DefaultModel), string(ModelFake), string(ModelAnthropic))),
+		ModelBaseURL:            p.baseURL(EnvModelBaseURL, DefaultModelBaseURL),
+		ModelAPIKey:             p.str(EnvModelAPIKey, ""),
+		ModelAuth:               ModelAuth(p.oneOf(EnvModelAuth, string(DefaultModelAuth), string(AuthXAPIKey), string(AuthBearer))),
+		ModelID:                 p.str(EnvModelID, ""),
+		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
+		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
+		WorkerToken:             p.str(EnvWorkerToken, ""),
+		WorkerID:                p.workerID(EnvWorkerID),
+		LogLevel:                p.logLevel(EnvLogLevel),
+		LogFormat:               LogFormat(p.oneOf(EnvLogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON))),
+		ShutdownTimeout:         p.duration(EnvShutdownTimeout, DefaultShutdownTimeout),
+	}
+
+	if c.Model == ModelAnthropic && c.ModelAPIKey == "" {
+		p.fail(EnvModelAPIKey, "required when %s=%s", EnvModel, ModelAnthropic)
+	}
+
+	// Only judge the combination once both halves are known to be valid, so
+	// the message never blames a variable that is merely misspelt.
+	if sandboxOK && p.valid(EnvModel) && c.UnsafeLocalSandbox() && !c.AllowUnsafeLocalSandbox {
+		selected := fmt.Sprintf("%s=%s", c.SandboxVar, c.Sandbox)
+		if c.SandboxVar == "" {
+			selected = fmt.Sprintf("%s=%s (the default)", EnvSandbox, c.Sandbox)
+		}
+		p.errs = append(p.errs, fmt.Errorf(
+			"%s=%s with %s is refused: a real model can be steered by the content it reads "+
+				"(web pages, files, tool output) into running arbitrary commands, and the %s sandbox runs them "+
+				"directly on this host with no isolation; set %s=docker for an isolated sandbox, "+
+				"or %s=1 to accept the risk",
+			EnvModel, c.Model, selected, c.Sandbox, EnvSandbox, EnvAllowUnsafeLocal))
+	}
+
+	if len(p.errs) > 0 {
+		return nil, &ValidationError{Errs: p.errs}
+	}
+	return c, nil
+}
+
+// parser reads variables and collects one error per invalid variable.
+type parser struct {
+	getenv func(string) string
+	errs   []error
+	bad    []string // names of variables that failed
+}
+
+func (p *parser) fail(name, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	p.bad = append(p.bad, name)
+}
+
+func (p *parser) valid(name string) bool {
+	for _, b := range p.bad {
+		if b == name {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *parser) get(name string) string { return strings.TrimSpace(p.getenv(name)) }
+
+func (p *parser) str(name, def string) string {
+	if v := p.get(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (p *parser) oneOf(name, def string, allowed ...string) string {
+	v := strings.ToLower(p.get(name))
+	if v == "" {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(name, "invalid value %q (want %s)", p.getenv(name), orList(allowed))
+	return def
+}
+
+func (p *parser) boolean(name string) bool {
+	switch v := strings.ToLower(p.get(name)); v {
+	case "":
+		return false
+	case "1", "true":
+		return true
+	case "0", "false":
+		return false
+	default:
+		p.fail(name, "invalid boolean %q (want 1, true, 0 or false)", p.getenv(name))
+		return false
+	}
+}
+
+func (p *parser) duration(name string, def time.Duration) time.Duration {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		p.fail(name, "invalid duration %q (want a positive Go duration such as 30s or 2m)", p.getenv(name))
+		return def
+	}
+	return d
+}
+
+func (p *parser) hostPort(name, def string) string {
+	v := p.str(name, def)
+	host, port, err := net.SplitHostPort(v)
+	if err != nil || host == "" {
+		p.fail(name, "invalid address %q (want host:port)", v)
+		return v
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		p.fail(name, "invalid port in %q (want host:port with a port from 1 to 65535)", v)
+	}
+	return v
+}
+
+func (p *parser) baseURL(name, def string) string {
+	v := p.str(name, def)
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail(name, "invalid URL %q (want an absolute http or https URL)", v)
+	}
+	return strings.TrimRight(v, "/")
+}
+
+func (p *parser) logLevel(name string) slog.Level {
+	switch v := strings.ToLower(p.get(name)); v {
+	case "":
+		return DefaultLogLevel
+	case "debug":
+		return slog.LevelDebug
+	case "info":
+		return slog.LevelInfo
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		p.fail(name, "invalid log level %q (want debug, info, warn or error)", p.getenv(name))
+		return DefaultLogLevel
+	}
+}
+
+// maxWorkerIDLen keeps the host task queue name ("mango.<provider>.<id>")
+// well inside Temporal's limits.
+const maxWorkerIDLen = 200
+
+func (p *parser) workerID(name string) string {
+	v := p.get(name)
+	if v == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		return fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if len(v) > maxWorkerIDLen {
+		p.fail(name, "too long (%d bytes, at most %d)", len(v), maxWorkerIDLen)
+		return v
+	}
+	if strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		p.fail(name, "invalid worker id %q (no spaces or control characters)", v)
+	}
+	return v
+}
+
+// sandboxName resolves MANGO_SANDBOX and its alias MANAGED_AGENT_SANDBOX.
+// It returns the lowercase name and the variable it came from ("" for the
+// default), or "" if the two disagree.
+func (p *parser) sandboxName() (name, from string) {
+	primary := strings.ToLower(p.get(EnvSandbox))
+	alias := strings.ToLower(p.get(EnvSandboxAlias))
+	switch {
+	case primary != "" && alias != "" && primary != alias:
+		err := fmt.Errorf("%s=%q and %s=%q disagree (set one, or both to the same provider)",
+			EnvSandbox, p.getenv(EnvSandbox), EnvSandboxAlias, p.getenv(EnvSandboxAlias))
+		p.errs = append(p.errs, err)
+		p.bad = append(p.bad, EnvSandbox, EnvSandboxAlias)
+		return "", ""
+	case primary != "":
+		return primary, EnvSandbox
+	case alias != "":
+		return alias, EnvSandboxAlias
+	default:
+		return DefaultSandbox, ""
+	}
+}
+
+func orList(words []string) string {
+	switch len(words) {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+var _ error = (*ValidationError)(nil)

@@ -1,0 +1,391 @@
+package config_test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/config"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+func registry() *sandbox.Registry {
+	reg := &sandbox.Registry{}
+	reg.Register(sandboxlocal.Name, sandboxlocal.Factory)
+	reg.Register(sandboxdocker.Name, sandboxdocker.Factory)
+	return reg
+}
+
+func envFunc(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+func TestFromEnvDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.FromEnv(envFunc(nil), registry())
+	if err != nil {
+		t.Fatalf("FromEnv(empty env) = %v, want no error", err)
+	}
+	host, _ := os.Hostname()
+	wantID := host + "-"
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"TemporalHostPort", c.TemporalHostPort, "127.0.0.1:7233"},
+		{"TemporalNamespace", c.TemporalNamespace, "default"},
+		{"TemporalConnectTimeout", c.TemporalConnectTimeout, 10 * time.Second},
+		{"Sandbox", c.Sandbox, "local"},
+		{"SandboxVar", c.SandboxVar, ""},
+		{"Model", c.Model, config.ModelFake},
+		{"ModelBaseURL", c.ModelBaseURL, "https://api.anthropic.com"},
+		{"ModelAPIKey", c.ModelAPIKey, ""},
+		{"ModelAuth", c.ModelAuth, config.AuthXAPIKey},
+		{"ModelID", c.ModelID, ""},
+		{"AllowUnsafeLocalSandbox", c.AllowUnsafeLocalSandbox, false},
+		{"ControlPlaneAddr", c.ControlPlaneAddr, "127.0.0.1:8081"},
+		{"WorkerToken", c.WorkerToken, ""},
+		{"LogLevel", c.LogLevel, slog.LevelInfo},
+		{"LogFormat", c.LogFormat, config.LogText},
+		{"ShutdownTimeout", c.ShutdownTimeout, 30 * time.Second},
+		{"RunsOnHost", c.SandboxFactory.Traits.RunsOnHost, true},
+		{"UnsafeLocalSandbox()", c.UnsafeLocalSandbox(), false},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if !strings.HasPrefix(c.WorkerID, wantID) || len(c.WorkerID) == len(wantID) {
+		t.Errorf("WorkerID = %q, want %q followed by the pid", c.WorkerID, wantID)
+	}
+}
+
+func TestFromEnvValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c *config.Config)
+	}{
+		{
+			name: "all variables set",
+			env: map[string]string{
+				"MANGO_TEMPORAL_HOSTPORT":          "temporal.internal:7233",
+				"MANGO_TEMPORAL_NAMESPACE":         "mango",
+				"MANGO_TEMPORAL_CONNECT_TIMEOUT":   "3s",
+				"MANGO_SANDBOX":                    "docker",
+				"MANGO_MODEL":                      "anthropic",
+				"MANGO_MODEL_BASE_URL":             "http://proxy.internal:8080/",
+				"MANGO_MODEL_API_KEY":              "sk-test",
+				"MANGO_MODEL_AUTH":                 "bearer",
+				"MANGO_MODEL_ID":                   "claude-test",
+				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
+				"MANGO_CONTROLPLANE_ADDR":          "api:8081",
+				"MANGO_WORKER_TOKEN":               "tok",
+				"MANGO_WORKER_ID":                  "w-1",
+				"MANGO_LOG_LEVEL":                  "debug",
+				"MANGO_LOG_FORMAT":                 "json",
+				"MANGO_SHUTDOWN_TIMEOUT":           "1m30s",
+			},
+			check: func(t *testing.T, c *config.Config) {
+				want := config.Config{
+					TemporalHostPort:       "temporal.internal:7233",
+					TemporalNamespace:      "mango",
+					TemporalConnectTimeout: 3 * time.Second,
+					Sandbox:                "docker",
+					SandboxVar:             "MANGO_SANDBOX",
+					Model:                  config.ModelAnthropic,
+					ModelBaseURL:           "http://proxy.internal:8080",
+					ModelAPIKey:            "sk-test",
+					ModelAuth:              config.AuthBearer,
+					ModelID:                "claude-test",
+					ControlPlaneAddr:       "api:8081",
+					WorkerToken:            "tok",
+					WorkerID:               "w-1",
+					LogLevel:               slog.LevelDebug,
+					LogFormat:              config.LogJSON,
+					ShutdownTimeout:        90 * time.Second,
+				}
+				got := *c
+				got.SandboxFactory = sandbox.Factory{}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("FromEnv =\n%+v\nwant\n%+v", got, want)
+				}
+			},
+		},
+		{
+			name: "alias selects the provider",
+			env:  map[string]string{"MANAGED_AGENT_SANDBOX": "docker"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.Sandbox != "docker" || c.SandboxVar != "MANAGED_AGENT_SANDBOX" {
+					t.Errorf("Sandbox, SandboxVar = %q, %q; want docker, MANAGED_AGENT_SANDBOX", c.Sandbox, c.SandboxVar)
+				}
+			},
+		},
+		{
+			name: "both names agreeing, case-insensitively",
+			env:  map[string]string{"MANGO_SANDBOX": "Docker", "MANAGED_AGENT_SANDBOX": "docker"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.Sandbox != "docker" || c.SandboxVar != "MANGO_SANDBOX" {
+					t.Errorf("Sandbox, SandboxVar = %q, %q; want docker, MANGO_SANDBOX", c.Sandbox, c.SandboxVar)
+				}
+			},
+		},
+		{
+			name: "fake model with local sandbox needs no override",
+			env:  map[string]string{"MANGO_MODEL": "fake", "MANGO_SANDBOX": "local"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.UnsafeLocalSandbox() {
+					t.Error("UnsafeLocalSandbox() = true for the fake model, want false")
+				}
+			},
+		},
+		{
+			name: "real model with local sandbox and override",
+			env: map[string]string{
+				"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k",
+				"MANGO_SANDBOX": "local", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "1",
+			},
+			check: func(t *testing.T, c *config.Config) {
+				if !c.AllowUnsafeLocalSandbox || !c.UnsafeLocalSandbox() {
+					t.Errorf("AllowUnsafeLocalSandbox, UnsafeLocalSandbox() = %v, %v; want true, true",
+						c.AllowUnsafeLocalSandbox, c.UnsafeLocalSandbox())
+				}
+			},
+		},
+		{
+			name: "override spelt true",
+			env: map[string]string{
+				"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "TRUE",
+			},
+			check: func(t *testing.T, c *config.Config) {
+				if !c.AllowUnsafeLocalSandbox {
+					t.Error("AllowUnsafeLocalSandbox = false for TRUE, want true")
+				}
+			},
+		},
+		{
+			name: "real model with docker sandbox",
+			env:  map[string]string{"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k", "MANGO_SANDBOX": "docker"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.UnsafeLocalSandbox() {
+					t.Error("UnsafeLocalSandbox() = true for docker, want false")
+				}
+			},
+		},
+		{
+			name: "warn level and surrounding spaces",
+			env:  map[string]string{"MANGO_LOG_LEVEL": " WARN ", "MANGO_SANDBOX": " local "},
+			check: func(t *testing.T, c *config.Config) {
+				if c.LogLevel != slog.LevelWarn || c.Sandbox != "local" {
+					t.Errorf("LogLevel, Sandbox = %v, %q; want WARN, local", c.LogLevel, c.Sandbox)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.FromEnv(envFunc(tt.env), registry())
+			if err != nil {
+				t.Fatalf("FromEnv(%v) = %v, want no error", tt.env, err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestFromEnvInvalid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		// want are substrings the error message must contain.
+		want []string
+		// is, if set, must match errors.Is.
+		is error
+	}{
+		{
+			name: "unknown provider",
+			env:  map[string]string{"MANGO_SANDBOX": "nonsense"},
+			want: []string{`MANGO_SANDBOX: unknown sandbox provider "nonsense" (known: docker, local)`},
+			is:   sandbox.ErrUnknownProvider,
+		},
+		{
+			name: "unknown provider through the alias",
+			env:  map[string]string{"MANAGED_AGENT_SANDBOX": "e2b"},
+			want: []string{`MANAGED_AGENT_SANDBOX: unknown sandbox provider "e2b" (known: docker, local)`},
+			is:   sandbox.ErrUnknownProvider,
+		},
+		{
+			name: "both names set and different",
+			env:  map[string]string{"MANGO_SANDBOX": "local", "MANAGED_AGENT_SANDBOX": "docker"},
+			want: []string{`MANGO_SANDBOX="local" and MANAGED_AGENT_SANDBOX="docker" disagree`},
+		},
+		{
+			name: "real model with local sandbox by default",
+			env:  map[string]string{"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k"},
+			want: []string{
+				"MANGO_MODEL=anthropic with MANGO_SANDBOX=local (the default) is refused",
+				"running arbitrary commands",
+				"directly on this host with no isolation",
+				"MANGO_SANDBOX=docker",
+				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX=1",
+			},
+		},
+		{
+			name: "real model with local sandbox chosen through the alias",
+			env: map[string]string{
+				"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k",
+				"MANAGED_AGENT_SANDBOX": "local", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "false",
+			},
+			want: []string{"MANGO_MODEL=anthropic with MANAGED_AGENT_SANDBOX=local is refused", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX=1"},
+		},
+		{
+			name: "anthropic without key",
+			env:  map[string]string{"MANGO_MODEL": "anthropic", "MANGO_SANDBOX": "docker"},
+			want: []string{"MANGO_MODEL_API_KEY: required when MANGO_MODEL=anthropic"},
+		},
+		{
+			name: "unknown model",
+			env:  map[string]string{"MANGO_MODEL": "gpt"},
+			want: []string{`MANGO_MODEL: invalid value "gpt" (want fake or anthropic)`},
+		},
+		{
+			name: "unknown auth",
+			env:  map[string]string{"MANGO_MODEL_AUTH": "basic"},
+			want: []string{`MANGO_MODEL_AUTH: invalid value "basic" (want x-api-key or bearer)`},
+		},
+		{
+			name: "invalid bool",
+			env:  map[string]string{"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "yes"},
+			want: []string{`MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX: invalid boolean "yes" (want 1, true, 0 or false)`},
+		},
+		{
+			name: "invalid duration",
+			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "30"},
+			want: []string{`MANGO_SHUTDOWN_TIMEOUT: invalid duration "30" (want a positive Go duration such as 30s or 2m)`},
+		},
+		{
+			name: "negative duration",
+			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "-1s"},
+			want: []string{`MANGO_SHUTDOWN_TIMEOUT: invalid duration "-1s"`},
+		},
+		{
+			name: "invalid connect timeout",
+			env:  map[string]string{"MANGO_TEMPORAL_CONNECT_TIMEOUT": "soon"},
+			want: []string{`MANGO_TEMPORAL_CONNECT_TIMEOUT: invalid duration "soon"`},
+		},
+		{
+			name: "temporal address without port",
+			env:  map[string]string{"MANGO_TEMPORAL_HOSTPORT": "localhost"},
+			want: []string{`MANGO_TEMPORAL_HOSTPORT: invalid address "localhost" (want host:port)`},
+		},
+		{
+			name: "control plane port out of range",
+			env:  map[string]string{"MANGO_CONTROLPLANE_ADDR": "api:99999"},
+			want: []string{`MANGO_CONTROLPLANE_ADDR: invalid port in "api:99999"`},
+		},
+		{
+			name: "relative base URL",
+			env:  map[string]string{"MANGO_MODEL_BASE_URL": "api.anthropic.com"},
+			want: []string{`MANGO_MODEL_BASE_URL: invalid URL "api.anthropic.com" (want an absolute http or https URL)`},
+		},
+		{
+			name: "log level",
+			env:  map[string]string{"MANGO_LOG_LEVEL": "verbose"},
+			want: []string{`MANGO_LOG_LEVEL: invalid log level "verbose" (want debug, info, warn or error)`},
+		},
+		{
+			name: "log format",
+			env:  map[string]string{"MANGO_LOG_FORMAT": "xml"},
+			want: []string{`MANGO_LOG_FORMAT: invalid value "xml" (want text or json)`},
+		},
+		{
+			name: "worker id with a space",
+			env:  map[string]string{"MANGO_WORKER_ID": "my worker"},
+			want: []string{`MANGO_WORKER_ID: invalid worker id "my worker"`},
+		},
+		{
+			name: "worker id too long",
+			env:  map[string]string{"MANGO_WORKER_ID": strings.Repeat("w", 201)},
+			want: []string{"MANGO_WORKER_ID: too long (201 bytes, at most 200)"},
+		},
+		{
+			name: "every problem is reported",
+			env: map[string]string{
+				"MANGO_SANDBOX": "nonsense", "MANGO_SHUTDOWN_TIMEOUT": "x", "MANGO_LOG_LEVEL": "loud",
+			},
+			want: []string{"MANGO_SANDBOX: unknown", "; MANGO_LOG_LEVEL: invalid", "MANGO_SHUTDOWN_TIMEOUT: invalid"},
+			is:   sandbox.ErrUnknownProvider,
+		},
+		{
+			name: "misspelt model does not trigger the unsafe guard",
+			env:  map[string]string{"MANGO_MODEL": "anthropik"},
+			want: []string{`MANGO_MODEL: invalid value "anthropik"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.FromEnv(envFunc(tt.env), registry())
+			if err == nil {
+				t.Fatalf("FromEnv(%v) = %+v, want an error", tt.env, c)
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("FromEnv(%v) error = %q, want it to contain %q", tt.env, msg, w)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error message %q spans several lines, want one", msg)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) = false, want true", err, tt.is)
+			}
+			var ve *config.ValidationError
+			if !errors.As(err, &ve) {
+				t.Errorf("error %T is not a *config.ValidationError", err)
+			}
+		})
+	}
+}
+
+func TestFromEnvMisspeltModelIsOnlyError(t *testing.T) {
+	t.Parallel()
+	_, err := config.FromEnv(envFunc(map[string]string{"MANGO_MODEL": "anthropik"}), registry())
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) || len(ve.Errs) != 1 {
+		t.Fatalf("FromEnv(MANGO_MODEL=anthropik) = %v, want exactly one error", err)
+	}
+}
+
+func TestLogValueHidesSecrets(t *testing.T) {
+	t.Parallel()
+	c, err := config.FromEnv(envFunc(map[string]string{
+		"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "sk-secret-key",
+		"MANGO_SANDBOX": "docker", "MANGO_WORKER_TOKEN": "secret-token",
+	}), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("cfg", "config", c)
+	out := buf.String()
+	for _, secret := range []string{"sk-secret-key", "secret-token"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log output %s contains secret %q", out, secret)
+		}
+	}
+	if !strings.Contains(out, `"model_api_key_set":true`) {
+		t.Errorf("log output %s does not report the API key as set", out)
+	}
+}

@@ -1,0 +1,159 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+type namedProvider string
+
+func (p namedProvider) Name() string { return string(p) }
+
+func factoryFor(name string, calls *int) sandbox.Factory {
+	return sandbox.Factory{New: func(context.Context) (sandbox.Provider, error) {
+		*calls++
+		return namedProvider(name), nil
+	}}
+}
+
+func TestRegistryLookup(t *testing.T) {
+	t.Parallel()
+	var reg sandbox.Registry
+	var calls int
+	reg.Register("local", factoryFor("local", &calls))
+	reg.Register("docker", factoryFor("docker", &calls))
+	if calls != 0 {
+		t.Fatalf("Register called the factory %d times, want 0 (factories are lazy)", calls)
+	}
+
+	f, err := reg.Lookup("docker")
+	if err != nil {
+		t.Fatalf("Lookup(docker) = %v, want no error", err)
+	}
+	p, err := f.New(context.Background())
+	if err != nil || p.Name() != "docker" || calls != 1 {
+		t.Fatalf("New() = %v, %v after %d calls; want docker provider after 1 call", p, err, calls)
+	}
+
+	if got, want := reg.Names(), []string{"docker", "local"}; !slices.Equal(got, want) {
+		t.Errorf("Names() = %v, want %v", got, want)
+	}
+}
+
+func TestRegistryUnknown(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		setup   func(*sandbox.Registry)
+		lookup  string
+		wantMsg string
+	}{
+		{
+			name: "lists known names sorted",
+			setup: func(r *sandbox.Registry) {
+				r.Register("local", sandboxlocal.Factory)
+				r.Register("docker", sandboxdocker.Factory)
+			},
+			lookup:  "nonsense",
+			wantMsg: `unknown sandbox provider "nonsense" (known: docker, local)`,
+		},
+		{
+			name: "names match exactly",
+			setup: func(r *sandbox.Registry) {
+				r.Register("local", sandboxlocal.Factory)
+			},
+			lookup:  "LOCAL",
+			wantMsg: `unknown sandbox provider "LOCAL" (known: local)`,
+		},
+		{
+			name:    "empty registry",
+			setup:   func(*sandbox.Registry) {},
+			lookup:  "local",
+			wantMsg: `unknown sandbox provider "local" (none registered)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var reg sandbox.Registry
+			tt.setup(&reg)
+			_, err := reg.Lookup(tt.lookup)
+			if !errors.Is(err, sandbox.ErrUnknownProvider) {
+				t.Fatalf("Lookup(%q) = %v, want ErrUnknownProvider", tt.lookup, err)
+			}
+			if err.Error() != tt.wantMsg {
+				t.Errorf("Lookup(%q) error = %q, want %q", tt.lookup, err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	t.Parallel()
+	valid := sandboxlocal.Factory
+	tests := []struct {
+		name      string
+		register  func(*sandbox.Registry)
+		wantPanic string
+	}{
+		{"uppercase name", func(r *sandbox.Registry) { r.Register("Local", valid) }, "invalid provider name"},
+		{"empty name", func(r *sandbox.Registry) { r.Register("", valid) }, "invalid provider name"},
+		{"dot in name", func(r *sandbox.Registry) { r.Register("a.b", valid) }, "invalid provider name"},
+		{"nil factory", func(r *sandbox.Registry) { r.Register("x", sandbox.Factory{}) }, "nil factory"},
+		{"duplicate", func(r *sandbox.Registry) {
+			r.Register("local", valid)
+			r.Register("local", valid)
+		}, "registered twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				r := recover()
+				msg, _ := r.(string)
+				if !strings.Contains(msg, tt.wantPanic) {
+					t.Errorf("panic = %v, want a panic containing %q", r, tt.wantPanic)
+				}
+			}()
+			var reg sandbox.Registry
+			tt.register(&reg)
+		})
+	}
+}
+
+// TestBuiltinProviders checks the skeleton providers' names and the traits
+// the unsafe-local guard and host queue routing depend on.
+func TestBuiltinProviders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		factory    sandbox.Factory
+		runsOnHost bool
+		hostBound  bool
+	}{
+		{sandboxlocal.Name, sandboxlocal.Factory, true, true},
+		{sandboxdocker.Name, sandboxdocker.Factory, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := tt.factory.New(context.Background())
+			if err != nil {
+				t.Fatalf("New() = %v", err)
+			}
+			if p.Name() != tt.name {
+				t.Errorf("Name() = %q, want %q", p.Name(), tt.name)
+			}
+			if got := tt.factory.Traits; got.RunsOnHost != tt.runsOnHost || got.HostBound != tt.hostBound {
+				t.Errorf("Traits = %+v, want RunsOnHost=%v HostBound=%v", got, tt.runsOnHost, tt.hostBound)
+			}
+		})
+	}
+}

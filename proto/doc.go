@@ -1,0 +1,19 @@
+// Package proto is the home of Mango's protobuf contracts.
+//
+// It is the only contract between the two services: the api-server and the
+// execution workers share no Go code, only the messages and services defined
+// here. Sources live in mango/<area>/v1/*.proto and are managed with buf
+// (buf.yaml: lint STANDARD, breaking FILE); the generated Go code under gen/
+// is committed, so importing this module needs no code generation. After
+// editing a .proto file, run from this directory:
+//
+//	../bin/buf lint
+//	../bin/buf generate
+//
+// and commit the .proto and the regenerated gen/ together.
+//
+// The Go packages are:
+//
+//   - gen/mango/controlplane/v1 (controlplanev1): the ControlPlane gRPC
+//     service the api-server serves and workers call.
+package proto
