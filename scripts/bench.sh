@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — API latency benchmark against the dev stack (make bench).
+#
+# Starts the dev environment when it is not running (and stops it again
+# afterwards), then runs mango-bench: agent create and get at a fixed,
+# open-loop rate. BENCH_RATE (default 50/s) and BENCH_DURATION (default 20s)
+# tune it.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+MANGO_LOG_TAG="bench"
+cd "$REPO_ROOT"
+export GOWORK="${REPO_ROOT}/go.work"
+
+started=0
+if ! curl -fsS -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null; then
+	log "dev environment not running: make dev-up"
+	make dev-up >/dev/null
+	started=1
+fi
+cleanup() { if [[ $started == 1 ]]; then make dev-down >/dev/null || true; fi; }
+trap cleanup EXIT
+
+set -a
+# shellcheck source=/dev/null
+. ./.dev.env
+set +a
+go run ./api-server/cmd/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
