@@ -48,7 +48,7 @@ lint: ## Run golangci-lint in each module (api-server db execution-worker proto)
 	  echo "golangci-lint: $$m"; (cd $$m && $(BIN)/golangci-lint run ./...) || rc=1; \
 	done; exit $$rc
 
-test: ## Full test run: tools, test stack, go vet, go test, dev smoke, verify
+test: ## Full test run: tools, test stack, go vet, go test, dev smoke, verify, lint
 	@scripts/test.sh
 
 dev: ## Run api-server + execution-worker in the foreground on the dev stack (Ctrl-C stops all it started)

@@ -31,7 +31,7 @@ func Migrations() fs.FS {
 // processes at once: goose serialises them with a PostgreSQL advisory lock.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
+	defer func() { _ = sqlDB.Close() }()
 	return migrateSQL(ctx, sqlDB)
 }
 

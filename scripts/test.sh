@@ -6,6 +6,7 @@
 #      MANGO_TEST_DATABASE_URL, MANGO_TEST_TEMPORAL_HOSTPORT, MANGO_REQUIRE_SERVICES=1
 #   3. scripts/dev-smoke.sh (make dev-up, quickstart, make dev-down)
 #   4. make verify (generated code up to date, buf lint)
+#   5. make lint (golangci-lint in every module)
 # The test stack components this run started are stopped at the end unless
 # MANGO_KEEP_STACK=1. Extra args are passed to `go test` (e.g. -run Foo).
 set -euo pipefail
@@ -83,3 +84,4 @@ step "go vet" go_vet
 step "go test" go_test "$@"
 step "dev smoke" "${REPO_ROOT}/scripts/dev-smoke.sh"
 step "make verify" "$MAKE" --no-print-directory verify
+step "make lint" "$MAKE" --no-print-directory lint

@@ -68,7 +68,7 @@ func URL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("connect to %s: %v", EnvURL, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	name := "mango_t_" + randomHex(8)
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, templateName)); err != nil {
 		t.Fatalf("clone template database: %v", err)
@@ -81,7 +81,7 @@ func URL(t testing.TB) string {
 			t.Errorf("drop test database %s: %v", name, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
 			t.Errorf("drop test database %s: %v", name, err)
 		}
@@ -122,7 +122,7 @@ func ensureTemplate(admin string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", EnvURL, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	// Serialise template creation across concurrently running test binaries.
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", name); err != nil {
 		return "", fmt.Errorf("lock template: %w", err)
@@ -183,7 +183,7 @@ func templateNameFor(migrations fs.FS) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("read migration %s: %w", n, err)
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
 		h.Write(b)
 	}
 	return "mango_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16], nil

@@ -296,7 +296,7 @@ func validHost(h string) error {
 			return fmt.Errorf("invalid host name %q", h)
 		}
 		for _, r := range label {
-			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			if r != '-' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
 				return fmt.Errorf("invalid host name %q", h)
 			}
 		}

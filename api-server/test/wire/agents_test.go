@@ -128,7 +128,7 @@ func TestAgentLifecycle(t *testing.T) {
 
 	// A stale version precondition is a conflict that will not clear.
 	_, err = client.Beta.Agents.Update(ctx, created.ID, anthropic.BetaAgentUpdateParams{Name: anthropic.String("x"), Version: anthropic.Int(1)})
-	apiErr := wantAPIError(t, err, http.StatusConflict)
+	apiErr := apiErrorWithStatus(t, err, http.StatusConflict)
 	if apiErr.Response.Header.Get("x-should-retry") != "false" {
 		t.Errorf("409 without x-should-retry: false")
 	}

@@ -22,7 +22,13 @@ func newClient(t *testing.T, srv *testserver.Server, opts ...option.RequestOptio
 }
 
 // wantAPIError asserts that err is an SDK API error with the given status.
-func wantAPIError(t *testing.T, err error, status int) *anthropic.Error {
+func wantAPIError(t *testing.T, err error, status int) {
+	t.Helper()
+	_ = apiErrorWithStatus(t, err, status)
+}
+
+// apiErrorWithStatus is wantAPIError returning the error for more checks.
+func apiErrorWithStatus(t *testing.T, err error, status int) *anthropic.Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("expected an API error with status %d, got success", status)
