@@ -16,4 +16,8 @@
 //
 //   - gen/mango/controlplane/v1 (controlplanev1): the ControlPlane gRPC
 //     service the api-server serves and workers call.
+//   - gen/mango/session/v1 (sessionv1): the Session Workflow's input and
+//     signal payloads.
+//   - sessionwf (hand-written): the Session Workflow's type, signal name,
+//     workflow id and task queue names.
 package proto

@@ -3,6 +3,7 @@
 // not earlier ones finished, so slow responses cannot hide queueing).
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
+//	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
 //
 // It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
 // operation.
@@ -33,6 +34,9 @@ func run() error {
 	rate := flag.Float64("rate", 50, "operations per second for each measured operation")
 	duration := flag.Duration("duration", 20*time.Second, "measurement duration")
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up at the same rate")
+	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency")
+	streams := flag.Int("streams", 100, "events mode: open SSE streams on the measured session")
+	senders := flag.Int("senders", 16, "events mode: concurrent senders for the throughput run")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
 	if base == "" || key == "" {
@@ -42,6 +46,9 @@ func run() error {
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
 	}}
+	if *mode == "events" {
+		return runEvents(c, *rate, *duration, *streams, *senders)
+	}
 	if _, err := c.createAgent(); err != nil {
 		return err
 	}

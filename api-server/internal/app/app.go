@@ -23,6 +23,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/db"
 )
 
@@ -50,6 +51,7 @@ func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_DATABASE_URL: %w", err)
 	}
+	pcfg.MaxConns = cfg.DatabaseMaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -71,6 +73,20 @@ type Server struct {
 	temporal client.Client
 	http     *http.Server
 	httpLn   net.Listener
+	hub      *httpapi.Hub
+	relay    *outbox.Relay
+	cp       controlPlane
+}
+
+// providers lists the enabled sandbox providers, the default first.
+func providers(cfg *config.Config) []string {
+	out := []string{cfg.DefaultSandbox}
+	for _, p := range cfg.SandboxProviders {
+		if p != cfg.DefaultSandbox {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // New connects to the dependencies and binds the listeners, so that the
@@ -120,8 +136,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		}
 		return id, err
 	}, 10*time.Second)
+	s.hub = httpapi.NewHub(pool, log.With("component", "event-hub"), reg)
+	// Wake-ups owed to Session Workflows: Deliver signals right after the
+	// commit, the relay (run by Serve) retries what that missed.
+	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg})
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		Hub: s.hub, Providers: providers(cfg), Wake: s.relay.Deliver,
 	})
 	s.http = &http.Server{
 		Handler:           api.Handler(),
@@ -132,6 +153,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	if err := s.cp.listen(cfg, store, reg, log); err != nil {
+		return nil, err
 	}
 	ok = true
 	return s, nil
@@ -157,17 +181,30 @@ func (s *Server) ready(ctx context.Context) error {
 // up to the configured shutdown timeout and releases every resource.
 func (s *Server) Serve(ctx context.Context) error {
 	defer s.close()
-	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.httpLn) }()
-	s.log.Info("api-server listening", "http", s.HTTPAddr())
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	defer stopHub()
+	go s.hub.Run(hubCtx)
+	// The relay stops after the HTTP drain (deferred) and before close.
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() { _ = s.relay.Run(relayCtx); close(relayDone) }()
+	defer func() { stopRelay(); <-relayDone }()
+	errc := make(chan error, 2)
+	go func() { errc <- fmt.Errorf("http server: %w", s.http.Serve(s.httpLn)) }()
+	go func() { errc <- s.cp.serve() }()
+	s.log.Info("api-server listening", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+		return err
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	stopHub() // ends open event streams so the drain below can finish
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	cpDone := make(chan struct{})
+	go func() { s.cp.stop(shutdownCtx); close(cpDone) }()
+	defer func() { <-cpDone }()
 	if err := s.http.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("drain http server: %w", err)
 	}
@@ -178,6 +215,7 @@ func (s *Server) close() {
 	if s.httpLn != nil {
 		_ = s.httpLn.Close()
 	}
+	s.cp.close()
 	if s.temporal != nil {
 		s.temporal.Close()
 	}

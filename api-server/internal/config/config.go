@@ -17,6 +17,8 @@ import (
 type Config struct {
 	// DatabaseURL is the PostgreSQL URL (MANGO_DATABASE_URL, required).
 	DatabaseURL string
+	// DatabaseMaxConns caps the connection pool (MANGO_DATABASE_MAX_CONNS).
+	DatabaseMaxConns int32
 	// TemporalHostPort is the Temporal frontend (MANGO_TEMPORAL_HOSTPORT).
 	TemporalHostPort string
 	// TemporalNamespace is the Temporal namespace (MANGO_TEMPORAL_NAMESPACE).
@@ -59,6 +61,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		WorkerToken:       r.str("MANGO_WORKER_TOKEN", ""),
 		DefaultSandbox:    strings.ToLower(r.str("MANGO_SANDBOX", "local")),
 		MaxBodyBytes:      r.size("MANGO_MAX_BODY_BYTES", 32<<20),
+		DatabaseMaxConns:  int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
 		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
 		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
 		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
@@ -73,6 +76,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	r.hostPort("MANGO_GRPC_ADDR", c.GRPCAddr)
 	if c.APIKey != "" && len(c.APIKey) < 16 {
 		r.fail("MANGO_API_KEY", "must be at least 16 characters")
+	}
+	if c.DatabaseMaxConns < 2 || c.DatabaseMaxConns > 10000 {
+		r.fail("MANGO_DATABASE_MAX_CONNS", "must be between 2 and 10000")
 	}
 	if c.MaxBodyBytes < 1024 {
 		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")

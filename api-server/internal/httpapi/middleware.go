@@ -81,13 +81,13 @@ func routeOf(c echo.Context) string {
 	return "unmatched"
 }
 
-type metrics struct {
+type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mango_http_requests_total",
 			Help: "HTTP requests served, by route template, method and status code.",
@@ -102,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/db"
 )
 
@@ -34,12 +36,27 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Now returns the current time; tests may pin it.
 	Now func() time.Time
+	// Wake, when set, is called after a commit that owes a session's
+	// workflow a wake-up (an outbox row was written in that commit). It
+	// delivers the signal directly; the outbox relay retries if it fails.
+	Wake func(ctx context.Context, sessionID string)
+	// Hub wakes SSE streams when events are committed (by any replica).
+	Hub *Hub
+	// Providers are the sandbox providers sessions may use; the first is
+	// the default (MANGO_SANDBOX).
+	Providers []string
+	// Cleanup releases a deleted session's workflow and sandbox; nil skips.
+	Cleanup SessionCleanup
+	// HeartbeatInterval spaces `: ping` comments on idle streams (15s).
+	HeartbeatInterval time.Duration
 }
 
 // API is the HTTP API. Its Handler serves every route.
 type API struct {
 	deps Deps
 	echo *echo.Echo
+
+	eventsAppended prometheus.Counter
 }
 
 // New builds the HTTP API.
@@ -53,12 +70,16 @@ func New(deps Deps) *API {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
-	a := &API{deps: deps, echo: echo.New()}
+	appended, err := metrics.EventsAppended(deps.Registry, "http")
+	if err != nil {
+		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
+	}
+	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended}
 	e := a.echo
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.handleError
-	e.Use(requestID, newMetrics(deps.Registry).middleware, a.accessLog, a.authenticate)
+	e.Use(requestID, newHTTPMetrics(deps.Registry).middleware, a.accessLog, a.authenticate)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
@@ -78,6 +99,16 @@ func New(deps Deps) *API {
 	v1.POST("/environments/:id", a.environmentUpdate)
 	v1.POST("/environments/:id/archive", a.environmentArchive)
 	v1.DELETE("/environments/:id", a.environmentDelete)
+
+	v1.POST("/sessions", a.sessionCreate)
+	v1.GET("/sessions", a.sessionList)
+	v1.GET("/sessions/:id", a.sessionGet)
+	v1.POST("/sessions/:id", a.sessionUpdate)
+	v1.POST("/sessions/:id/archive", a.sessionArchive)
+	v1.DELETE("/sessions/:id", a.sessionDelete)
+	v1.POST("/sessions/:id/events", a.eventSend)
+	v1.GET("/sessions/:id/events", a.eventList)
+	v1.GET("/sessions/:id/events/stream", a.eventStream)
 	return a
 }
 

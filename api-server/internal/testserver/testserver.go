@@ -27,6 +27,10 @@ type Server struct {
 	APIKey string
 	// DatabaseURL is the server's database.
 	DatabaseURL string
+	// GRPCAddr is the ControlPlane (gRPC) address, e.g. 127.0.0.1:43122.
+	GRPCAddr string
+	// WorkerToken is the token the ControlPlane accepts.
+	WorkerToken string
 }
 
 // Option adjusts the configuration before start.
@@ -37,10 +41,23 @@ func WithEnv(name, value string) Option {
 	return func(env map[string]string) { env[name] = value }
 }
 
+// WithDatabase makes the server use an existing database (for example
+// another test server's, to run two replicas on one database).
+func WithDatabase(url string) Option {
+	return func(env map[string]string) { env["MANGO_DATABASE_URL"] = url }
+}
+
 // Start runs an api-server until the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	dbURL := dbtest.URL(t)
+	probe := map[string]string{}
+	for _, o := range opts {
+		o(probe)
+	}
+	dbURL := probe["MANGO_DATABASE_URL"]
+	if dbURL == "" {
+		dbURL = dbtest.URL(t)
+	}
 	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
 	if temporal == "" {
 		temporal = "127.0.0.1:1" // nothing listens: readiness reports Temporal down
@@ -86,5 +103,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 			t.Errorf("test server did not shut down within 10s")
 		}
 	})
-	return &Server{BaseURL: "http://" + srv.HTTPAddr(), APIKey: APIKey, DatabaseURL: dbURL}
+	return &Server{BaseURL: "http://" + srv.HTTPAddr(), APIKey: APIKey, DatabaseURL: cfg.DatabaseURL,
+		GRPCAddr: srv.GRPCAddr(), WorkerToken: cfg.WorkerToken}
 }

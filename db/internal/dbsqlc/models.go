@@ -43,3 +43,79 @@ type Environment struct {
 	UpdatedAt   time.Time
 	ArchivedAt  *time.Time
 }
+
+type Event struct {
+	SessionID   string
+	Seq         int64
+	ID          string
+	Type        string
+	Body        []byte
+	EventKey    *string
+	CreatedAt   time.Time
+	ProcessedAt *time.Time
+}
+
+type Outbox struct {
+	ID            int64
+	SessionID     string
+	Kind          string
+	Payload       json.RawMessage
+	CreatedAt     time.Time
+	Attempts      int32
+	NextAttemptAt time.Time
+	LastError     *string
+}
+
+type SandboxBinding struct {
+	SessionID  string
+	Provider   string
+	ExternalID *string
+	SpecHash   string
+	TaskQueue  string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type Session struct {
+	ID            string
+	AgentID       string
+	AgentVersion  int64
+	Agent         []byte
+	EnvironmentID *string
+	Provider      string
+	Title         string
+	Metadata      json.RawMessage
+	Status        string
+	StopReason    []byte
+	Usage         json.RawMessage
+	LastSeq       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ArchivedAt    *time.Time
+	DeletingAt    *time.Time
+}
+
+type ToolJournal struct {
+	SessionID string
+	ToolUseID string
+	Body      []byte
+	CreatedAt time.Time
+}
+
+type TranscriptEntry struct {
+	SessionID string
+	Seq       *int64
+	EntryKey  string
+	Body      []byte
+	CreatedAt time.Time
+}
+
+type Worker struct {
+	WorkerID     string
+	Provider     string
+	TaskQueues   []string
+	Capabilities []string
+	Version      string
+	FirstSeenAt  time.Time
+	LastSeenAt   time.Time
+}

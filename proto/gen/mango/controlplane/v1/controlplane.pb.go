@@ -5,9 +5,14 @@
 // source: mango/controlplane/v1/controlplane.proto
 
 // Package mango.controlplane.v1 is the internal API that execution workers
-// call on the api-server: workers report their liveness here, and later
-// their events, sandbox bindings and previews. It is not part of the public
-// Managed Agents API.
+// call on the api-server: everything a run needs is loaded here, complete
+// events, the provider transcript and the tool journal are committed here,
+// sandbox ownership is recorded here, and workers report their liveness and
+// stream previews here. It is not part of the public Managed Agents API.
+//
+// Every call carries the metadata "authorization: Bearer <MANGO_WORKER_TOKEN>";
+// calls without it are refused with UNAUTHENTICATED. JSON values travel as
+// strings holding UTF-8 JSON text.
 
 package controlplanev1
 
@@ -26,6 +31,2126 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// SessionStatus is the state of a session.
+type SessionStatus int32
+
+const (
+	// Not set.
+	SessionStatus_SESSION_STATUS_UNSPECIFIED SessionStatus = 0
+	// Waiting for client input.
+	SessionStatus_SESSION_STATUS_IDLE SessionStatus = 1
+	// A turn is in progress.
+	SessionStatus_SESSION_STATUS_RUNNING SessionStatus = 2
+	// A turn failed transiently and will be retried.
+	SessionStatus_SESSION_STATUS_RESCHEDULING SessionStatus = 3
+	// The session ended and accepts no more work.
+	SessionStatus_SESSION_STATUS_TERMINATED SessionStatus = 4
+)
+
+// Enum value maps for SessionStatus.
+var (
+	SessionStatus_name = map[int32]string{
+		0: "SESSION_STATUS_UNSPECIFIED",
+		1: "SESSION_STATUS_IDLE",
+		2: "SESSION_STATUS_RUNNING",
+		3: "SESSION_STATUS_RESCHEDULING",
+		4: "SESSION_STATUS_TERMINATED",
+	}
+	SessionStatus_value = map[string]int32{
+		"SESSION_STATUS_UNSPECIFIED":  0,
+		"SESSION_STATUS_IDLE":         1,
+		"SESSION_STATUS_RUNNING":      2,
+		"SESSION_STATUS_RESCHEDULING": 3,
+		"SESSION_STATUS_TERMINATED":   4,
+	}
+)
+
+func (x SessionStatus) Enum() *SessionStatus {
+	p := new(SessionStatus)
+	*p = x
+	return p
+}
+
+func (x SessionStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_mango_controlplane_v1_controlplane_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionStatus) Type() protoreflect.EnumType {
+	return &file_mango_controlplane_v1_controlplane_proto_enumTypes[0]
+}
+
+func (x SessionStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionStatus.Descriptor instead.
+func (SessionStatus) EnumDescriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
+}
+
+// TurnOutcome is how a turn ended.
+type TurnOutcome int32
+
+const (
+	// Not set; refused.
+	TurnOutcome_TURN_OUTCOME_UNSPECIFIED TurnOutcome = 0
+	// The model ended the turn: idle with stop_reason end_turn.
+	TurnOutcome_TURN_OUTCOME_END_TURN TurnOutcome = 1
+	// Retries are exhausted: idle with stop_reason retries_exhausted.
+	TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED TurnOutcome = 2
+	// A transient failure: rescheduling; the turn will be retried.
+	TurnOutcome_TURN_OUTCOME_RESCHEDULING TurnOutcome = 3
+	// An unrecoverable failure: terminated.
+	TurnOutcome_TURN_OUTCOME_TERMINATED TurnOutcome = 4
+)
+
+// Enum value maps for TurnOutcome.
+var (
+	TurnOutcome_name = map[int32]string{
+		0: "TURN_OUTCOME_UNSPECIFIED",
+		1: "TURN_OUTCOME_END_TURN",
+		2: "TURN_OUTCOME_RETRIES_EXHAUSTED",
+		3: "TURN_OUTCOME_RESCHEDULING",
+		4: "TURN_OUTCOME_TERMINATED",
+	}
+	TurnOutcome_value = map[string]int32{
+		"TURN_OUTCOME_UNSPECIFIED":       0,
+		"TURN_OUTCOME_END_TURN":          1,
+		"TURN_OUTCOME_RETRIES_EXHAUSTED": 2,
+		"TURN_OUTCOME_RESCHEDULING":      3,
+		"TURN_OUTCOME_TERMINATED":        4,
+	}
+)
+
+func (x TurnOutcome) Enum() *TurnOutcome {
+	p := new(TurnOutcome)
+	*p = x
+	return p
+}
+
+func (x TurnOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TurnOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_mango_controlplane_v1_controlplane_proto_enumTypes[1].Descriptor()
+}
+
+func (TurnOutcome) Type() protoreflect.EnumType {
+	return &file_mango_controlplane_v1_controlplane_proto_enumTypes[1]
+}
+
+func (x TurnOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TurnOutcome.Descriptor instead.
+func (TurnOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+}
+
+// PreviewFrameKind distinguishes the frames of one previewed event.
+type PreviewFrameKind int32
+
+const (
+	// Not set; refused.
+	PreviewFrameKind_PREVIEW_FRAME_KIND_UNSPECIFIED PreviewFrameKind = 0
+	// event_start: a previewed event begins.
+	PreviewFrameKind_PREVIEW_FRAME_KIND_START PreviewFrameKind = 1
+	// event_delta: more text of a previewed event.
+	PreviewFrameKind_PREVIEW_FRAME_KIND_DELTA PreviewFrameKind = 2
+)
+
+// Enum value maps for PreviewFrameKind.
+var (
+	PreviewFrameKind_name = map[int32]string{
+		0: "PREVIEW_FRAME_KIND_UNSPECIFIED",
+		1: "PREVIEW_FRAME_KIND_START",
+		2: "PREVIEW_FRAME_KIND_DELTA",
+	}
+	PreviewFrameKind_value = map[string]int32{
+		"PREVIEW_FRAME_KIND_UNSPECIFIED": 0,
+		"PREVIEW_FRAME_KIND_START":       1,
+		"PREVIEW_FRAME_KIND_DELTA":       2,
+	}
+)
+
+func (x PreviewFrameKind) Enum() *PreviewFrameKind {
+	p := new(PreviewFrameKind)
+	*p = x
+	return p
+}
+
+func (x PreviewFrameKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PreviewFrameKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_mango_controlplane_v1_controlplane_proto_enumTypes[2].Descriptor()
+}
+
+func (PreviewFrameKind) Type() protoreflect.EnumType {
+	return &file_mango_controlplane_v1_controlplane_proto_enumTypes[2]
+}
+
+func (x PreviewFrameKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PreviewFrameKind.Descriptor instead.
+func (PreviewFrameKind) EnumDescriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+}
+
+// Event is one stored entry of a session's event log.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Public identifier of the event ("sevt_..."), minted by the api-server.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Position of the event in the session's log, gapless from 1.
+	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Event type, for example "agent.message" or "user.message".
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// The event's members other than id, type and processed_at, as a JSON
+	// object.
+	Body string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// The idempotency key the event was appended with; empty for events
+	// appended without one (client events, status events) and in GetRun.
+	Key string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	// When the event was appended.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When the event took effect; unset for triggers not yet processed.
+	ProcessedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=processed_at,json=processedAt,proto3" json:"processed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Event) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Event) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Event) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Event) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *Event) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Event) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Event) GetProcessedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProcessedAt
+	}
+	return nil
+}
+
+// NewEvent is a complete event a worker asks to append.
+type NewEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deterministic idempotency key, unique within the session, derived by the
+	// worker from what the event is (for example "<trigger id>/<round>/message"),
+	// so that a retried activity sends the same key. Required.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Event type, for example "agent.message". Required.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The event's members other than id, type and processed_at, as a JSON
+	// object; empty means {}.
+	Body          string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewEvent) Reset() {
+	*x = NewEvent{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewEvent) ProtoMessage() {}
+
+func (x *NewEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewEvent.ProtoReflect.Descriptor instead.
+func (*NewEvent) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NewEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *NewEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NewEvent) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+// TranscriptEntry is one provider-native message of a session's lossless
+// provider transcript.
+type TranscriptEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key of the entry, unique within the session. Required.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The provider-native message as JSON. Required.
+	Body          string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscriptEntry) Reset() {
+	*x = TranscriptEntry{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscriptEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscriptEntry) ProtoMessage() {}
+
+func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
+func (*TranscriptEntry) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TranscriptEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TranscriptEntry) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+// GetRunRequest names the session to load.
+type GetRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier ("sesn_..."). Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunRequest) Reset() {
+	*x = GetRunRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunRequest) ProtoMessage() {}
+
+func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
+func (*GetRunRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// GetRunResponse is everything a run of the session needs.
+type GetRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier of the agent the session was created from.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Version of that agent.
+	AgentVersion int64 `protobuf:"varint,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// The session's agent snapshot as JSON, as the public API shows it.
+	Agent string `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The "tools" member of the agent snapshot as a JSON array ("[]" when
+	// absent), for convenience.
+	Tools string `protobuf:"bytes,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	// The "mcp_servers" member of the agent snapshot as a JSON array ("[]"
+	// when absent), for convenience.
+	McpServers string `protobuf:"bytes,6,opt,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Identifier of the session's environment; empty when it has none.
+	EnvironmentId string `protobuf:"bytes,7,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	// The environment's resolved configuration as JSON; empty when the
+	// session has no environment.
+	EnvironmentConfig string `protobuf:"bytes,8,opt,name=environment_config,json=environmentConfig,proto3" json:"environment_config,omitempty"`
+	// Lowercase name of the sandbox provider fixed at session creation.
+	Provider string `protobuf:"bytes,9,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Current status of the session.
+	Status SessionStatus `protobuf:"varint,10,opt,name=status,proto3,enum=mango.controlplane.v1.SessionStatus" json:"status,omitempty"`
+	// Events not yet processed (processed_at unset), in log order.
+	PendingTriggers []*Event `protobuf:"bytes,11,rep,name=pending_triggers,json=pendingTriggers,proto3" json:"pending_triggers,omitempty"`
+	// The provider transcript, in the order it was appended.
+	Transcript []*TranscriptEntry `protobuf:"bytes,12,rep,name=transcript,proto3" json:"transcript,omitempty"`
+	// Sequence number of the newest event of the session.
+	LastSeq       int64 `protobuf:"varint,13,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunResponse) Reset() {
+	*x = GetRunResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunResponse) ProtoMessage() {}
+
+func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
+func (*GetRunResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetRunResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetAgentVersion() int64 {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return 0
+}
+
+func (x *GetRunResponse) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetTools() string {
+	if x != nil {
+		return x.Tools
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetMcpServers() string {
+	if x != nil {
+		return x.McpServers
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetEnvironmentConfig() string {
+	if x != nil {
+		return x.EnvironmentConfig
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *GetRunResponse) GetPendingTriggers() []*Event {
+	if x != nil {
+		return x.PendingTriggers
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetTranscript() []*TranscriptEntry {
+	if x != nil {
+		return x.Transcript
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetLastSeq() int64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+// MarkTriggersProcessedRequest names the trigger events taken into a run.
+type MarkTriggersProcessedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifiers of the events to mark processed; identifiers of other
+	// sessions' events or unknown identifiers are ignored. Required.
+	EventIds      []string `protobuf:"bytes,2,rep,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkTriggersProcessedRequest) Reset() {
+	*x = MarkTriggersProcessedRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkTriggersProcessedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkTriggersProcessedRequest) ProtoMessage() {}
+
+func (x *MarkTriggersProcessedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkTriggersProcessedRequest.ProtoReflect.Descriptor instead.
+func (*MarkTriggersProcessedRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MarkTriggersProcessedRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MarkTriggersProcessedRequest) GetEventIds() []string {
+	if x != nil {
+		return x.EventIds
+	}
+	return nil
+}
+
+// MarkTriggersProcessedResponse reports the processed state of the events.
+type MarkTriggersProcessedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named events of the session with their processed_at, in log order.
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkTriggersProcessedResponse) Reset() {
+	*x = MarkTriggersProcessedResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkTriggersProcessedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkTriggersProcessedResponse) ProtoMessage() {}
+
+func (x *MarkTriggersProcessedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkTriggersProcessedResponse.ProtoReflect.Descriptor instead.
+func (*MarkTriggersProcessedResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MarkTriggersProcessedResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// AppendEventsRequest carries complete events to append.
+type AppendEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Events to append, in order; keys must be distinct. At least one.
+	Events        []*NewEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEventsRequest) Reset() {
+	*x = AppendEventsRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEventsRequest) ProtoMessage() {}
+
+func (x *AppendEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEventsRequest.ProtoReflect.Descriptor instead.
+func (*AppendEventsRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendEventsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AppendEventsRequest) GetEvents() []*NewEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// AppendEventsResponse returns the stored events.
+type AppendEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored events in request order: the newly appended ones and, for
+	// keys already present, the events stored earlier.
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendEventsResponse) Reset() {
+	*x = AppendEventsResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendEventsResponse) ProtoMessage() {}
+
+func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendEventsResponse.ProtoReflect.Descriptor instead.
+func (*AppendEventsResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AppendEventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// ParkTurnRequest appends events and parks the session until the client
+// acts.
+type ParkTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Events to append before parking, in order; keys must be distinct. When
+	// every one of them is already stored the call is a retry of one that
+	// succeeded and the session's status is left as it is.
+	Events []*NewEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// Identifiers of already stored events that require client action.
+	RequiredActionEventIds []string `protobuf:"bytes,3,rep,name=required_action_event_ids,json=requiredActionEventIds,proto3" json:"required_action_event_ids,omitempty"`
+	// Keys of events that require client action, either in events or
+	// appended earlier; the stop reason names their identifiers.
+	RequiredActionEventKeys []string `protobuf:"bytes,4,rep,name=required_action_event_keys,json=requiredActionEventKeys,proto3" json:"required_action_event_keys,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ParkTurnRequest) Reset() {
+	*x = ParkTurnRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkTurnRequest) ProtoMessage() {}
+
+func (x *ParkTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkTurnRequest.ProtoReflect.Descriptor instead.
+func (*ParkTurnRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ParkTurnRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ParkTurnRequest) GetEvents() []*NewEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ParkTurnRequest) GetRequiredActionEventIds() []string {
+	if x != nil {
+		return x.RequiredActionEventIds
+	}
+	return nil
+}
+
+func (x *ParkTurnRequest) GetRequiredActionEventKeys() []string {
+	if x != nil {
+		return x.RequiredActionEventKeys
+	}
+	return nil
+}
+
+// ParkTurnResponse returns the stored events and the resulting session
+// state.
+type ParkTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored events in request order, as in AppendEventsResponse.
+	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The session's status after the call.
+	Status SessionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=mango.controlplane.v1.SessionStatus" json:"status,omitempty"`
+	// The session's stop_reason after the call, as JSON.
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParkTurnResponse) Reset() {
+	*x = ParkTurnResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkTurnResponse) ProtoMessage() {}
+
+func (x *ParkTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkTurnResponse.ProtoReflect.Descriptor instead.
+func (*ParkTurnResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ParkTurnResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ParkTurnResponse) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *ParkTurnResponse) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+// CompleteTurnRequest ends a turn.
+type CompleteTurnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// How the turn ended. Required.
+	Outcome TurnOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=mango.controlplane.v1.TurnOutcome" json:"outcome,omitempty"`
+	// Events to append before the status change (for example session.error),
+	// in order; keys must be distinct. Optional. When every one of them is
+	// already stored the call is a retry of one that succeeded and the
+	// session's status is left as it is.
+	Events        []*NewEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteTurnRequest) Reset() {
+	*x = CompleteTurnRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteTurnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteTurnRequest) ProtoMessage() {}
+
+func (x *CompleteTurnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteTurnRequest.ProtoReflect.Descriptor instead.
+func (*CompleteTurnRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CompleteTurnRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CompleteTurnRequest) GetOutcome() TurnOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return TurnOutcome_TURN_OUTCOME_UNSPECIFIED
+}
+
+func (x *CompleteTurnRequest) GetEvents() []*NewEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// CompleteTurnResponse returns the stored events and the resulting session
+// state.
+type CompleteTurnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored events in request order, as in AppendEventsResponse.
+	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The session's status after the call.
+	Status SessionStatus `protobuf:"varint,2,opt,name=status,proto3,enum=mango.controlplane.v1.SessionStatus" json:"status,omitempty"`
+	// The session's stop_reason after the call as JSON; empty when unset.
+	StopReason    string `protobuf:"bytes,3,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteTurnResponse) Reset() {
+	*x = CompleteTurnResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteTurnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteTurnResponse) ProtoMessage() {}
+
+func (x *CompleteTurnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteTurnResponse.ProtoReflect.Descriptor instead.
+func (*CompleteTurnResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompleteTurnResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CompleteTurnResponse) GetStatus() SessionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+func (x *CompleteTurnResponse) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+// AppendTranscriptRequest carries provider transcript entries.
+type AppendTranscriptRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Entries to store, in order. At least one.
+	Entries       []*TranscriptEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendTranscriptRequest) Reset() {
+	*x = AppendTranscriptRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendTranscriptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendTranscriptRequest) ProtoMessage() {}
+
+func (x *AppendTranscriptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendTranscriptRequest.ProtoReflect.Descriptor instead.
+func (*AppendTranscriptRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AppendTranscriptRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AppendTranscriptRequest) GetEntries() []*TranscriptEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// AppendTranscriptResponse acknowledges stored entries.
+type AppendTranscriptResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the entries were new; the others were already stored.
+	Inserted      int32 `protobuf:"varint,1,opt,name=inserted,proto3" json:"inserted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendTranscriptResponse) Reset() {
+	*x = AppendTranscriptResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendTranscriptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendTranscriptResponse) ProtoMessage() {}
+
+func (x *AppendTranscriptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendTranscriptResponse.ProtoReflect.Descriptor instead.
+func (*AppendTranscriptResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AppendTranscriptResponse) GetInserted() int32 {
+	if x != nil {
+		return x.Inserted
+	}
+	return 0
+}
+
+// ToolJournalEntry is what one tool call did.
+type ToolJournalEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier of the tool_use the entry belongs to.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The journal record as JSON.
+	Body string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// When the entry was first recorded.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolJournalEntry) Reset() {
+	*x = ToolJournalEntry{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolJournalEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolJournalEntry) ProtoMessage() {}
+
+func (x *ToolJournalEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolJournalEntry.ProtoReflect.Descriptor instead.
+func (*ToolJournalEntry) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ToolJournalEntry) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ToolJournalEntry) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *ToolJournalEntry) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+// RecordToolJournalRequest records a tool call's result.
+type RecordToolJournalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier of the tool_use. Required.
+	ToolUseId string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	// The journal record as JSON. Required.
+	Body          string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordToolJournalRequest) Reset() {
+	*x = RecordToolJournalRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordToolJournalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordToolJournalRequest) ProtoMessage() {}
+
+func (x *RecordToolJournalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordToolJournalRequest.ProtoReflect.Descriptor instead.
+func (*RecordToolJournalRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RecordToolJournalRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RecordToolJournalRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *RecordToolJournalRequest) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+// RecordToolJournalResponse returns the stored entry.
+type RecordToolJournalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored entry: this call's when it was the first, else the earlier
+	// one.
+	Entry *ToolJournalEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// Whether this call stored the entry.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordToolJournalResponse) Reset() {
+	*x = RecordToolJournalResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordToolJournalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordToolJournalResponse) ProtoMessage() {}
+
+func (x *RecordToolJournalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordToolJournalResponse.ProtoReflect.Descriptor instead.
+func (*RecordToolJournalResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RecordToolJournalResponse) GetEntry() *ToolJournalEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *RecordToolJournalResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// GetToolJournalRequest names a tool call.
+type GetToolJournalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier of the tool_use. Required.
+	ToolUseId     string `protobuf:"bytes,2,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolJournalRequest) Reset() {
+	*x = GetToolJournalRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolJournalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolJournalRequest) ProtoMessage() {}
+
+func (x *GetToolJournalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolJournalRequest.ProtoReflect.Descriptor instead.
+func (*GetToolJournalRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetToolJournalRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetToolJournalRequest) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+// GetToolJournalResponse returns a tool call's journal entry.
+type GetToolJournalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored entry; unset when the tool call has none.
+	Entry         *ToolJournalEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetToolJournalResponse) Reset() {
+	*x = GetToolJournalResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetToolJournalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetToolJournalResponse) ProtoMessage() {}
+
+func (x *GetToolJournalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetToolJournalResponse.ProtoReflect.Descriptor instead.
+func (*GetToolJournalResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetToolJournalResponse) GetEntry() *ToolJournalEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+// SandboxBinding is a session's sandbox ownership record: a provisioning
+// intent while external_id is empty, a binding once it is set.
+type SandboxBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Lowercase provider name.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider's opaque identifier of the sandbox; empty for an intent.
+	ExternalId string `protobuf:"bytes,3,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Hash of the sandbox specification the resource was created from.
+	SpecHash string `protobuf:"bytes,4,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
+	// Task queue every later sandbox activity of the session is routed to.
+	TaskQueue string `protobuf:"bytes,5,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	// When the intent was first recorded.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When the record last changed.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxBinding) Reset() {
+	*x = SandboxBinding{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxBinding) ProtoMessage() {}
+
+func (x *SandboxBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxBinding.ProtoReflect.Descriptor instead.
+func (*SandboxBinding) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SandboxBinding) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SandboxBinding) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *SandboxBinding) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+func (x *SandboxBinding) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
+}
+
+func (x *SandboxBinding) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+func (x *SandboxBinding) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *SandboxBinding) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// PutProvisioningIntentRequest records a provisioning intent.
+type PutProvisioningIntentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Lowercase provider name. Required.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Hash of the sandbox specification. Required.
+	SpecHash string `protobuf:"bytes,3,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
+	// Task queue of the provisioning worker. Required.
+	TaskQueue     string `protobuf:"bytes,4,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutProvisioningIntentRequest) Reset() {
+	*x = PutProvisioningIntentRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutProvisioningIntentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutProvisioningIntentRequest) ProtoMessage() {}
+
+func (x *PutProvisioningIntentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutProvisioningIntentRequest.ProtoReflect.Descriptor instead.
+func (*PutProvisioningIntentRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PutProvisioningIntentRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PutProvisioningIntentRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *PutProvisioningIntentRequest) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
+}
+
+func (x *PutProvisioningIntentRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+// PutProvisioningIntentResponse returns the stored record.
+type PutProvisioningIntentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored intent, or the existing binding left unchanged.
+	Binding       *SandboxBinding `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutProvisioningIntentResponse) Reset() {
+	*x = PutProvisioningIntentResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutProvisioningIntentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutProvisioningIntentResponse) ProtoMessage() {}
+
+func (x *PutProvisioningIntentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutProvisioningIntentResponse.ProtoReflect.Descriptor instead.
+func (*PutProvisioningIntentResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PutProvisioningIntentResponse) GetBinding() *SandboxBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// PutBindingRequest records a binding.
+type PutBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Lowercase provider name. Required.
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider's opaque identifier of the created sandbox. Required.
+	ExternalId string `protobuf:"bytes,3,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	// Hash of the sandbox specification. Required.
+	SpecHash string `protobuf:"bytes,4,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
+	// Task queue every later sandbox activity of the session is routed to.
+	// Required.
+	TaskQueue     string `protobuf:"bytes,5,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutBindingRequest) Reset() {
+	*x = PutBindingRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutBindingRequest) ProtoMessage() {}
+
+func (x *PutBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutBindingRequest.ProtoReflect.Descriptor instead.
+func (*PutBindingRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PutBindingRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PutBindingRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *PutBindingRequest) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+func (x *PutBindingRequest) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
+}
+
+func (x *PutBindingRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+// PutBindingResponse returns the stored binding.
+type PutBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored binding.
+	Binding       *SandboxBinding `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutBindingResponse) Reset() {
+	*x = PutBindingResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutBindingResponse) ProtoMessage() {}
+
+func (x *PutBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutBindingResponse.ProtoReflect.Descriptor instead.
+func (*PutBindingResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PutBindingResponse) GetBinding() *SandboxBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// GetBindingRequest names a session.
+type GetBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingRequest) Reset() {
+	*x = GetBindingRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingRequest) ProtoMessage() {}
+
+func (x *GetBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingRequest.ProtoReflect.Descriptor instead.
+func (*GetBindingRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetBindingRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// GetBindingResponse returns a session's sandbox record.
+type GetBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binding or intent; unset when the session has neither.
+	Binding       *SandboxBinding `protobuf:"bytes,1,opt,name=binding,proto3" json:"binding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBindingResponse) Reset() {
+	*x = GetBindingResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBindingResponse) ProtoMessage() {}
+
+func (x *GetBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBindingResponse.ProtoReflect.Descriptor instead.
+func (*GetBindingResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetBindingResponse) GetBinding() *SandboxBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// DeleteBindingRequest names a session.
+type DeleteBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBindingRequest) Reset() {
+	*x = DeleteBindingRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBindingRequest) ProtoMessage() {}
+
+func (x *DeleteBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBindingRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBindingRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteBindingRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// DeleteBindingResponse reports what was deleted.
+type DeleteBindingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a record existed and was deleted.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBindingResponse) Reset() {
+	*x = DeleteBindingResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBindingResponse) ProtoMessage() {}
+
+func (x *DeleteBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBindingResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBindingResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeleteBindingResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ListBindingsRequest filters and pages the sandbox records.
+type ListBindingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records of this provider; empty means every provider.
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Only provisioning intents (records without external_id).
+	OnlyIntents bool `protobuf:"varint,2,opt,name=only_intents,json=onlyIntents,proto3" json:"only_intents,omitempty"`
+	// Only records whose session id sorts after this one (the last session
+	// id of the previous page); empty starts at the beginning.
+	AfterSessionId string `protobuf:"bytes,3,opt,name=after_session_id,json=afterSessionId,proto3" json:"after_session_id,omitempty"`
+	// Maximum number of records; 0 means 100, at most 1000.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBindingsRequest) Reset() {
+	*x = ListBindingsRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBindingsRequest) ProtoMessage() {}
+
+func (x *ListBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBindingsRequest.ProtoReflect.Descriptor instead.
+func (*ListBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListBindingsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListBindingsRequest) GetOnlyIntents() bool {
+	if x != nil {
+		return x.OnlyIntents
+	}
+	return false
+}
+
+func (x *ListBindingsRequest) GetAfterSessionId() string {
+	if x != nil {
+		return x.AfterSessionId
+	}
+	return ""
+}
+
+func (x *ListBindingsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListBindingsResponse is one page of sandbox records.
+type ListBindingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records, ordered by session id.
+	Bindings      []*SandboxBinding `protobuf:"bytes,1,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBindingsResponse) Reset() {
+	*x = ListBindingsResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBindingsResponse) ProtoMessage() {}
+
+func (x *ListBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBindingsResponse.ProtoReflect.Descriptor instead.
+func (*ListBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListBindingsResponse) GetBindings() []*SandboxBinding {
+	if x != nil {
+		return x.Bindings
+	}
+	return nil
+}
 
 // RecordWorkerHeartbeatRequest describes the calling worker at the time of
 // the heartbeat.
@@ -53,7 +2178,7 @@ type RecordWorkerHeartbeatRequest struct {
 
 func (x *RecordWorkerHeartbeatRequest) Reset() {
 	*x = RecordWorkerHeartbeatRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[0]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -65,7 +2190,7 @@ func (x *RecordWorkerHeartbeatRequest) String() string {
 func (*RecordWorkerHeartbeatRequest) ProtoMessage() {}
 
 func (x *RecordWorkerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[0]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -78,7 +2203,7 @@ func (x *RecordWorkerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*RecordWorkerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RecordWorkerHeartbeatRequest) GetWorkerId() string {
@@ -128,7 +2253,7 @@ type RecordWorkerHeartbeatResponse struct {
 
 func (x *RecordWorkerHeartbeatResponse) Reset() {
 	*x = RecordWorkerHeartbeatResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[1]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +2265,7 @@ func (x *RecordWorkerHeartbeatResponse) String() string {
 func (*RecordWorkerHeartbeatResponse) ProtoMessage() {}
 
 func (x *RecordWorkerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[1]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +2278,7 @@ func (x *RecordWorkerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*RecordWorkerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecordWorkerHeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
@@ -163,11 +2288,342 @@ func (x *RecordWorkerHeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// PreviewFrame is one ephemeral preview of an event being produced.
+type PreviewFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session the previewed event belongs to.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier the committed event (for example agent.message) will carry,
+	// so clients can match the preview with the complete event.
+	EventId string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// Whether the frame starts the event or continues it.
+	Kind PreviewFrameKind `protobuf:"varint,3,opt,name=kind,proto3,enum=mango.controlplane.v1.PreviewFrameKind" json:"kind,omitempty"`
+	// Type of the previewed event, for example "agent.message"; subscribers
+	// receive previews only for types they asked for.
+	EventType string `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// Text added by a delta frame; empty for start frames.
+	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// Index of the content block the text belongs to.
+	Index         int32 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewFrame) Reset() {
+	*x = PreviewFrame{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewFrame) ProtoMessage() {}
+
+func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewFrame.ProtoReflect.Descriptor instead.
+func (*PreviewFrame) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PreviewFrame) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PreviewFrame) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *PreviewFrame) GetKind() PreviewFrameKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PreviewFrameKind_PREVIEW_FRAME_KIND_UNSPECIFIED
+}
+
+func (x *PreviewFrame) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *PreviewFrame) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PreviewFrame) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// StreamPreviewsRequest is one message of the preview stream.
+type StreamPreviewsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Frames in the order they were produced; a message may batch several.
+	Frames        []*PreviewFrame `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamPreviewsRequest) Reset() {
+	*x = StreamPreviewsRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPreviewsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPreviewsRequest) ProtoMessage() {}
+
+func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPreviewsRequest.ProtoReflect.Descriptor instead.
+func (*StreamPreviewsRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *StreamPreviewsRequest) GetFrames() []*PreviewFrame {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
+// StreamPreviewsResponse is sent when the worker closes the stream.
+type StreamPreviewsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many frames the api-server received on the stream.
+	FramesReceived int64 `protobuf:"varint,1,opt,name=frames_received,json=framesReceived,proto3" json:"frames_received,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StreamPreviewsResponse) Reset() {
+	*x = StreamPreviewsResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPreviewsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPreviewsResponse) ProtoMessage() {}
+
+func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPreviewsResponse.ProtoReflect.Descriptor instead.
+func (*StreamPreviewsResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
+	if x != nil {
+		return x.FramesReceived
+	}
+	return 0
+}
+
 var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\x01\n" +
+	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n" +
+	"\x05Event\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\tR\x04body\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
+	"\fprocessed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\"D\n" +
+	"\bNewEvent\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\"7\n" +
+	"\x0fTranscriptEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\tR\x04body\".\n" +
+	"\rGetRunRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x98\x04\n" +
+	"\x0eGetRunResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12#\n" +
+	"\ragent_version\x18\x03 \x01(\x03R\fagentVersion\x12\x14\n" +
+	"\x05agent\x18\x04 \x01(\tR\x05agent\x12\x14\n" +
+	"\x05tools\x18\x05 \x01(\tR\x05tools\x12\x1f\n" +
+	"\vmcp_servers\x18\x06 \x01(\tR\n" +
+	"mcpServers\x12%\n" +
+	"\x0eenvironment_id\x18\a \x01(\tR\renvironmentId\x12-\n" +
+	"\x12environment_config\x18\b \x01(\tR\x11environmentConfig\x12\x1a\n" +
+	"\bprovider\x18\t \x01(\tR\bprovider\x12<\n" +
+	"\x06status\x18\n" +
+	" \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12G\n" +
+	"\x10pending_triggers\x18\v \x03(\v2\x1c.mango.controlplane.v1.EventR\x0fpendingTriggers\x12F\n" +
+	"\n" +
+	"transcript\x18\f \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
+	"transcript\x12\x19\n" +
+	"\blast_seq\x18\r \x01(\x03R\alastSeq\"Z\n" +
+	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tevent_ids\x18\x02 \x03(\tR\beventIds\"U\n" +
+	"\x1dMarkTriggersProcessedResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"m\n" +
+	"\x13AppendEventsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
+	"\x06events\x18\x02 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\"L\n" +
+	"\x14AppendEventsResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"\xe1\x01\n" +
+	"\x0fParkTurnRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
+	"\x06events\x18\x02 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x129\n" +
+	"\x19required_action_event_ids\x18\x03 \x03(\tR\x16requiredActionEventIds\x12;\n" +
+	"\x1arequired_action_event_keys\x18\x04 \x03(\tR\x17requiredActionEventKeys\"\xa7\x01\n" +
+	"\x10ParkTurnResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
+	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"\xab\x01\n" +
+	"\x13CompleteTurnRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12<\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\".mango.controlplane.v1.TurnOutcomeR\aoutcome\x127\n" +
+	"\x06events\x18\x03 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\"\xab\x01\n" +
+	"\x14CompleteTurnResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
+	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
+	"\vstop_reason\x18\x03 \x01(\tR\n" +
+	"stopReason\"z\n" +
+	"\x17AppendTranscriptRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12@\n" +
+	"\aentries\x18\x02 \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\aentries\"6\n" +
+	"\x18AppendTranscriptResponse\x12\x1a\n" +
+	"\binserted\x18\x01 \x01(\x05R\binserted\"\x81\x01\n" +
+	"\x10ToolJournalEntry\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\tR\x04body\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"m\n" +
+	"\x18RecordToolJournalRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\"t\n" +
+	"\x19RecordToolJournalResponse\x12=\n" +
+	"\x05entry\x18\x01 \x01(\v2'.mango.controlplane.v1.ToolJournalEntryR\x05entry\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"V\n" +
+	"\x15GetToolJournalRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1e\n" +
+	"\vtool_use_id\x18\x02 \x01(\tR\ttoolUseId\"W\n" +
+	"\x16GetToolJournalResponse\x12=\n" +
+	"\x05entry\x18\x01 \x01(\v2'.mango.controlplane.v1.ToolJournalEntryR\x05entry\"\x9e\x02\n" +
+	"\x0eSandboxBinding\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
+	"\vexternal_id\x18\x03 \x01(\tR\n" +
+	"externalId\x12\x1b\n" +
+	"\tspec_hash\x18\x04 \x01(\tR\bspecHash\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x05 \x01(\tR\ttaskQueue\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x95\x01\n" +
+	"\x1cPutProvisioningIntentRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1b\n" +
+	"\tspec_hash\x18\x03 \x01(\tR\bspecHash\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x04 \x01(\tR\ttaskQueue\"`\n" +
+	"\x1dPutProvisioningIntentResponse\x12?\n" +
+	"\abinding\x18\x01 \x01(\v2%.mango.controlplane.v1.SandboxBindingR\abinding\"\xab\x01\n" +
+	"\x11PutBindingRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
+	"\vexternal_id\x18\x03 \x01(\tR\n" +
+	"externalId\x12\x1b\n" +
+	"\tspec_hash\x18\x04 \x01(\tR\bspecHash\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x05 \x01(\tR\ttaskQueue\"U\n" +
+	"\x12PutBindingResponse\x12?\n" +
+	"\abinding\x18\x01 \x01(\v2%.mango.controlplane.v1.SandboxBindingR\abinding\"2\n" +
+	"\x11GetBindingRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
+	"\x12GetBindingResponse\x12?\n" +
+	"\abinding\x18\x01 \x01(\v2%.mango.controlplane.v1.SandboxBindingR\abinding\"5\n" +
+	"\x14DeleteBindingRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"1\n" +
+	"\x15DeleteBindingResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x94\x01\n" +
+	"\x13ListBindingsRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12!\n" +
+	"\fonly_intents\x18\x02 \x01(\bR\vonlyIntents\x12(\n" +
+	"\x10after_session_id\x18\x03 \x01(\tR\x0eafterSessionId\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"Y\n" +
+	"\x14ListBindingsResponse\x12A\n" +
+	"\bbindings\x18\x01 \x03(\v2%.mango.controlplane.v1.SandboxBindingR\bbindings\"\xb6\x01\n" +
 	"\x1cRecordWorkerHeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
@@ -177,9 +2633,54 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\"\\\n" +
 	"\x1dRecordWorkerHeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime2\x93\x01\n" +
-	"\fControlPlane\x12\x82\x01\n" +
-	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponseBIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
+	"serverTime\"\xce\x01\n" +
+	"\fPreviewFrame\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12;\n" +
+	"\x04kind\x18\x03 \x01(\x0e2'.mango.controlplane.v1.PreviewFrameKindR\x04kind\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x04 \x01(\tR\teventType\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12\x14\n" +
+	"\x05index\x18\x06 \x01(\x05R\x05index\"T\n" +
+	"\x15StreamPreviewsRequest\x12;\n" +
+	"\x06frames\x18\x01 \x03(\v2#.mango.controlplane.v1.PreviewFrameR\x06frames\"A\n" +
+	"\x16StreamPreviewsResponse\x12'\n" +
+	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived*\xa4\x01\n" +
+	"\rSessionStatus\x12\x1e\n" +
+	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n" +
+	"\x16SESSION_STATUS_RUNNING\x10\x02\x12\x1f\n" +
+	"\x1bSESSION_STATUS_RESCHEDULING\x10\x03\x12\x1d\n" +
+	"\x19SESSION_STATUS_TERMINATED\x10\x04*\xa6\x01\n" +
+	"\vTurnOutcome\x12\x1c\n" +
+	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TURN_OUTCOME_END_TURN\x10\x01\x12\"\n" +
+	"\x1eTURN_OUTCOME_RETRIES_EXHAUSTED\x10\x02\x12\x1d\n" +
+	"\x19TURN_OUTCOME_RESCHEDULING\x10\x03\x12\x1b\n" +
+	"\x17TURN_OUTCOME_TERMINATED\x10\x04*r\n" +
+	"\x10PreviewFrameKind\x12\"\n" +
+	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x8b\r\n" +
+	"\fControlPlane\x12U\n" +
+	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
+	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
+	"\fAppendEvents\x12*.mango.controlplane.v1.AppendEventsRequest\x1a+.mango.controlplane.v1.AppendEventsResponse\x12[\n" +
+	"\bParkTurn\x12&.mango.controlplane.v1.ParkTurnRequest\x1a'.mango.controlplane.v1.ParkTurnResponse\x12g\n" +
+	"\fCompleteTurn\x12*.mango.controlplane.v1.CompleteTurnRequest\x1a+.mango.controlplane.v1.CompleteTurnResponse\x12s\n" +
+	"\x10AppendTranscript\x12..mango.controlplane.v1.AppendTranscriptRequest\x1a/.mango.controlplane.v1.AppendTranscriptResponse\x12v\n" +
+	"\x11RecordToolJournal\x12/.mango.controlplane.v1.RecordToolJournalRequest\x1a0.mango.controlplane.v1.RecordToolJournalResponse\x12m\n" +
+	"\x0eGetToolJournal\x12,.mango.controlplane.v1.GetToolJournalRequest\x1a-.mango.controlplane.v1.GetToolJournalResponse\x12\x82\x01\n" +
+	"\x15PutProvisioningIntent\x123.mango.controlplane.v1.PutProvisioningIntentRequest\x1a4.mango.controlplane.v1.PutProvisioningIntentResponse\x12a\n" +
+	"\n" +
+	"PutBinding\x12(.mango.controlplane.v1.PutBindingRequest\x1a).mango.controlplane.v1.PutBindingResponse\x12a\n" +
+	"\n" +
+	"GetBinding\x12(.mango.controlplane.v1.GetBindingRequest\x1a).mango.controlplane.v1.GetBindingResponse\x12j\n" +
+	"\rDeleteBinding\x12+.mango.controlplane.v1.DeleteBindingRequest\x1a,.mango.controlplane.v1.DeleteBindingResponse\x12g\n" +
+	"\fListBindings\x12*.mango.controlplane.v1.ListBindingsRequest\x1a+.mango.controlplane.v1.ListBindingsResponse\x12\x82\x01\n" +
+	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12o\n" +
+	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_mango_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -193,21 +2694,114 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_mango_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
-	(*RecordWorkerHeartbeatRequest)(nil),  // 0: mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	(*RecordWorkerHeartbeatResponse)(nil), // 1: mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	(*timestamppb.Timestamp)(nil),         // 2: google.protobuf.Timestamp
+	(SessionStatus)(0),                    // 0: mango.controlplane.v1.SessionStatus
+	(TurnOutcome)(0),                      // 1: mango.controlplane.v1.TurnOutcome
+	(PreviewFrameKind)(0),                 // 2: mango.controlplane.v1.PreviewFrameKind
+	(*Event)(nil),                         // 3: mango.controlplane.v1.Event
+	(*NewEvent)(nil),                      // 4: mango.controlplane.v1.NewEvent
+	(*TranscriptEntry)(nil),               // 5: mango.controlplane.v1.TranscriptEntry
+	(*GetRunRequest)(nil),                 // 6: mango.controlplane.v1.GetRunRequest
+	(*GetRunResponse)(nil),                // 7: mango.controlplane.v1.GetRunResponse
+	(*MarkTriggersProcessedRequest)(nil),  // 8: mango.controlplane.v1.MarkTriggersProcessedRequest
+	(*MarkTriggersProcessedResponse)(nil), // 9: mango.controlplane.v1.MarkTriggersProcessedResponse
+	(*AppendEventsRequest)(nil),           // 10: mango.controlplane.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),          // 11: mango.controlplane.v1.AppendEventsResponse
+	(*ParkTurnRequest)(nil),               // 12: mango.controlplane.v1.ParkTurnRequest
+	(*ParkTurnResponse)(nil),              // 13: mango.controlplane.v1.ParkTurnResponse
+	(*CompleteTurnRequest)(nil),           // 14: mango.controlplane.v1.CompleteTurnRequest
+	(*CompleteTurnResponse)(nil),          // 15: mango.controlplane.v1.CompleteTurnResponse
+	(*AppendTranscriptRequest)(nil),       // 16: mango.controlplane.v1.AppendTranscriptRequest
+	(*AppendTranscriptResponse)(nil),      // 17: mango.controlplane.v1.AppendTranscriptResponse
+	(*ToolJournalEntry)(nil),              // 18: mango.controlplane.v1.ToolJournalEntry
+	(*RecordToolJournalRequest)(nil),      // 19: mango.controlplane.v1.RecordToolJournalRequest
+	(*RecordToolJournalResponse)(nil),     // 20: mango.controlplane.v1.RecordToolJournalResponse
+	(*GetToolJournalRequest)(nil),         // 21: mango.controlplane.v1.GetToolJournalRequest
+	(*GetToolJournalResponse)(nil),        // 22: mango.controlplane.v1.GetToolJournalResponse
+	(*SandboxBinding)(nil),                // 23: mango.controlplane.v1.SandboxBinding
+	(*PutProvisioningIntentRequest)(nil),  // 24: mango.controlplane.v1.PutProvisioningIntentRequest
+	(*PutProvisioningIntentResponse)(nil), // 25: mango.controlplane.v1.PutProvisioningIntentResponse
+	(*PutBindingRequest)(nil),             // 26: mango.controlplane.v1.PutBindingRequest
+	(*PutBindingResponse)(nil),            // 27: mango.controlplane.v1.PutBindingResponse
+	(*GetBindingRequest)(nil),             // 28: mango.controlplane.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),            // 29: mango.controlplane.v1.GetBindingResponse
+	(*DeleteBindingRequest)(nil),          // 30: mango.controlplane.v1.DeleteBindingRequest
+	(*DeleteBindingResponse)(nil),         // 31: mango.controlplane.v1.DeleteBindingResponse
+	(*ListBindingsRequest)(nil),           // 32: mango.controlplane.v1.ListBindingsRequest
+	(*ListBindingsResponse)(nil),          // 33: mango.controlplane.v1.ListBindingsResponse
+	(*RecordWorkerHeartbeatRequest)(nil),  // 34: mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	(*RecordWorkerHeartbeatResponse)(nil), // 35: mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	(*PreviewFrame)(nil),                  // 36: mango.controlplane.v1.PreviewFrame
+	(*StreamPreviewsRequest)(nil),         // 37: mango.controlplane.v1.StreamPreviewsRequest
+	(*StreamPreviewsResponse)(nil),        // 38: mango.controlplane.v1.StreamPreviewsResponse
+	(*timestamppb.Timestamp)(nil),         // 39: google.protobuf.Timestamp
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	2, // 0: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	0, // 1: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	1, // 2: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	39, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	39, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	0,  // 2: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	3,  // 3: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
+	5,  // 4: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 5: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 6: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 7: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 8: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 9: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 10: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	1,  // 11: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
+	4,  // 12: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 13: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 14: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	5,  // 15: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	39, // 16: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	18, // 17: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	18, // 18: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	39, // 19: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	39, // 20: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 21: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 22: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 23: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 24: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	39, // 25: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 26: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	36, // 27: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	6,  // 28: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	8,  // 29: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	10, // 30: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	12, // 31: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	14, // 32: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	16, // 33: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	19, // 34: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	21, // 35: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	24, // 36: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	26, // 37: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	28, // 38: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	30, // 39: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	32, // 40: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	34, // 41: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 42: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	7,  // 43: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	9,  // 44: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	11, // 45: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	13, // 46: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	15, // 47: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	17, // 48: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	20, // 49: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	22, // 50: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	25, // 51: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	27, // 52: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	29, // 53: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	31, // 54: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	33, // 55: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	35, // 56: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 57: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	43, // [43:58] is the sub-list for method output_type
+	28, // [28:43] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -220,13 +2814,14 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      3,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_mango_controlplane_v1_controlplane_proto_goTypes,
 		DependencyIndexes: file_mango_controlplane_v1_controlplane_proto_depIdxs,
+		EnumInfos:         file_mango_controlplane_v1_controlplane_proto_enumTypes,
 		MessageInfos:      file_mango_controlplane_v1_controlplane_proto_msgTypes,
 	}.Build()
 	File_mango_controlplane_v1_controlplane_proto = out.File

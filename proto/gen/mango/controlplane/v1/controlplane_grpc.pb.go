@@ -5,9 +5,14 @@
 // source: mango/controlplane/v1/controlplane.proto
 
 // Package mango.controlplane.v1 is the internal API that execution workers
-// call on the api-server: workers report their liveness here, and later
-// their events, sandbox bindings and previews. It is not part of the public
-// Managed Agents API.
+// call on the api-server: everything a run needs is loaded here, complete
+// events, the provider transcript and the tool journal are committed here,
+// sandbox ownership is recorded here, and workers report their liveness and
+// stream previews here. It is not part of the public Managed Agents API.
+//
+// Every call carries the metadata "authorization: Bearer <MANGO_WORKER_TOKEN>";
+// calls without it are refused with UNAUTHENTICATED. JSON values travel as
+// strings holding UTF-8 JSON text.
 
 package controlplanev1
 
@@ -24,7 +29,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	ControlPlane_GetRun_FullMethodName                = "/mango.controlplane.v1.ControlPlane/GetRun"
+	ControlPlane_MarkTriggersProcessed_FullMethodName = "/mango.controlplane.v1.ControlPlane/MarkTriggersProcessed"
+	ControlPlane_AppendEvents_FullMethodName          = "/mango.controlplane.v1.ControlPlane/AppendEvents"
+	ControlPlane_ParkTurn_FullMethodName              = "/mango.controlplane.v1.ControlPlane/ParkTurn"
+	ControlPlane_CompleteTurn_FullMethodName          = "/mango.controlplane.v1.ControlPlane/CompleteTurn"
+	ControlPlane_AppendTranscript_FullMethodName      = "/mango.controlplane.v1.ControlPlane/AppendTranscript"
+	ControlPlane_RecordToolJournal_FullMethodName     = "/mango.controlplane.v1.ControlPlane/RecordToolJournal"
+	ControlPlane_GetToolJournal_FullMethodName        = "/mango.controlplane.v1.ControlPlane/GetToolJournal"
+	ControlPlane_PutProvisioningIntent_FullMethodName = "/mango.controlplane.v1.ControlPlane/PutProvisioningIntent"
+	ControlPlane_PutBinding_FullMethodName            = "/mango.controlplane.v1.ControlPlane/PutBinding"
+	ControlPlane_GetBinding_FullMethodName            = "/mango.controlplane.v1.ControlPlane/GetBinding"
+	ControlPlane_DeleteBinding_FullMethodName         = "/mango.controlplane.v1.ControlPlane/DeleteBinding"
+	ControlPlane_ListBindings_FullMethodName          = "/mango.controlplane.v1.ControlPlane/ListBindings"
 	ControlPlane_RecordWorkerHeartbeat_FullMethodName = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
+	ControlPlane_StreamPreviews_FullMethodName        = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -34,11 +53,68 @@ const (
 // ControlPlane is served by the api-server and called by execution workers,
 // which authenticate with the shared worker token.
 type ControlPlaneClient interface {
+	// GetRun loads what a run of a session needs: the agent snapshot (with
+	// its tool configuration), the environment, the provider, the status, the
+	// pending triggers and the provider transcript. NOT_FOUND when the session
+	// does not exist or is being deleted.
+	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
+	// MarkTriggersProcessed records that the worker has taken the given
+	// pending trigger events into a run by setting their processed_at. It is
+	// idempotent: events already processed keep their original time.
+	MarkTriggersProcessed(ctx context.Context, in *MarkTriggersProcessedRequest, opts ...grpc.CallOption) (*MarkTriggersProcessedResponse, error)
+	// AppendEvents appends complete events to a session's log. Each event
+	// carries a deterministic key; an event whose key is already in the log is
+	// not appended again and the stored one is returned, so a retried call
+	// never duplicates. Worker events only: user.* and session.status_*
+	// types are refused. FAILED_PRECONDITION when the session is being
+	// deleted.
+	AppendEvents(ctx context.Context, in *AppendEventsRequest, opts ...grpc.CallOption) (*AppendEventsResponse, error)
+	// ParkTurn appends the given events and moves the session to idle with
+	// stop_reason requires_action{event_ids} in one transaction, so clients
+	// never see the tool-use events without the matching idle status.
+	ParkTurn(ctx context.Context, in *ParkTurnRequest, opts ...grpc.CallOption) (*ParkTurnResponse, error)
+	// CompleteTurn appends the given events and ends the turn with the given
+	// outcome in one transaction. The status changes only when the session is
+	// not already in the target status, so a retried call is harmless.
+	CompleteTurn(ctx context.Context, in *CompleteTurnRequest, opts ...grpc.CallOption) (*CompleteTurnResponse, error)
+	// AppendTranscript stores provider transcript entries, idempotently by
+	// key: an entry whose key is already stored is left unchanged.
+	AppendTranscript(ctx context.Context, in *AppendTranscriptRequest, opts ...grpc.CallOption) (*AppendTranscriptResponse, error)
+	// RecordToolJournal records what a tool call did. The first write for a
+	// tool_use_id wins; later writes return the stored entry unchanged.
+	RecordToolJournal(ctx context.Context, in *RecordToolJournalRequest, opts ...grpc.CallOption) (*RecordToolJournalResponse, error)
+	// GetToolJournal returns the journal entry of a tool call, if any.
+	GetToolJournal(ctx context.Context, in *GetToolJournalRequest, opts ...grpc.CallOption) (*GetToolJournalResponse, error)
+	// PutProvisioningIntent records, before the provider creates anything,
+	// that a sandbox is about to be provisioned for a session. An existing
+	// intent is replaced; an existing binding is returned unchanged.
+	// FAILED_PRECONDITION when the session is being deleted, NOT_FOUND when it
+	// does not exist.
+	PutProvisioningIntent(ctx context.Context, in *PutProvisioningIntentRequest, opts ...grpc.CallOption) (*PutProvisioningIntentResponse, error)
+	// PutBinding atomically replaces a session's provisioning intent with the
+	// binding to the created sandbox. Re-putting the same external_id is
+	// harmless; ALREADY_EXISTS when a different external_id is already bound.
+	// It is accepted while the session is being deleted, so that teardown can
+	// find the resource.
+	PutBinding(ctx context.Context, in *PutBindingRequest, opts ...grpc.CallOption) (*PutBindingResponse, error)
+	// GetBinding returns a session's binding or provisioning intent, if any.
+	GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error)
+	// DeleteBinding removes a session's binding or provisioning intent. It is
+	// idempotent.
+	DeleteBinding(ctx context.Context, in *DeleteBindingRequest, opts ...grpc.CallOption) (*DeleteBindingResponse, error)
+	// ListBindings lists bindings and provisioning intents for reconcilers,
+	// ordered by session id.
+	ListBindings(ctx context.Context, in *ListBindingsRequest, opts ...grpc.CallOption) (*ListBindingsResponse, error)
 	// RecordWorkerHeartbeat records that a worker is alive, which provider it
 	// serves and which task queues it polls. Workers call it periodically; the
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(ctx context.Context, in *RecordWorkerHeartbeatRequest, opts ...grpc.CallOption) (*RecordWorkerHeartbeatResponse, error)
+	// StreamPreviews carries ephemeral preview frames (event_start and
+	// event_delta) from a worker to the api-server, which forwards them to
+	// stream subscribers without storing them. The response is sent when the
+	// worker closes its side of the stream.
+	StreamPreviews(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse], error)
 }
 
 type controlPlaneClient struct {
@@ -47,6 +123,136 @@ type controlPlaneClient struct {
 
 func NewControlPlaneClient(cc grpc.ClientConnInterface) ControlPlaneClient {
 	return &controlPlaneClient{cc}
+}
+
+func (c *controlPlaneClient) GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRunResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_GetRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) MarkTriggersProcessed(ctx context.Context, in *MarkTriggersProcessedRequest, opts ...grpc.CallOption) (*MarkTriggersProcessedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkTriggersProcessedResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_MarkTriggersProcessed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) AppendEvents(ctx context.Context, in *AppendEventsRequest, opts ...grpc.CallOption) (*AppendEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendEventsResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_AppendEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) ParkTurn(ctx context.Context, in *ParkTurnRequest, opts ...grpc.CallOption) (*ParkTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ParkTurnResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_ParkTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) CompleteTurn(ctx context.Context, in *CompleteTurnRequest, opts ...grpc.CallOption) (*CompleteTurnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteTurnResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_CompleteTurn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) AppendTranscript(ctx context.Context, in *AppendTranscriptRequest, opts ...grpc.CallOption) (*AppendTranscriptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendTranscriptResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_AppendTranscript_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) RecordToolJournal(ctx context.Context, in *RecordToolJournalRequest, opts ...grpc.CallOption) (*RecordToolJournalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordToolJournalResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_RecordToolJournal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) GetToolJournal(ctx context.Context, in *GetToolJournalRequest, opts ...grpc.CallOption) (*GetToolJournalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetToolJournalResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_GetToolJournal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) PutProvisioningIntent(ctx context.Context, in *PutProvisioningIntentRequest, opts ...grpc.CallOption) (*PutProvisioningIntentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutProvisioningIntentResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_PutProvisioningIntent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) PutBinding(ctx context.Context, in *PutBindingRequest, opts ...grpc.CallOption) (*PutBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutBindingResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_PutBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) GetBinding(ctx context.Context, in *GetBindingRequest, opts ...grpc.CallOption) (*GetBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBindingResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_GetBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) DeleteBinding(ctx context.Context, in *DeleteBindingRequest, opts ...grpc.CallOption) (*DeleteBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBindingResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_DeleteBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) ListBindings(ctx context.Context, in *ListBindingsRequest, opts ...grpc.CallOption) (*ListBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBindingsResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_ListBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *RecordWorkerHeartbeatRequest, opts ...grpc.CallOption) (*RecordWorkerHeartbeatResponse, error) {
@@ -59,6 +265,19 @@ func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *Reco
 	return out, nil
 }
 
+func (c *controlPlaneClient) StreamPreviews(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControlPlane_ServiceDesc.Streams[0], ControlPlane_StreamPreviews_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamPreviewsRequest, StreamPreviewsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlane_StreamPreviewsClient = grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse]
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -66,11 +285,68 @@ func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *Reco
 // ControlPlane is served by the api-server and called by execution workers,
 // which authenticate with the shared worker token.
 type ControlPlaneServer interface {
+	// GetRun loads what a run of a session needs: the agent snapshot (with
+	// its tool configuration), the environment, the provider, the status, the
+	// pending triggers and the provider transcript. NOT_FOUND when the session
+	// does not exist or is being deleted.
+	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
+	// MarkTriggersProcessed records that the worker has taken the given
+	// pending trigger events into a run by setting their processed_at. It is
+	// idempotent: events already processed keep their original time.
+	MarkTriggersProcessed(context.Context, *MarkTriggersProcessedRequest) (*MarkTriggersProcessedResponse, error)
+	// AppendEvents appends complete events to a session's log. Each event
+	// carries a deterministic key; an event whose key is already in the log is
+	// not appended again and the stored one is returned, so a retried call
+	// never duplicates. Worker events only: user.* and session.status_*
+	// types are refused. FAILED_PRECONDITION when the session is being
+	// deleted.
+	AppendEvents(context.Context, *AppendEventsRequest) (*AppendEventsResponse, error)
+	// ParkTurn appends the given events and moves the session to idle with
+	// stop_reason requires_action{event_ids} in one transaction, so clients
+	// never see the tool-use events without the matching idle status.
+	ParkTurn(context.Context, *ParkTurnRequest) (*ParkTurnResponse, error)
+	// CompleteTurn appends the given events and ends the turn with the given
+	// outcome in one transaction. The status changes only when the session is
+	// not already in the target status, so a retried call is harmless.
+	CompleteTurn(context.Context, *CompleteTurnRequest) (*CompleteTurnResponse, error)
+	// AppendTranscript stores provider transcript entries, idempotently by
+	// key: an entry whose key is already stored is left unchanged.
+	AppendTranscript(context.Context, *AppendTranscriptRequest) (*AppendTranscriptResponse, error)
+	// RecordToolJournal records what a tool call did. The first write for a
+	// tool_use_id wins; later writes return the stored entry unchanged.
+	RecordToolJournal(context.Context, *RecordToolJournalRequest) (*RecordToolJournalResponse, error)
+	// GetToolJournal returns the journal entry of a tool call, if any.
+	GetToolJournal(context.Context, *GetToolJournalRequest) (*GetToolJournalResponse, error)
+	// PutProvisioningIntent records, before the provider creates anything,
+	// that a sandbox is about to be provisioned for a session. An existing
+	// intent is replaced; an existing binding is returned unchanged.
+	// FAILED_PRECONDITION when the session is being deleted, NOT_FOUND when it
+	// does not exist.
+	PutProvisioningIntent(context.Context, *PutProvisioningIntentRequest) (*PutProvisioningIntentResponse, error)
+	// PutBinding atomically replaces a session's provisioning intent with the
+	// binding to the created sandbox. Re-putting the same external_id is
+	// harmless; ALREADY_EXISTS when a different external_id is already bound.
+	// It is accepted while the session is being deleted, so that teardown can
+	// find the resource.
+	PutBinding(context.Context, *PutBindingRequest) (*PutBindingResponse, error)
+	// GetBinding returns a session's binding or provisioning intent, if any.
+	GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error)
+	// DeleteBinding removes a session's binding or provisioning intent. It is
+	// idempotent.
+	DeleteBinding(context.Context, *DeleteBindingRequest) (*DeleteBindingResponse, error)
+	// ListBindings lists bindings and provisioning intents for reconcilers,
+	// ordered by session id.
+	ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error)
 	// RecordWorkerHeartbeat records that a worker is alive, which provider it
 	// serves and which task queues it polls. Workers call it periodically; the
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error)
+	// StreamPreviews carries ephemeral preview frames (event_start and
+	// event_delta) from a worker to the api-server, which forwards them to
+	// stream subscribers without storing them. The response is sent when the
+	// worker closes its side of the stream.
+	StreamPreviews(grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]) error
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -81,8 +357,50 @@ type ControlPlaneServer interface {
 // pointer dereference when methods are called.
 type UnimplementedControlPlaneServer struct{}
 
+func (UnimplementedControlPlaneServer) GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRun not implemented")
+}
+func (UnimplementedControlPlaneServer) MarkTriggersProcessed(context.Context, *MarkTriggersProcessedRequest) (*MarkTriggersProcessedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkTriggersProcessed not implemented")
+}
+func (UnimplementedControlPlaneServer) AppendEvents(context.Context, *AppendEventsRequest) (*AppendEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendEvents not implemented")
+}
+func (UnimplementedControlPlaneServer) ParkTurn(context.Context, *ParkTurnRequest) (*ParkTurnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ParkTurn not implemented")
+}
+func (UnimplementedControlPlaneServer) CompleteTurn(context.Context, *CompleteTurnRequest) (*CompleteTurnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteTurn not implemented")
+}
+func (UnimplementedControlPlaneServer) AppendTranscript(context.Context, *AppendTranscriptRequest) (*AppendTranscriptResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AppendTranscript not implemented")
+}
+func (UnimplementedControlPlaneServer) RecordToolJournal(context.Context, *RecordToolJournalRequest) (*RecordToolJournalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordToolJournal not implemented")
+}
+func (UnimplementedControlPlaneServer) GetToolJournal(context.Context, *GetToolJournalRequest) (*GetToolJournalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetToolJournal not implemented")
+}
+func (UnimplementedControlPlaneServer) PutProvisioningIntent(context.Context, *PutProvisioningIntentRequest) (*PutProvisioningIntentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutProvisioningIntent not implemented")
+}
+func (UnimplementedControlPlaneServer) PutBinding(context.Context, *PutBindingRequest) (*PutBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutBinding not implemented")
+}
+func (UnimplementedControlPlaneServer) GetBinding(context.Context, *GetBindingRequest) (*GetBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBinding not implemented")
+}
+func (UnimplementedControlPlaneServer) DeleteBinding(context.Context, *DeleteBindingRequest) (*DeleteBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBinding not implemented")
+}
+func (UnimplementedControlPlaneServer) ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBindings not implemented")
+}
 func (UnimplementedControlPlaneServer) RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordWorkerHeartbeat not implemented")
+}
+func (UnimplementedControlPlaneServer) StreamPreviews(grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamPreviews not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -105,6 +423,240 @@ func RegisterControlPlaneServer(s grpc.ServiceRegistrar, srv ControlPlaneServer)
 	s.RegisterService(&ControlPlane_ServiceDesc, srv)
 }
 
+func _ControlPlane_GetRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).GetRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_GetRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).GetRun(ctx, req.(*GetRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_MarkTriggersProcessed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkTriggersProcessedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).MarkTriggersProcessed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_MarkTriggersProcessed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).MarkTriggersProcessed(ctx, req.(*MarkTriggersProcessedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_AppendEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).AppendEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_AppendEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).AppendEvents(ctx, req.(*AppendEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_ParkTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ParkTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).ParkTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_ParkTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).ParkTurn(ctx, req.(*ParkTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_CompleteTurn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteTurnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).CompleteTurn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_CompleteTurn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).CompleteTurn(ctx, req.(*CompleteTurnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_AppendTranscript_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendTranscriptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).AppendTranscript(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_AppendTranscript_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).AppendTranscript(ctx, req.(*AppendTranscriptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_RecordToolJournal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordToolJournalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).RecordToolJournal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_RecordToolJournal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).RecordToolJournal(ctx, req.(*RecordToolJournalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_GetToolJournal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetToolJournalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).GetToolJournal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_GetToolJournal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).GetToolJournal(ctx, req.(*GetToolJournalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_PutProvisioningIntent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutProvisioningIntentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).PutProvisioningIntent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_PutProvisioningIntent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).PutProvisioningIntent(ctx, req.(*PutProvisioningIntentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_PutBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).PutBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_PutBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).PutBinding(ctx, req.(*PutBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_GetBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).GetBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_GetBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).GetBinding(ctx, req.(*GetBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_DeleteBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).DeleteBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_DeleteBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).DeleteBinding(ctx, req.(*DeleteBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_ListBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).ListBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_ListBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).ListBindings(ctx, req.(*ListBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlane_RecordWorkerHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecordWorkerHeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -123,6 +675,13 @@ func _ControlPlane_RecordWorkerHeartbeat_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_StreamPreviews_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ControlPlaneServer).StreamPreviews(&grpc.GenericServerStream[StreamPreviewsRequest, StreamPreviewsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlane_StreamPreviewsServer = grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -131,10 +690,68 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*ControlPlaneServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
+			MethodName: "GetRun",
+			Handler:    _ControlPlane_GetRun_Handler,
+		},
+		{
+			MethodName: "MarkTriggersProcessed",
+			Handler:    _ControlPlane_MarkTriggersProcessed_Handler,
+		},
+		{
+			MethodName: "AppendEvents",
+			Handler:    _ControlPlane_AppendEvents_Handler,
+		},
+		{
+			MethodName: "ParkTurn",
+			Handler:    _ControlPlane_ParkTurn_Handler,
+		},
+		{
+			MethodName: "CompleteTurn",
+			Handler:    _ControlPlane_CompleteTurn_Handler,
+		},
+		{
+			MethodName: "AppendTranscript",
+			Handler:    _ControlPlane_AppendTranscript_Handler,
+		},
+		{
+			MethodName: "RecordToolJournal",
+			Handler:    _ControlPlane_RecordToolJournal_Handler,
+		},
+		{
+			MethodName: "GetToolJournal",
+			Handler:    _ControlPlane_GetToolJournal_Handler,
+		},
+		{
+			MethodName: "PutProvisioningIntent",
+			Handler:    _ControlPlane_PutProvisioningIntent_Handler,
+		},
+		{
+			MethodName: "PutBinding",
+			Handler:    _ControlPlane_PutBinding_Handler,
+		},
+		{
+			MethodName: "GetBinding",
+			Handler:    _ControlPlane_GetBinding_Handler,
+		},
+		{
+			MethodName: "DeleteBinding",
+			Handler:    _ControlPlane_DeleteBinding_Handler,
+		},
+		{
+			MethodName: "ListBindings",
+			Handler:    _ControlPlane_ListBindings_Handler,
+		},
+		{
 			MethodName: "RecordWorkerHeartbeat",
 			Handler:    _ControlPlane_RecordWorkerHeartbeat_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamPreviews",
+			Handler:       _ControlPlane_StreamPreviews_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "mango/controlplane/v1/controlplane.proto",
 }

@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/api-server/internal/controlplane"
+	"github.com/mangohq/mango/db"
+)
+
+// controlPlane is the internal gRPC listener serving the ControlPlane to
+// execution workers.
+type controlPlane struct {
+	srv *grpc.Server
+	ln  net.Listener
+}
+
+// listen builds the gRPC server and binds MANGO_GRPC_ADDR.
+func (c *controlPlane) listen(cfg *config.Config, store *db.Store, reg prometheus.Registerer, log *slog.Logger) error {
+	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
+		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg,
+	})
+	if err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("MANGO_GRPC_ADDR: listen on %s: %w", cfg.GRPCAddr, err)
+	}
+	c.srv, c.ln = srv, ln
+	return nil
+}
+
+// serve serves until stop; it returns nil after a stop.
+func (c *controlPlane) serve() error {
+	if err := c.srv.Serve(c.ln); err != nil {
+		return fmt.Errorf("grpc server: %w", err)
+	}
+	return nil
+}
+
+// stop drains in-flight calls until ctx ends, then closes the remaining
+// ones.
+func (c *controlPlane) stop(ctx context.Context) {
+	if c.srv == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		c.srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.srv.Stop()
+		<-done
+	}
+}
+
+// close stops the server at once and releases its listener; it is safe
+// after stop and on a server that never served.
+func (c *controlPlane) close() {
+	if c.srv != nil {
+		c.srv.Stop()
+	}
+	if c.ln != nil {
+		_ = c.ln.Close()
+	}
+}
+
+// GRPCAddr returns the bound ControlPlane (gRPC) address.
+func (s *Server) GRPCAddr() string { return s.cp.ln.Addr().String() }

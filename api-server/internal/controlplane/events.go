@@ -1,0 +1,322 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// GetRun implements pb.ControlPlaneServer.
+func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunResponse, error) {
+	const op = "get run"
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	sess, err := s.store.SessionGet(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	resp := &pb.GetRunResponse{
+		SessionId: sess.ID, AgentId: sess.AgentID, AgentVersion: sess.AgentVersion, Agent: string(sess.Agent),
+		Provider: sess.Provider, Status: statusToPB(sess.Status), LastSeq: sess.LastSeq,
+	}
+	var toolCfg struct {
+		Tools      json.RawMessage `json:"tools"`
+		MCPServers json.RawMessage `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal(sess.Agent, &toolCfg); err != nil {
+		return nil, s.fail(ctx, op, fmt.Errorf("decode agent snapshot of session %s: %w", sess.ID, err))
+	}
+	resp.Tools, resp.McpServers = jsonArray(toolCfg.Tools), jsonArray(toolCfg.MCPServers)
+	if sess.EnvironmentID != nil {
+		resp.EnvironmentId = *sess.EnvironmentID
+		env, err := s.store.EnvironmentGet(ctx, *sess.EnvironmentID)
+		switch {
+		case err == nil:
+			resp.EnvironmentConfig = string(env.Config)
+		case errors.Is(err, db.ErrNotFound):
+			s.log.WarnContext(ctx, "controlplane: session's environment is gone", "session", sess.ID, "environment", *sess.EnvironmentID)
+		default:
+			return nil, s.fail(ctx, op, err)
+		}
+	}
+	pending, err := s.store.SessionPendingTriggers(ctx, sess.ID)
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	for i := range pending {
+		resp.PendingTriggers = append(resp.PendingTriggers, eventToPB(&pending[i], ""))
+	}
+	transcript, err := s.store.Transcript(ctx, sess.ID)
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	for _, e := range transcript {
+		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body)})
+	}
+	return resp, nil
+}
+
+func jsonArray(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "[]"
+	}
+	return string(raw)
+}
+
+// MarkTriggersProcessed implements pb.ControlPlaneServer.
+func (s *Server) MarkTriggersProcessed(ctx context.Context, req *pb.MarkTriggersProcessedRequest) (*pb.MarkTriggersProcessedResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetEventIds()) == 0 {
+		return nil, invalid("event_ids", "at least one is required")
+	}
+	evs, err := s.store.EventsMarkProcessed(ctx, req.GetSessionId(), req.GetEventIds(), s.now())
+	if err != nil {
+		return nil, s.fail(ctx, "mark triggers processed", err)
+	}
+	resp := &pb.MarkTriggersProcessedResponse{}
+	for i := range evs {
+		resp.Events = append(resp.Events, eventToPB(&evs[i], ""))
+	}
+	return resp, nil
+}
+
+// AppendEvents implements pb.ControlPlaneServer.
+func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) (*pb.AppendEventsResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetEvents()) == 0 {
+		return nil, invalid("events", "at least one is required")
+	}
+	evs, err := newEvents(req.GetEvents())
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := s.appendEvents(ctx, req.GetSessionId(), evs, nil)
+	if err != nil {
+		return nil, s.fail(ctx, "append events", err)
+	}
+	return &pb.AppendEventsResponse{Events: out}, nil
+}
+
+// ParkTurn implements pb.ControlPlaneServer.
+func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.ParkTurnResponse, error) {
+	const op = "park turn"
+	sid := req.GetSessionId()
+	if err := requireSession(sid); err != nil {
+		return nil, err
+	}
+	if len(req.GetRequiredActionEventIds()) == 0 && len(req.GetRequiredActionEventKeys()) == 0 {
+		return nil, invalid("required_action_event_ids", "at least one event id or key is required")
+	}
+	evs, err := newEvents(req.GetEvents())
+	if err != nil {
+		return nil, err
+	}
+	minted := make(map[string]string, len(evs))
+	keys := make([]string, 0, len(evs)+len(req.GetRequiredActionEventKeys()))
+	for _, e := range evs {
+		minted[e.Key] = e.ID
+		keys = append(keys, e.Key)
+	}
+	keys = append(keys, req.GetRequiredActionEventKeys()...)
+	stored, err := s.store.EventIDsByKey(ctx, sid, keys)
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	eventIDs := append([]string{}, req.GetRequiredActionEventIds()...)
+	for _, k := range req.GetRequiredActionEventKeys() {
+		id := stored[k]
+		if id == "" {
+			id = minted[k]
+		}
+		if id == "" {
+			return nil, invalid("required_action_event_keys", fmt.Sprintf("no event with key %q in the request or the session", k))
+		}
+		eventIDs = append(eventIDs, id)
+	}
+	for _, id := range eventIDs {
+		if !ids.Valid(ids.Event, id) {
+			return nil, invalid("required_action_event_ids", fmt.Sprintf("%q is not an event id", id))
+		}
+	}
+	reason, err := json.Marshal(map[string]any{"type": "requires_action", "event_ids": eventIDs})
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	retry := allStored(evs, stored)
+	out, sess, err := s.appendEvents(ctx, sid, evs, func(*db.Session) (*db.Change, error) {
+		if retry {
+			return nil, nil
+		}
+		return &db.Change{To: db.StatusIdle, StopReason: reason, EventID: ids.New(ids.Event)}, nil
+	})
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	return &pb.ParkTurnResponse{Events: out, Status: statusToPB(sess.Status), StopReason: string(sess.StopReason)}, nil
+}
+
+// CompleteTurn implements pb.ControlPlaneServer.
+func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) (*pb.CompleteTurnResponse, error) {
+	const op = "complete turn"
+	sid := req.GetSessionId()
+	if err := requireSession(sid); err != nil {
+		return nil, err
+	}
+	var to db.Status
+	var reason json.RawMessage
+	switch req.GetOutcome() {
+	case pb.TurnOutcome_TURN_OUTCOME_END_TURN:
+		to, reason = db.StatusIdle, json.RawMessage(`{"type":"end_turn"}`)
+	case pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED:
+		to, reason = db.StatusIdle, json.RawMessage(`{"type":"retries_exhausted"}`)
+	case pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING:
+		to = db.StatusRescheduling
+	case pb.TurnOutcome_TURN_OUTCOME_TERMINATED:
+		to = db.StatusTerminated
+	default:
+		return nil, invalid("outcome", "required")
+	}
+	evs, err := newEvents(req.GetEvents())
+	if err != nil {
+		return nil, err
+	}
+	retry := false
+	if len(evs) > 0 {
+		keys := make([]string, 0, len(evs))
+		for _, e := range evs {
+			keys = append(keys, e.Key)
+		}
+		stored, err := s.store.EventIDsByKey(ctx, sid, keys)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		retry = allStored(evs, stored)
+	}
+	out, sess, err := s.appendEvents(ctx, sid, evs, func(*db.Session) (*db.Change, error) {
+		if retry {
+			return nil, nil
+		}
+		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event)}, nil
+	})
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	return &pb.CompleteTurnResponse{Events: out, Status: statusToPB(sess.Status), StopReason: string(sess.StopReason)}, nil
+}
+
+func allStored(evs []db.NewEvent, stored map[string]string) bool {
+	if len(evs) == 0 {
+		return false
+	}
+	for _, e := range evs {
+		if stored[e.Key] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// newEvents validates worker events and mints their identifiers.
+func newEvents(in []*pb.NewEvent) ([]db.NewEvent, error) {
+	out := make([]db.NewEvent, 0, len(in))
+	seen := make(map[string]bool, len(in))
+	for i, e := range in {
+		field := fmt.Sprintf("events[%d]", i)
+		switch {
+		case e.GetKey() == "":
+			return nil, invalid(field+".key", "required")
+		case seen[e.GetKey()]:
+			return nil, invalid(field+".key", fmt.Sprintf("duplicate key %q", e.GetKey()))
+		case e.GetType() == "":
+			return nil, invalid(field+".type", "required")
+		case strings.HasPrefix(e.GetType(), "user.") || strings.HasPrefix(e.GetType(), "session.status_"):
+			return nil, invalid(field+".type", fmt.Sprintf("%q events are not appended by workers", e.GetType()))
+		}
+		seen[e.GetKey()] = true
+		body, err := jsonObject(field+".body", e.GetBody())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, db.NewEvent{ID: ids.New(ids.Event), Type: e.GetType(), Body: body, Key: e.GetKey()})
+	}
+	return out, nil
+}
+
+// appendEvents appends evs through Store.Append, with the status change
+// decide returns (if any), and returns the stored events in request order.
+func (s *Server) appendEvents(ctx context.Context, sessionID string, evs []db.NewEvent, decide func(*db.Session) (*db.Change, error)) ([]*pb.Event, *db.Session, error) {
+	sess, stored, err := s.store.Append(ctx, sessionID, &db.AppendRequest{Events: evs, Decide: decide, Now: s.now()})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Append returns the events already present (in request order), then
+	// the new ones (in request order), then the status event, if any. New
+	// events carry the identifiers minted here.
+	minted := make(map[string]bool, len(evs))
+	for _, e := range evs {
+		minted[e.ID] = true
+	}
+	fresh := 0
+	for i := range stored {
+		if minted[stored[i].ID] {
+			fresh++
+		}
+	}
+	earlier := len(evs) - fresh
+	if earlier < 0 || earlier > len(stored) {
+		return nil, nil, fmt.Errorf("append events to session %s: %d events stored for %d requested", sessionID, len(stored), len(evs))
+	}
+	byID := make(map[string]*db.Event, fresh)
+	for i := earlier; i < len(stored); i++ {
+		byID[stored[i].ID] = &stored[i]
+	}
+	out := make([]*pb.Event, 0, len(evs))
+	next := 0
+	for _, e := range evs {
+		ev, ok := byID[e.ID]
+		if !ok {
+			ev = &stored[next]
+			next++
+		}
+		out = append(out, eventToPB(ev, e.Key))
+	}
+	if n := len(stored) - earlier; n > 0 {
+		s.metrics.appended.Add(float64(n))
+	}
+	return out, sess, nil
+}
+
+func eventToPB(e *db.Event, key string) *pb.Event {
+	out := &pb.Event{Id: e.ID, Seq: e.Seq, Type: e.Type, Body: string(e.Body), Key: key, CreatedAt: timestamppb.New(e.CreatedAt)}
+	if e.ProcessedAt != nil {
+		out.ProcessedAt = timestamppb.New(*e.ProcessedAt)
+	}
+	return out
+}
+
+func statusToPB(st db.Status) pb.SessionStatus {
+	switch st {
+	case db.StatusIdle:
+		return pb.SessionStatus_SESSION_STATUS_IDLE
+	case db.StatusRunning:
+		return pb.SessionStatus_SESSION_STATUS_RUNNING
+	case db.StatusRescheduling:
+		return pb.SessionStatus_SESSION_STATUS_RESCHEDULING
+	case db.StatusTerminated:
+		return pb.SessionStatus_SESSION_STATUS_TERMINATED
+	}
+	return pb.SessionStatus_SESSION_STATUS_UNSPECIFIED
+}

@@ -1,0 +1,150 @@
+// Package controlplane serves the internal gRPC ControlPlane API
+// (proto/mango/controlplane/v1) that execution workers call: it loads what
+// a run needs and commits complete events, transcript entries, tool journal
+// entries, sandbox bindings and worker heartbeats to PostgreSQL through
+// [db.Store]. Every call must carry the shared worker token.
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// MaxMessageBytes bounds one request message (transcript entries and tool
+// results can be large).
+const MaxMessageBytes = 32 << 20
+
+// Deps are the service's dependencies.
+type Deps struct {
+	// Store is the api-server's database access.
+	Store *db.Store
+	// Token is the shared worker token (MANGO_WORKER_TOKEN). When empty,
+	// every call is refused.
+	Token string
+	// Logger receives internal error causes.
+	Logger *slog.Logger
+	// Registry receives the service's metrics; nil means none.
+	Registry prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server implements pb.ControlPlaneServer over a [db.Store].
+type Server struct {
+	pb.UnimplementedControlPlaneServer
+
+	store   *db.Store
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+}
+
+// New returns the ControlPlane service.
+func New(d Deps) (*Server, error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	m, err := newMetrics(d.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m}, nil
+}
+
+// NewGRPCServer returns a gRPC server with the ControlPlane service
+// registered behind the worker-token check and request metrics.
+func NewGRPCServer(d Deps) (*grpc.Server, error) {
+	svc, err := New(d)
+	if err != nil {
+		return nil, err
+	}
+	auth := newTokenAuth(d.Token, svc.log)
+	g := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(svc.metrics.unary, auth.unary),
+		grpc.ChainStreamInterceptor(svc.metrics.stream, auth.stream),
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	pb.RegisterControlPlaneServer(g, svc)
+	return g, nil
+}
+
+// fail turns a store error into the status a worker sees: sentinel errors
+// become their codes with a public message, anything else is logged and
+// answered with a generic internal error.
+func (s *Server) fail(ctx context.Context, op string, err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, op+": canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, op+": deadline exceeded")
+	case errors.Is(err, db.ErrDeleting):
+		return status.Error(codes.FailedPrecondition, op+": session is being deleted")
+	case errors.Is(err, db.ErrInvalidTransition):
+		return status.Error(codes.FailedPrecondition, op+": the session's status does not allow this change")
+	case errors.Is(err, db.ErrNotFound):
+		return status.Error(codes.NotFound, op+": session not found")
+	case errors.Is(err, db.ErrConflict):
+		return status.Error(codes.Aborted, op+": concurrent update, retry")
+	}
+	s.log.ErrorContext(ctx, "controlplane: internal error", "op", op, "err", err)
+	return status.Error(codes.Internal, op+": internal error")
+}
+
+func invalid(field, msg string) error {
+	return status.Error(codes.InvalidArgument, field+": "+msg)
+}
+
+func requireSession(id string) error {
+	if id == "" {
+		return invalid("session_id", "required")
+	}
+	return nil
+}
+
+// jsonObject validates a JSON object body; empty means {}.
+func jsonObject(field, body string) (json.RawMessage, error) {
+	if body == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	b := []byte(body)
+	if !json.Valid(b) {
+		return nil, invalid(field, "not valid JSON")
+	}
+	if trimmed := bytes.TrimLeft(b, " \t\r\n"); trimmed[0] == '{' {
+		return b, nil
+	}
+	return nil, invalid(field, "must be a JSON object")
+}
+
+// jsonValue validates a required JSON value.
+func jsonValue(field, body string) (json.RawMessage, error) {
+	if body == "" {
+		return nil, invalid(field, "required")
+	}
+	if !json.Valid([]byte(body)) {
+		return nil, invalid(field, "not valid JSON")
+	}
+	return json.RawMessage(body), nil
+}
+
+var _ pb.ControlPlaneServer = (*Server)(nil)

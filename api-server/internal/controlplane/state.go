@@ -1,0 +1,207 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// AppendTranscript implements pb.ControlPlaneServer.
+func (s *Server) AppendTranscript(ctx context.Context, req *pb.AppendTranscriptRequest) (*pb.AppendTranscriptResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetEntries()) == 0 {
+		return nil, invalid("entries", "at least one is required")
+	}
+	entries := make([]db.TranscriptEntry, 0, len(req.GetEntries()))
+	for i, e := range req.GetEntries() {
+		field := fmt.Sprintf("entries[%d]", i)
+		if e.GetKey() == "" {
+			return nil, invalid(field+".key", "required")
+		}
+		body, err := jsonValue(field+".body", e.GetBody())
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, db.TranscriptEntry{Key: e.GetKey(), Body: body})
+	}
+	n, err := s.store.TranscriptAppend(ctx, req.GetSessionId(), entries)
+	if err != nil {
+		return nil, s.fail(ctx, "append transcript", err)
+	}
+	return &pb.AppendTranscriptResponse{Inserted: int32(n)}, nil //nolint:gosec // n <= len(entries), bounded by the message size
+}
+
+// RecordToolJournal implements pb.ControlPlaneServer.
+func (s *Server) RecordToolJournal(ctx context.Context, req *pb.RecordToolJournalRequest) (*pb.RecordToolJournalResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if req.GetToolUseId() == "" {
+		return nil, invalid("tool_use_id", "required")
+	}
+	body, err := jsonValue("body", req.GetBody())
+	if err != nil {
+		return nil, err
+	}
+	e, created, err := s.store.ToolJournalRecord(ctx, req.GetSessionId(), req.GetToolUseId(), body)
+	if err != nil {
+		return nil, s.fail(ctx, "record tool journal", err)
+	}
+	return &pb.RecordToolJournalResponse{Entry: journalToPB(e), Created: created}, nil
+}
+
+// GetToolJournal implements pb.ControlPlaneServer.
+func (s *Server) GetToolJournal(ctx context.Context, req *pb.GetToolJournalRequest) (*pb.GetToolJournalResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if req.GetToolUseId() == "" {
+		return nil, invalid("tool_use_id", "required")
+	}
+	e, err := s.store.ToolJournalGet(ctx, req.GetSessionId(), req.GetToolUseId())
+	if errors.Is(err, db.ErrNotFound) {
+		return &pb.GetToolJournalResponse{}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "get tool journal", err)
+	}
+	return &pb.GetToolJournalResponse{Entry: journalToPB(e)}, nil
+}
+
+func journalToPB(e *db.ToolJournalEntry) *pb.ToolJournalEntry {
+	return &pb.ToolJournalEntry{ToolUseId: e.ToolUseID, Body: string(e.Body), CreatedAt: timestamppb.New(e.CreatedAt)}
+}
+
+func requireFields(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return invalid(fields[i], "required")
+		}
+	}
+	return nil
+}
+
+// PutProvisioningIntent implements pb.ControlPlaneServer.
+func (s *Server) PutProvisioningIntent(ctx context.Context, req *pb.PutProvisioningIntentRequest) (*pb.PutProvisioningIntentResponse, error) {
+	if err := requireFields("session_id", req.GetSessionId(), "provider", req.GetProvider(),
+		"spec_hash", req.GetSpecHash(), "task_queue", req.GetTaskQueue()); err != nil {
+		return nil, err
+	}
+	b, err := s.store.SandboxIntentPut(ctx, &db.SandboxBinding{SessionID: req.GetSessionId(), Provider: req.GetProvider(),
+		SpecHash: req.GetSpecHash(), TaskQueue: req.GetTaskQueue()}, s.now())
+	if err != nil {
+		return nil, s.fail(ctx, "put provisioning intent", err)
+	}
+	return &pb.PutProvisioningIntentResponse{Binding: bindingToPB(b)}, nil
+}
+
+// PutBinding implements pb.ControlPlaneServer.
+func (s *Server) PutBinding(ctx context.Context, req *pb.PutBindingRequest) (*pb.PutBindingResponse, error) {
+	if err := requireFields("session_id", req.GetSessionId(), "provider", req.GetProvider(), "external_id", req.GetExternalId(),
+		"spec_hash", req.GetSpecHash(), "task_queue", req.GetTaskQueue()); err != nil {
+		return nil, err
+	}
+	b, err := s.store.SandboxBindingPut(ctx, &db.SandboxBinding{SessionID: req.GetSessionId(), Provider: req.GetProvider(),
+		ExternalID: req.GetExternalId(), SpecHash: req.GetSpecHash(), TaskQueue: req.GetTaskQueue()}, s.now())
+	if errors.Is(err, db.ErrConflict) {
+		return nil, status.Error(codes.AlreadyExists, "put binding: a different sandbox is already bound to the session")
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "put binding", err)
+	}
+	return &pb.PutBindingResponse{Binding: bindingToPB(b)}, nil
+}
+
+// GetBinding implements pb.ControlPlaneServer.
+func (s *Server) GetBinding(ctx context.Context, req *pb.GetBindingRequest) (*pb.GetBindingResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	b, err := s.store.SandboxBindingGet(ctx, req.GetSessionId())
+	if errors.Is(err, db.ErrNotFound) {
+		return &pb.GetBindingResponse{}, nil
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "get binding", err)
+	}
+	return &pb.GetBindingResponse{Binding: bindingToPB(b)}, nil
+}
+
+// DeleteBinding implements pb.ControlPlaneServer.
+func (s *Server) DeleteBinding(ctx context.Context, req *pb.DeleteBindingRequest) (*pb.DeleteBindingResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	deleted, err := s.store.SandboxBindingDelete(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.fail(ctx, "delete binding", err)
+	}
+	return &pb.DeleteBindingResponse{Deleted: deleted}, nil
+}
+
+// ListBindings implements pb.ControlPlaneServer.
+func (s *Server) ListBindings(ctx context.Context, req *pb.ListBindingsRequest) (*pb.ListBindingsResponse, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0 || limit > 1000:
+		return nil, invalid("limit", "must be between 0 and 1000")
+	case limit == 0:
+		limit = 100
+	}
+	bs, err := s.store.SandboxBindingList(ctx, db.SandboxBindingListParams{Provider: req.GetProvider(), OnlyIntents: req.GetOnlyIntents(),
+		AfterSessionID: req.GetAfterSessionId(), Limit: limit})
+	if err != nil {
+		return nil, s.fail(ctx, "list bindings", err)
+	}
+	resp := &pb.ListBindingsResponse{}
+	for i := range bs {
+		resp.Bindings = append(resp.Bindings, bindingToPB(&bs[i]))
+	}
+	return resp, nil
+}
+
+func bindingToPB(b *db.SandboxBinding) *pb.SandboxBinding {
+	return &pb.SandboxBinding{SessionId: b.SessionID, Provider: b.Provider, ExternalId: b.ExternalID, SpecHash: b.SpecHash,
+		TaskQueue: b.TaskQueue, CreatedAt: timestamppb.New(b.CreatedAt), UpdatedAt: timestamppb.New(b.UpdatedAt)}
+}
+
+// RecordWorkerHeartbeat implements pb.ControlPlaneServer.
+func (s *Server) RecordWorkerHeartbeat(ctx context.Context, req *pb.RecordWorkerHeartbeatRequest) (*pb.RecordWorkerHeartbeatResponse, error) {
+	if err := requireFields("worker_id", req.GetWorkerId(), "provider", req.GetProvider()); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	_, err := s.store.WorkerHeartbeat(ctx, &db.Worker{ID: req.GetWorkerId(), Provider: req.GetProvider(), TaskQueues: req.GetTaskQueues(),
+		Capabilities: req.GetCapabilities(), Version: req.GetVersion()}, now)
+	if err != nil {
+		return nil, s.fail(ctx, "record worker heartbeat", err)
+	}
+	return &pb.RecordWorkerHeartbeatResponse{ServerTime: timestamppb.New(now)}, nil
+}
+
+// StreamPreviews implements pb.ControlPlaneServer. For now it drains and
+// counts the frames: forwarding them to stream subscribers (the preview
+// hub) comes with the previews issue.
+func (s *Server) StreamPreviews(stream pb.ControlPlane_StreamPreviewsServer) error {
+	var n int64
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&pb.StreamPreviewsResponse{FramesReceived: n})
+		}
+		if err != nil {
+			return err
+		}
+		n += int64(len(msg.GetFrames()))
+	}
+}

@@ -1,0 +1,227 @@
+// Package eventspec validates the events clients send to a session:
+// user.message, user.interrupt, user.custom_tool_result and
+// user.tool_confirmation. Each is checked strictly and normalised into the
+// body stored in the event log.
+package eventspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mangohq/mango/api-server/internal/jsonx"
+)
+
+// Event types a client may send.
+const (
+	UserMessage          = "user.message"
+	UserInterrupt        = "user.interrupt"
+	UserCustomToolResult = "user.custom_tool_result"
+	UserToolConfirmation = "user.tool_confirmation"
+)
+
+// Limits.
+const (
+	MaxEventsPerRequest = 50
+	MaxContentBlocks    = 100
+	MaxTextLen          = 1 << 20
+)
+
+// Event is a validated client event.
+type Event struct {
+	// Type is the event type.
+	Type string
+	// Body is the stored body: the event's members other than id, type and
+	// processed_at.
+	Body json.RawMessage
+	// ToolUseID is the answered tool use of a tool result or confirmation.
+	ToolUseID string
+}
+
+// ParseSend decodes the body of POST /v1/sessions/{id}/events.
+func ParseSend(body []byte) ([]Event, error) {
+	if err := jsonx.Object(body, ""); err != nil {
+		return nil, err
+	}
+	var in struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := jsonx.Decode(body, &in, ""); err != nil {
+		return nil, err
+	}
+	if len(in.Events) == 0 {
+		return nil, jsonx.Errorf("events", "must contain at least one event")
+	}
+	return ParseList(in.Events, "events", nil)
+}
+
+// ParseList validates a list of client events at path. When only is not
+// nil, it lists the event types allowed.
+func ParseList(raws []json.RawMessage, path string, only []string) ([]Event, error) {
+	if len(raws) > MaxEventsPerRequest {
+		return nil, jsonx.Errorf(path, "at most %d events are allowed, got %d", MaxEventsPerRequest, len(raws))
+	}
+	out := make([]Event, 0, len(raws))
+	for i, raw := range raws {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		ev, err := parse(raw, p)
+		if err != nil {
+			return nil, err
+		}
+		if only != nil && !contains(only, ev.Type) {
+			return nil, jsonx.Errorf(p+".type", "%q is not accepted here (expected %v)", ev.Type, only)
+		}
+		out = append(out, *ev)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func parse(raw json.RawMessage, path string) (*Event, error) {
+	if err := jsonx.Object(raw, path); err != nil {
+		return nil, err
+	}
+	typ, err := jsonx.TypeOf(raw)
+	if err != nil {
+		return nil, jsonx.Errorf(path, "%v", err)
+	}
+	switch typ {
+	case UserMessage:
+		var in struct {
+			Type    string            `json:"type"`
+			Content []json.RawMessage `json:"content"`
+		}
+		if err := jsonx.Decode(raw, &in, path); err != nil {
+			return nil, err
+		}
+		content, err := textBlocks(in.Content, path+".content", true)
+		if err != nil {
+			return nil, err
+		}
+		return &Event{Type: typ, Body: mustJSON(map[string]any{"content": content})}, nil
+	case UserInterrupt:
+		var in struct {
+			Type string `json:"type"`
+		}
+		if err := jsonx.Decode(raw, &in, path); err != nil {
+			return nil, err
+		}
+		return &Event{Type: typ, Body: json.RawMessage(`{}`)}, nil
+	case UserCustomToolResult:
+		var in struct {
+			Type            string            `json:"type"`
+			CustomToolUseID string            `json:"custom_tool_use_id"`
+			Content         []json.RawMessage `json:"content"`
+			IsError         *bool             `json:"is_error"`
+		}
+		if err := jsonx.Decode(raw, &in, path); err != nil {
+			return nil, err
+		}
+		if in.CustomToolUseID == "" {
+			return nil, jsonx.Errorf(path+".custom_tool_use_id", "is required")
+		}
+		content, err := textBlocks(in.Content, path+".content", false)
+		if err != nil {
+			return nil, err
+		}
+		isErr := in.IsError != nil && *in.IsError
+		return &Event{Type: typ, ToolUseID: in.CustomToolUseID,
+			Body: mustJSON(map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})}, nil
+	case UserToolConfirmation:
+		var in struct {
+			Type        string  `json:"type"`
+			ToolUseID   string  `json:"tool_use_id"`
+			Result      string  `json:"result"`
+			DenyMessage *string `json:"deny_message"`
+		}
+		if err := jsonx.Decode(raw, &in, path); err != nil {
+			return nil, err
+		}
+		if in.ToolUseID == "" {
+			return nil, jsonx.Errorf(path+".tool_use_id", "is required")
+		}
+		switch in.Result {
+		case "allow", "deny":
+		case "":
+			return nil, jsonx.Errorf(path+".result", "is required (allow or deny)")
+		default:
+			return nil, jsonx.Errorf(path+".result", "must be \"allow\" or \"deny\", got %q", in.Result)
+		}
+		body := map[string]any{"tool_use_id": in.ToolUseID, "result": in.Result}
+		if in.DenyMessage != nil {
+			if in.Result != "deny" {
+				return nil, jsonx.Errorf(path+".deny_message", "is allowed only with result \"deny\"")
+			}
+			if len(*in.DenyMessage) > 10_000 {
+				return nil, jsonx.Errorf(path+".deny_message", "must be at most 10000 characters")
+			}
+			body["deny_message"] = *in.DenyMessage
+		}
+		return &Event{Type: typ, ToolUseID: in.ToolUseID, Body: mustJSON(body)}, nil
+	case "":
+		return nil, jsonx.Errorf(path+".type", "is required")
+	}
+	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s or %s)", typ,
+		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation)
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func textBlocks(raws []json.RawMessage, path string, required bool) ([]textBlock, error) {
+	if required && len(raws) == 0 {
+		return nil, jsonx.Errorf(path, "must contain at least one content block")
+	}
+	if len(raws) > MaxContentBlocks {
+		return nil, jsonx.Errorf(path, "at most %d content blocks are allowed", MaxContentBlocks)
+	}
+	out := make([]textBlock, 0, len(raws))
+	for i, raw := range raws {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if err := jsonx.Object(raw, p); err != nil {
+			return nil, err
+		}
+		typ, err := jsonx.TypeOf(raw)
+		if err != nil {
+			return nil, jsonx.Errorf(p, "%v", err)
+		}
+		if typ != "text" {
+			return nil, jsonx.Errorf(p+".type", "only text content blocks are supported, got %q", typ)
+		}
+		var b struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := jsonx.Decode(raw, &b, p); err != nil {
+			return nil, err
+		}
+		if b.Text == nil {
+			return nil, jsonx.Errorf(p+".text", "is required")
+		}
+		if len(*b.Text) > MaxTextLen {
+			return nil, jsonx.Errorf(p+".text", "must be at most %d bytes", MaxTextLen)
+		}
+		out = append(out, textBlock{Type: "text", Text: *b.Text})
+	}
+	return out, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("eventspec: marshal: %v", err))
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}

@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/eventspec"
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/db"
+)
+
+// stopReason is the stored stop_reason of an idle session.
+type stopReason struct {
+	Type     string   `json:"type"`
+	EventIDs []string `json:"event_ids,omitempty"`
+}
+
+// admission turns validated client events into one atomic append whose
+// Decide step applies the session rules under the session's row lock:
+//
+//   - a terminated session accepts nothing (409);
+//   - user.message starts a turn on an idle session (running + wake-up) and
+//     is queued behind the current turn otherwise (wake-up only);
+//   - user.interrupt wakes a running session's workflow to stop the turn
+//     and is recorded without effect on an idle one;
+//   - user.custom_tool_result and user.tool_confirmation must answer a
+//     pending required action; once all are answered the session runs again.
+func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendRequest {
+	req := &db.AppendRequest{Now: now}
+	for _, ev := range events {
+		req.Events = append(req.Events, db.NewEvent{ID: ids.New(ids.Event), Type: ev.Type, Body: ev.Body, Pending: true})
+	}
+	req.Decide = func(cur *db.Session) (*db.Change, error) {
+		if cur.Status == db.StatusTerminated {
+			return nil, apierror.Conflictf("session %q is terminated and accepts no more events", cur.ID)
+		}
+		var pending []string
+		awaiting := false
+		if cur.Status == db.StatusIdle && len(cur.StopReason) > 0 {
+			var sr stopReason
+			if err := json.Unmarshal(cur.StopReason, &sr); err == nil && sr.Type == "requires_action" {
+				awaiting, pending = true, sr.EventIDs
+			}
+		}
+		change := &db.Change{}
+		answered := false
+		for i, ev := range events {
+			switch ev.Type {
+			case eventspec.UserMessage:
+				change.Wake = true
+				if cur.Status == db.StatusIdle {
+					change.To = db.StatusRunning
+				}
+			case eventspec.UserInterrupt:
+				if cur.Status == db.StatusRunning || cur.Status == db.StatusRescheduling {
+					change.Wake, change.WakeKind = true, "interrupt"
+				}
+				// An interrupt needs no processing on an idle session.
+				req.Events[i].Pending = cur.Status != db.StatusIdle
+			case eventspec.UserCustomToolResult, eventspec.UserToolConfirmation:
+				if !awaiting || !slices.Contains(pending, ev.ToolUseID) {
+					return nil, apierror.Conflictf("session %q is not waiting for a response to %q", cur.ID, ev.ToolUseID)
+				}
+				pending = slices.DeleteFunc(pending, func(id string) bool { return id == ev.ToolUseID })
+				answered = true
+			}
+		}
+		if answered {
+			if len(pending) == 0 {
+				change.To, change.Wake = db.StatusRunning, true
+			} else if change.To == "" {
+				// Some required actions remain: stay idle, remember which.
+				sr, _ := json.Marshal(stopReason{Type: "requires_action", EventIDs: pending})
+				change.To, change.StopReason = db.StatusIdle, sr
+			}
+		}
+		if change.To != "" && change.To != cur.Status {
+			change.EventID = ids.New(ids.Event)
+		}
+		if change.WakeKind == "interrupt" && change.To == db.StatusRunning {
+			change.WakeKind = "wakeup"
+		}
+		return change, nil
+	}
+	return req
+}
+
+// afterAppend runs after a commit: the direct wake-up of the workflow (the
+// outbox relay covers failures) and metrics.
+func (a *API) afterAppend(ctx context.Context, sessionID string, appended []db.Event, req *db.AppendRequest) {
+	if len(appended) > 0 {
+		a.eventsAppended.Add(float64(len(appended)))
+	}
+	if req == nil || a.deps.Wake == nil {
+		return
+	}
+	a.deps.Wake(context.WithoutCancel(ctx), sessionID)
+}
+
+func (a *API) eventSend(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	events, err := eventspec.ParseSend(body)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	req := a.admission(events, a.now())
+	_, appended, err := a.deps.Store.Append(ctx, id, req)
+	if err != nil {
+		return sessionError(id, err)
+	}
+	a.afterAppend(ctx, id, appended, req)
+	// The response lists the client's events, not the status events the
+	// admission appended after them.
+	out := make([]json.RawMessage, 0, len(events))
+	for i := range appended[:len(events)] {
+		out = append(out, appended[i].JSON())
+	}
+	return c.JSON(http.StatusOK, map[string]any{"data": out})
+}
+
+func eventCursor(seq int64) string { return encodeCursor("s:" + strconv.FormatInt(seq, 10)) }
+
+func (a *API) eventList(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	page, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	p := db.EventListParams{Limit: page.limit}
+	if c.QueryParam("limit") == "" {
+		p.Limit = 100
+	}
+	q := c.QueryParams()
+	for _, t := range append(q["types[]"], q["types"]...) {
+		if t == "" || len(t) > 64 || strings.ContainsAny(t, " \t,") {
+			return apierror.Invalid("types[]: invalid event type %q", t)
+		}
+		p.Types = append(p.Types, t)
+	}
+	for name, dst := range map[string]**time.Time{"created_at[gt]": &p.CreatedGT, "created_at[gte]": &p.CreatedGTE, "created_at[lt]": &p.CreatedLT, "created_at[lte]": &p.CreatedLTE} {
+		if *dst, err = parseTimeParam(c, name); err != nil {
+			return err
+		}
+	}
+	switch order := c.QueryParam("order"); order {
+	case "", "asc":
+	case "desc":
+		p.Descending = true
+	default:
+		return apierror.Invalid("order: must be asc or desc, got %q", order)
+	}
+	if page.cursor != "" {
+		v, ok := strings.CutPrefix(page.cursor, "s:")
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if !ok || perr != nil || n < 0 {
+			return apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
+		}
+		if p.Descending {
+			p.BeforeSeq = &n
+		} else {
+			p.AfterSeq = &n
+		}
+	}
+	ctx := c.Request().Context()
+	if _, err := a.deps.Store.SessionGet(ctx, id); err != nil {
+		return sessionError(id, err)
+	}
+	events, more, err := a.deps.Store.EventList(ctx, id, p)
+	if err != nil {
+		return err
+	}
+	resp := listResponse[json.RawMessage]{Data: make([]json.RawMessage, 0, len(events))}
+	for i := range events {
+		resp.Data = append(resp.Data, events[i].JSON())
+	}
+	if more {
+		next := eventCursor(events[len(events)-1].Seq)
+		resp.NextPage = &next
+	}
+	return c.JSON(http.StatusOK, resp)
+}

@@ -1,0 +1,461 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mangohq/mango/api-server/internal/agentspec"
+	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/eventspec"
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/jsonx"
+	"github.com/mangohq/mango/db"
+)
+
+// SandboxMetadataKey is the environment metadata key that selects the
+// sandbox provider of sessions created in it.
+const SandboxMetadataKey = "mango.sandbox"
+
+// sessionResponse is the wire form of a session.
+type sessionResponse struct {
+	Type               string            `json:"type"`
+	ID                 string            `json:"id"`
+	Agent              json.RawMessage   `json:"agent"`
+	EnvironmentID      *string           `json:"environment_id"`
+	Title              string            `json:"title"`
+	Metadata           map[string]string `json:"metadata"`
+	Status             db.Status         `json:"status"`
+	Usage              json.RawMessage   `json:"usage"`
+	Stats              sessionStats      `json:"stats"`
+	Resources          []any             `json:"resources"`
+	VaultIDs           []string          `json:"vault_ids"`
+	OutcomeEvaluations []any             `json:"outcome_evaluations"`
+	Budget             *struct{}         `json:"budget"`
+	CreatedAt          time.Time         `json:"created_at"`
+	UpdatedAt          time.Time         `json:"updated_at"`
+	ArchivedAt         *time.Time        `json:"archived_at"`
+}
+
+type sessionStats struct {
+	ActiveSeconds   float64 `json:"active_seconds"`
+	DurationSeconds float64 `json:"duration_seconds"`
+}
+
+var zeroUsage = json.RawMessage(`{"input_tokens":0,"output_tokens":0,"cache_read_input_tokens":0,` +
+	`"cache_creation":{"ephemeral_1h_input_tokens":0,"ephemeral_5m_input_tokens":0},` +
+	`"server_tool_use":{"web_fetch_requests":0,"web_search_requests":0}}`)
+
+func (a *API) toSessionResponse(s *db.Session) *sessionResponse {
+	usage := s.Usage
+	if len(usage) == 0 || string(usage) == "{}" {
+		usage = zeroUsage
+	}
+	md := s.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
+		Metadata: md, Status: s.Status, Usage: usage,
+		Stats:     sessionStats{DurationSeconds: a.now().Sub(s.CreatedAt).Seconds()},
+		Resources: []any{}, VaultIDs: []string{}, OutcomeEvaluations: []any{},
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
+}
+
+func sessionNotFound(id string) error { return apierror.NotFoundf("session %q not found", id) }
+
+func sessionID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if !ids.Valid(ids.Session, id) {
+		return "", sessionNotFound(id)
+	}
+	return id, nil
+}
+
+// sessionError maps store errors of session operations to public errors.
+func sessionError(id string, err error) error {
+	switch {
+	case errors.Is(err, db.ErrNotFound), errors.Is(err, db.ErrDeleting):
+		return sessionNotFound(id)
+	case errors.Is(err, db.ErrInvalidTransition):
+		return apierror.Conflictf("session %q cannot accept this now: %v", id, errors.Unwrap(err))
+	}
+	return err
+}
+
+type sessionCreateInput struct {
+	Agent         json.RawMessage            `json:"agent"`
+	EnvironmentID *string                    `json:"environment_id"`
+	Title         *string                    `json:"title"`
+	Metadata      map[string]*string         `json:"metadata"`
+	InitialEvents []json.RawMessage          `json:"initial_events"`
+	VaultIDs      []string                   `json:"vault_ids"`
+	Resources     jsonx.Opt[json.RawMessage] `json:"resources"`
+	Budget        jsonx.Opt[json.RawMessage] `json:"budget"`
+}
+
+func (a *API) sessionCreate(c echo.Context) error {
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	if err := jsonx.Object(body, ""); err != nil {
+		return err
+	}
+	var in sessionCreateInput
+	if err := jsonx.Decode(body, &in, ""); err != nil {
+		return err
+	}
+	if len(in.Agent) == 0 || string(in.Agent) == "null" {
+		return apierror.Invalid("agent: is required")
+	}
+	ref, err := agentspec.ParseAgentRef(in.Agent)
+	if err != nil {
+		return err
+	}
+	if in.EnvironmentID == nil || *in.EnvironmentID == "" {
+		return apierror.Invalid("environment_id: is required")
+	}
+	if len(in.VaultIDs) > 0 {
+		return apierror.Invalid("vault_ids: vaults are not supported by this server")
+	}
+	if in.Resources.Set && !in.Resources.Null && string(in.Resources.Value) != "[]" {
+		return apierror.Invalid("resources: session resources are not supported by this server")
+	}
+	if in.Budget.Set && !in.Budget.Null {
+		return apierror.Invalid("budget: budgets are not supported by this server")
+	}
+	title := ""
+	if in.Title != nil {
+		if len([]rune(*in.Title)) > 512 {
+			return apierror.Invalid("title: must be at most 512 characters")
+		}
+		title = *in.Title
+	}
+	metadata, err := agentspec.PatchMetadata(nil, in.Metadata, false)
+	if err != nil {
+		return err
+	}
+	initial, err := eventspec.ParseList(in.InitialEvents, "initial_events", []string{eventspec.UserMessage})
+	if err != nil {
+		return err
+	}
+
+	ctx := c.Request().Context()
+	snapshot, err := a.resolveAgent(ctx, ref)
+	if err != nil {
+		return err
+	}
+	provider, err := a.environmentProvider(ctx, *in.EnvironmentID)
+	if err != nil {
+		return err
+	}
+	agentJSON, err := json.Marshal(snapshot)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
+		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now}
+	var req *db.AppendRequest
+	if len(initial) > 0 {
+		req = a.admission(initial, now)
+	}
+	sess, appended, err := a.deps.Store.SessionCreate(ctx, p, req)
+	if err != nil {
+		return err
+	}
+	a.afterAppend(ctx, sess.ID, appended, req)
+	return c.JSON(http.StatusOK, a.toSessionResponse(sess))
+}
+
+func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agentspec.Snapshot, error) {
+	if !ids.Valid(ids.Agent, ref.ID) {
+		return nil, apierror.NotFoundf("agent %q not found", ref.ID)
+	}
+	var ag *db.Agent
+	var err error
+	if ref.Version > 0 {
+		ag, err = a.deps.Store.AgentGetVersion(ctx, ref.ID, ref.Version)
+	} else {
+		ag, err = a.deps.Store.AgentGet(ctx, ref.ID)
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		if ref.Version > 0 {
+			return nil, apierror.NotFoundf("agent %q has no version %d", ref.ID, ref.Version)
+		}
+		return nil, apierror.NotFoundf("agent %q not found", ref.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ag.ArchivedAt != nil {
+		return nil, apierror.Invalid("agent: agent %q is archived", ref.ID)
+	}
+	var spec agentspec.Spec
+	if err := json.Unmarshal(ag.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("decode agent %s: %w", ag.ID, err)
+	}
+	return ref.Resolve(ag.ID, ag.Version, &spec)
+}
+
+// environmentProvider checks the environment and returns the sandbox
+// provider its sessions use: metadata["mango.sandbox"] or the default.
+func (a *API) environmentProvider(ctx context.Context, envID string) (string, error) {
+	if !ids.Valid(ids.Environment, envID) {
+		return "", apierror.NotFoundf("environment %q not found", envID)
+	}
+	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
+	if errors.Is(err, db.ErrNotFound) {
+		return "", apierror.NotFoundf("environment %q not found", envID)
+	}
+	if err != nil {
+		return "", err
+	}
+	if env.ArchivedAt != nil {
+		return "", apierror.Invalid("environment_id: environment %q is archived", envID)
+	}
+	providers := a.deps.Providers
+	if len(providers) == 0 {
+		providers = []string{"local"}
+	}
+	name, ok := env.Metadata[SandboxMetadataKey]
+	if !ok {
+		return providers[0], nil
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !slices.Contains(providers, name) {
+		return "", apierror.Invalid("environment_id: environment %q selects sandbox provider %q through metadata[%q], which is not enabled on this server (enabled: %s)",
+			envID, name, SandboxMetadataKey, strings.Join(providers, ", "))
+	}
+	return name, nil
+}
+
+func (a *API) sessionGet(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	s, err := a.deps.Store.SessionGet(c.Request().Context(), id)
+	if err != nil {
+		return sessionError(id, err)
+	}
+	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+}
+
+func (a *API) sessionUpdate(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	if err := jsonx.Object(body, ""); err != nil {
+		return err
+	}
+	var in struct {
+		Title    jsonx.Opt[string]             `json:"title"`
+		Metadata jsonx.Opt[map[string]*string] `json:"metadata"`
+		Agent    jsonx.Opt[json.RawMessage]    `json:"agent"`
+		Budget   jsonx.Opt[json.RawMessage]    `json:"budget"`
+		VaultIDs jsonx.Opt[[]string]           `json:"vault_ids"`
+	}
+	if err := jsonx.Decode(body, &in, ""); err != nil {
+		return err
+	}
+	if in.Budget.Set && !in.Budget.Null {
+		return apierror.Invalid("budget: budgets are not supported by this server")
+	}
+	if in.VaultIDs.Set && len(in.VaultIDs.Value) > 0 {
+		return apierror.Invalid("vault_ids: vaults are not supported by this server")
+	}
+	if in.Title.Set && len([]rune(in.Title.Value)) > 512 {
+		return apierror.Invalid("title: must be at most 512 characters")
+	}
+	s, err := a.deps.Store.SessionUpdate(c.Request().Context(), id, a.now(), func(cur *db.Session) (*db.Session, error) {
+		next := *cur
+		if in.Title.Set {
+			next.Title = in.Title.Value
+		}
+		if in.Metadata.Set {
+			md, err := agentspec.PatchMetadata(cur.Metadata, in.Metadata.Value, in.Metadata.Null)
+			if err != nil {
+				return nil, err
+			}
+			next.Metadata = md
+		}
+		if in.Agent.Set && !in.Agent.Null {
+			if cur.Status != db.StatusIdle {
+				return nil, apierror.Conflictf("session %q is %s: its agent's tools and MCP servers can change only while it is idle", id, cur.Status)
+			}
+			var snap agentspec.Snapshot
+			if err := json.Unmarshal(cur.Agent, &snap); err != nil {
+				return nil, fmt.Errorf("decode agent of session %s: %w", id, err)
+			}
+			updated, err := snap.UpdateTools(in.Agent.Value)
+			if err != nil {
+				return nil, err
+			}
+			agentJSON, err := json.Marshal(updated)
+			if err != nil {
+				return nil, err
+			}
+			next.Agent = agentJSON
+		}
+		return &next, nil
+	})
+	if err != nil {
+		return sessionError(id, err)
+	}
+	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+}
+
+func (a *API) sessionArchive(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := a.readJSONBody(c, true); err != nil {
+		return err
+	}
+	s, err := a.deps.Store.SessionArchive(c.Request().Context(), id, a.now())
+	if err != nil {
+		return sessionError(id, err)
+	}
+	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+}
+
+// SessionCleanup releases what a session holds outside PostgreSQL before
+// its row is deleted (its workflow, its sandbox binding). It must be
+// idempotent: a deletion interrupted after the fence is resumed by calling
+// DELETE again.
+type SessionCleanup func(ctx context.Context, s *db.Session) error
+
+func (a *API) sessionDelete(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	// Fence first: from this commit on nothing is admitted, reads answer
+	// 404 and open streams end with session.deleted.
+	s, err := a.deps.Store.SessionFence(ctx, id, a.now())
+	if err != nil {
+		return sessionError(id, err)
+	}
+	if a.deps.Cleanup != nil {
+		if err := a.deps.Cleanup(ctx, s); err != nil {
+			return fmt.Errorf("clean up session %s: %w", id, err)
+		}
+	}
+	if err := a.deps.Store.SessionDelete(ctx, id); err != nil && !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "session_deleted"})
+}
+
+// sessionCursor is a page position: "n" continues after the item in list
+// order, "p" returns the page before it.
+func sessionCursor(dir string, s *db.Session) string {
+	return encodeCursor(fmt.Sprintf("%s:%d:%s", dir, s.CreatedAt.UnixMicro(), s.ID))
+}
+
+func (a *API) sessionList(c echo.Context) error {
+	page, err := parsePage(c)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	p := db.SessionListParams{Limit: page.limit}
+	if p.IncludeArchived, err = parseBoolParam(c, "include_archived"); err != nil {
+		return err
+	}
+	if v := c.QueryParam("agent_id"); v != "" {
+		p.AgentID = &v
+	}
+	if v := c.QueryParam("agent_version"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return apierror.Invalid("agent_version: must be an integer of at least 1, got %q", v)
+		}
+		p.AgentVersion = &n
+	}
+	for _, st := range append(q["statuses[]"], q["statuses"]...) {
+		switch db.Status(st) {
+		case db.StatusIdle, db.StatusRunning, db.StatusRescheduling, db.StatusTerminated:
+			p.Statuses = append(p.Statuses, st)
+		default:
+			return apierror.Invalid("statuses[]: unknown status %q (expected idle, running, rescheduling or terminated)", st)
+		}
+	}
+	for name, dst := range map[string]**time.Time{"created_at[gt]": &p.CreatedGT, "created_at[gte]": &p.CreatedGTE, "created_at[lt]": &p.CreatedLT, "created_at[lte]": &p.CreatedLTE} {
+		if *dst, err = parseTimeParam(c, name); err != nil {
+			return err
+		}
+	}
+	switch order := c.QueryParam("order"); order {
+	case "", "desc":
+	case "asc":
+		p.Ascending = true
+	default:
+		return apierror.Invalid("order: must be asc or desc, got %q", order)
+	}
+	backward := false
+	hadCursor := page.cursor != ""
+	if hadCursor {
+		dir, rest, _ := strings.Cut(page.cursor, ":")
+		t, id, err := parseTimeCursor("t:" + rest)
+		if err != nil || (dir != "n" && dir != "p") {
+			return apierror.Invalid("page: malformed cursor; pass the next_page or prev_page value of a previous response")
+		}
+		cur := &db.Cursor{CreatedAt: t, ID: id}
+		backward = dir == "p"
+		// Forward in list order is "older" for desc and "newer" for asc.
+		if backward == p.Ascending {
+			p.Before = cur
+		} else {
+			p.After = cur
+		}
+		if backward {
+			p.Ascending = !p.Ascending
+		}
+	}
+	rows, more, err := a.deps.Store.SessionList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	if backward {
+		slices.Reverse(rows)
+	}
+	resp := struct {
+		Data     []*sessionResponse `json:"data"`
+		NextPage *string            `json:"next_page"`
+		PrevPage *string            `json:"prev_page"`
+	}{Data: make([]*sessionResponse, 0, len(rows))}
+	for i := range rows {
+		resp.Data = append(resp.Data, a.toSessionResponse(&rows[i]))
+	}
+	if len(rows) > 0 {
+		hasNext := (!backward && more) || (backward && hadCursor)
+		hasPrev := (backward && more) || (!backward && hadCursor)
+		if hasNext {
+			n := sessionCursor("n", &rows[len(rows)-1])
+			resp.NextPage = &n
+		}
+		if hasPrev {
+			pv := sessionCursor("p", &rows[0])
+			resp.PrevPage = &pv
+		}
+	}
+	return c.JSON(http.StatusOK, resp)
+}

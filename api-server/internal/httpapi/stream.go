@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/db"
+)
+
+// previewableTypes are the event types a stream may ask previews of.
+var previewableTypes = []string{"agent.message", "agent.thinking"}
+
+// streamBatch bounds how many events one read of the log returns.
+const streamBatch = 500
+
+// eventStream serves GET /v1/sessions/{id}/events/stream as Server-Sent
+// Events. Each committed event is one frame, `id: <event id>`, `event:
+// <type>`, `data: <event JSON>`, in log order. A client that reconnects with
+// Last-Event-ID receives every event committed after that one, so nothing is
+// lost across reconnects. Without it the stream starts at the end of the
+// log. Comment frames (`: ping`) keep idle connections open. When the
+// session is deleted the stream sends session.deleted and ends.
+func (a *API) eventStream(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	if err := checkQuery(c); err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	var deltas []string
+	for _, t := range append(q["event_deltas[]"], q["event_deltas"]...) {
+		if !slices.Contains(previewableTypes, t) {
+			return apierror.Invalid("event_deltas[]: previews are available for agent.message and agent.thinking, got %q", t)
+		}
+		deltas = append(deltas, t)
+	}
+	_ = deltas // previews are delivered by the preview hub (a later issue)
+
+	ctx := c.Request().Context()
+	// Subscribe before reading the position, so no commit falls between.
+	wake, unsubscribe := a.deps.Hub.Subscribe(id)
+	defer unsubscribe()
+	sess, err := a.deps.Store.SessionGet(ctx, id)
+	if err != nil {
+		return sessionError(id, err)
+	}
+	seq := sess.LastSeq
+	if last := strings.TrimSpace(c.Request().Header.Get("Last-Event-ID")); last != "" {
+		if !ids.Valid(ids.Event, last) {
+			return apierror.Invalid("Last-Event-ID: %q is not an event id", last)
+		}
+		if seq, err = a.deps.Store.EventSeq(ctx, id, last); errors.Is(err, db.ErrNotFound) {
+			return apierror.Invalid("Last-Event-ID: event %q is not part of session %q", last, id)
+		} else if err != nil {
+			return err
+		}
+	}
+
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	c.Response().WriteHeader(http.StatusOK)
+	w := bufio.NewWriterSize(c.Response(), 32<<10)
+	flush := func() error {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		c.Response().Flush()
+		return nil
+	}
+	if _, err := w.WriteString(": connected\n\n"); err != nil {
+		return nil
+	}
+	if err := flush(); err != nil {
+		return nil
+	}
+	woken := false
+
+	heartbeat := time.NewTicker(a.heartbeatInterval())
+	defer heartbeat.Stop()
+	for {
+		// Drain everything committed after seq.
+		delivered := 0
+		for {
+			events, err := a.deps.Hub.EventsAfter(ctx, a.deps.Store, id, seq, streamBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.deps.Logger.Warn("stream: read events", "session", id, "err", err)
+				}
+				return nil // the client reconnects with Last-Event-ID
+			}
+			for i := range events {
+				if err := writeFrame(w, events[i].ID, events[i].Type, events[i].JSON()); err != nil {
+					return nil
+				}
+				seq = events[i].Seq
+			}
+			delivered += len(events)
+			if len(events) < streamBatch {
+				break
+			}
+		}
+		if delivered > 0 {
+			if err := flush(); err != nil {
+				return nil
+			}
+		} else if woken {
+			// A wake-up without new events may mean the session is gone.
+			if _, err := a.deps.Store.SessionGet(ctx, id); errors.Is(err, db.ErrNotFound) {
+				body := fmt.Sprintf(`{"id":%q,"type":"session.deleted","processed_at":%q}`, ids.New(ids.Event), a.now().Format(time.RFC3339Nano))
+				_ = writeFrame(w, "", "session.deleted", []byte(body))
+				_ = flush()
+				return nil
+			}
+		}
+		woken = false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.deps.Hub.Done():
+			return nil // shutting down; the client reconnects elsewhere
+		case <-heartbeat.C:
+			if _, err := w.WriteString(": ping\n\n"); err != nil {
+				return nil
+			}
+			if err := flush(); err != nil {
+				return nil
+			}
+		case <-wake:
+			woken = true
+		}
+	}
+}
+
+func writeFrame(w *bufio.Writer, id, typ string, data []byte) error {
+	// bufio.Writer errors are sticky: the last write reports any failure.
+	if id != "" {
+		_, _ = w.WriteString("id: ")
+		_, _ = w.WriteString(id)
+		_ = w.WriteByte('\n')
+	}
+	_, _ = w.WriteString("event: ")
+	_, _ = w.WriteString(typ)
+	_, _ = w.WriteString("\ndata: ")
+	_, _ = w.Write(data) // event JSON never contains a raw newline
+	_, err := w.WriteString("\n\n")
+	return err
+}
+
+func (a *API) heartbeatInterval() time.Duration {
+	if a.deps.HeartbeatInterval > 0 {
+		return a.deps.HeartbeatInterval
+	}
+	return 15 * time.Second
+}

@@ -1,0 +1,31 @@
+// Package metrics holds the Prometheus metrics several api-server
+// components share, so each is registered once per registry.
+package metrics
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// EventsAppended returns the counter of events appended to session logs
+// for one source ("http", "controlplane"), registering the shared
+// mango_events_appended_total vector on first use.
+func EventsAppended(reg prometheus.Registerer, source string) (prometheus.Counter, error) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mango_events_appended_total",
+		Help: "Events appended to session logs, by source.",
+	}, []string{"source"})
+	if err := reg.Register(vec); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, err
+		}
+		existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			return nil, err
+		}
+		vec = existing
+	}
+	return vec.WithLabelValues(source), nil
+}

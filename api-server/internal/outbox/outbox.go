@@ -1,0 +1,374 @@
+// Package outbox delivers the wake-ups the api-server owes Session
+// Workflows. Admitting a runnable event writes an outbox row in the
+// admitting transaction (db.Store.Append); after the commit the HTTP handler
+// calls Relay.Deliver, which signals the session's workflow at once
+// (SignalWithStartWorkflow, starting it when none runs). Whatever that
+// direct call misses — Temporal down, a crash between commit and signal —
+// Relay.Run delivers later: it claims due rows in batches, signals, and
+// deletes each row only after Temporal accepted its signal, rescheduling
+// failures with capped exponential backoff and jitter. Rows are claimed
+// under a lease taken with FOR UPDATE SKIP LOCKED (see db.Store), so any
+// number of api-server replicas can run the relay side by side.
+//
+// Delivery is at least once: a replica that dies after Temporal accepted a
+// signal but before deleting the row leaves it to be delivered again. The
+// signal is a hint the workflow deduplicates by outbox id and answers by
+// re-reading the session's pending work, so duplicates are harmless.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mangohq/mango/db"
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
+)
+
+// Starter is the part of the Temporal client the relay uses.
+type Starter interface {
+	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
+		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+}
+
+// Options tune a Relay. Zero values take the defaults in brackets.
+type Options struct {
+	// PollInterval is how often Run looks for due rows [1s].
+	PollInterval time.Duration
+	// BatchSize is how many rows one claim takes [100].
+	BatchSize int
+	// Lease is how long a claimed row stays invisible to other claimers;
+	// it must exceed SignalTimeout [30s].
+	Lease time.Duration
+	// SignalTimeout bounds one SignalWithStartWorkflow call of the relay
+	// [5s].
+	SignalTimeout time.Duration
+	// DirectTimeout bounds all of Deliver, so a request never waits longer
+	// for Temporal [2s].
+	DirectTimeout time.Duration
+	// BackoffBase is the delay after the first failed delivery; each
+	// further failure doubles it [1s].
+	BackoffBase time.Duration
+	// BackoffMax caps the delay between attempts [30s].
+	BackoffMax time.Duration
+	// Cooldown is how long Deliver leaves rows to the relay after a
+	// delivery found Temporal unreachable, so requests do not each wait
+	// DirectTimeout while it is down [5s].
+	Cooldown time.Duration
+	// StatsInterval is how often Run refreshes the depth and age gauges
+	// [5s].
+	StatsInterval time.Duration
+	// Logger receives delivery failures [slog.Default()].
+	Logger *slog.Logger
+	// Registerer, when set, receives the relay's metrics.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.PollInterval, time.Second)
+	def(&o.Lease, 30*time.Second)
+	def(&o.SignalTimeout, 5*time.Second)
+	def(&o.DirectTimeout, 2*time.Second)
+	def(&o.BackoffBase, time.Second)
+	def(&o.BackoffMax, 30*time.Second)
+	def(&o.Cooldown, 5*time.Second)
+	def(&o.StatsInterval, 5*time.Second)
+	if o.BatchSize <= 0 {
+		o.BatchSize = 100
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Delivery paths, the "path" label of mango_outbox_deliveries_total.
+const (
+	pathDirect = "direct"
+	pathRelay  = "relay"
+)
+
+// Relay delivers outbox rows to Temporal. Its methods are safe for
+// concurrent use.
+type Relay struct {
+	store    *db.Store
+	temporal Starter
+	opts     Options
+	log      *slog.Logger
+	kick     chan struct{}
+	// downUntil is the UnixNano time until which Deliver skips Temporal,
+	// set when a delivery finds it unreachable and cleared by a success.
+	downUntil atomic.Int64
+
+	depth      prometheus.Gauge
+	oldestAge  prometheus.Gauge
+	deliveries *prometheus.CounterVec
+}
+
+// New returns a relay over store that signals through temporal.
+func New(store *db.Store, temporal Starter, opts Options) *Relay {
+	opts.defaults()
+	r := &Relay{
+		store: store, temporal: temporal, opts: opts, log: opts.Logger.With("component", "outbox"),
+		kick: make(chan struct{}, 1),
+		depth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mango_outbox_depth",
+			Help: "Outbox rows not yet delivered to Temporal.",
+		}),
+		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mango_outbox_oldest_age_seconds",
+			Help: "Age of the oldest undelivered outbox row (0 when empty).",
+		}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_outbox_deliveries_total",
+			Help: "Outbox deliveries by result (ok, error, dropped: the session no longer exists) and path (direct after the commit, relay).",
+		}, []string{"result", "path"}),
+	}
+	for _, res := range []string{"ok", "error", "dropped"} {
+		for _, p := range []string{pathDirect, pathRelay} {
+			r.deliveries.WithLabelValues(res, p)
+		}
+	}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(r.depth, r.oldestAge, r.deliveries)
+	}
+	return r
+}
+
+// Kick makes Run look for due rows now instead of at its next poll.
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers due rows until ctx is cancelled, then returns nil once the
+// batch in flight is settled. Rows it cannot settle stay leased and become
+// due again when the lease ends.
+func (r *Relay) Run(ctx context.Context) error {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	var statsAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poll.C:
+		case <-r.kick:
+		}
+		for ctx.Err() == nil {
+			n, err := r.relayBatch(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("outbox relay pass failed", "err", err)
+				}
+				break
+			}
+			if n < r.opts.BatchSize {
+				break
+			}
+		}
+		if time.Since(statsAt) >= r.opts.StatsInterval && ctx.Err() == nil {
+			statsAt = time.Now()
+			r.refreshStats(ctx)
+		}
+		poll.Reset(r.opts.PollInterval)
+	}
+}
+
+// Deliver signals the workflow of a session for its due rows right away:
+// the direct path, called after the commit that wrote them. It returns
+// within DirectTimeout whatever happens, leaving anything undelivered to
+// the relay, and ignores the cancellation of ctx (a client that hangs up
+// after its event was committed still gets it delivered).
+func (r *Relay) Deliver(ctx context.Context, sessionID string) {
+	if time.Now().UnixNano() < r.downUntil.Load() {
+		// Temporal was unreachable moments ago: do not make the request
+		// wait for it again. The rows are due; the relay polls them.
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.DirectTimeout)
+	defer cancel()
+	rows, err := r.store.OutboxClaimForSession(ctx, sessionID, r.opts.Lease)
+	if err != nil {
+		r.log.Warn("claim outbox rows for direct delivery", "session_id", sessionID, "err", err)
+		return
+	}
+	r.deliverAll(ctx, rows, pathDirect)
+}
+
+// relayBatch claims one batch of due rows and delivers it, returning how
+// many rows it claimed.
+func (r *Relay) relayBatch(ctx context.Context) (int, error) {
+	rows, err := r.store.OutboxClaimDue(ctx, r.opts.BatchSize, r.opts.Lease)
+	if err != nil {
+		return 0, err
+	}
+	r.deliverAll(ctx, rows, pathRelay)
+	return len(rows), nil
+}
+
+// deliverAll delivers claimed rows in order. Once Temporal proves
+// unreachable the remaining rows are rescheduled without trying, so a
+// batch does not wait a timeout per row.
+func (r *Relay) deliverAll(ctx context.Context, rows []db.OutboxRow, path string) {
+	var down error
+	for _, row := range rows {
+		if down == nil && ctx.Err() != nil {
+			down = ctx.Err()
+		}
+		if down != nil {
+			r.fail(ctx, row, path, fmt.Errorf("not attempted: %w", down))
+			continue
+		}
+		if err := r.deliver(ctx, row, path); err != nil && unreachable(err) {
+			down = err
+			r.downUntil.Store(time.Now().Add(r.opts.Cooldown).UnixNano())
+		}
+	}
+}
+
+// deliver signals the workflow for one claimed row and settles the row:
+// deleted once Temporal accepted the signal, rescheduled otherwise.
+func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) error {
+	if row.Provider == "" {
+		// The session is gone (its row deleted after teardown): there is
+		// no workflow left to wake.
+		r.log.Info("dropping outbox row of a deleted session", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind)
+		r.settle(ctx, row, nil)
+		r.deliveries.WithLabelValues("dropped", path).Inc()
+		return nil
+	}
+	kind, ok := sessionwf.KindFromOutbox(row.Kind)
+	if !ok {
+		// Possibly written by a newer replica during a rolling upgrade:
+		// keep it for a replica that knows the kind.
+		err := fmt.Errorf("unknown outbox kind %q", row.Kind)
+		r.fail(ctx, row, path, err)
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
+	defer cancel()
+	_, err := r.temporal.SignalWithStartWorkflow(sctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
+		&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
+		StartOptions(row.SessionID, row.Provider),
+		sessionwf.WorkflowType,
+		&sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider})
+	if err != nil {
+		r.fail(ctx, row, path, err)
+		return err
+	}
+	r.downUntil.Store(0)
+	r.settle(ctx, row, nil)
+	r.deliveries.WithLabelValues("ok", path).Inc()
+	return nil
+}
+
+// StartOptions returns the options the api-server starts a session's
+// workflow with: the session's workflow id on its provider's task queue.
+// A running workflow is signalled (conflict policy USE_EXISTING); a closed
+// one, whatever its outcome, is started afresh (reuse policy
+// ALLOW_DUPLICATE), so a wake-up always reaches a live workflow.
+func StartOptions(sessionID, provider string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       sessionwf.WorkflowID(sessionID),
+		TaskQueue:                sessionwf.TaskQueue(provider),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// fail records a failed delivery of row and reschedules it.
+func (r *Relay) fail(ctx context.Context, row db.OutboxRow, path string, cause error) {
+	r.deliveries.WithLabelValues("error", path).Inc()
+	delay := Backoff(row.Attempts+1, r.opts.BackoffBase, r.opts.BackoffMax)
+	r.log.Warn("outbox delivery failed", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind,
+		"attempts", row.Attempts+1, "retry_in", delay, "path", path, "err", cause)
+	r.settle(ctx, row, func(ctx context.Context) error {
+		return r.store.OutboxReschedule(ctx, row.ID, truncate(cause.Error(), 1000), delay)
+	})
+}
+
+// settle deletes row (reschedule nil) or reschedules it, on a context that
+// survives the caller's cancellation so shutdown does not strand a row
+// whose signal was accepted. A row it cannot settle is retried when its
+// lease ends.
+func (r *Relay) settle(ctx context.Context, row db.OutboxRow, reschedule func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	if reschedule != nil {
+		err = reschedule(ctx)
+	} else {
+		err = r.store.OutboxDelete(ctx, row.ID)
+	}
+	if err != nil {
+		r.log.Warn("settle outbox row", "session_id", row.SessionID, "outbox_id", row.ID, "err", err)
+	}
+}
+
+func (r *Relay) refreshStats(ctx context.Context) {
+	st, err := r.store.OutboxStats(ctx)
+	if err != nil {
+		r.log.Warn("read outbox stats", "err", err)
+		return
+	}
+	r.depth.Set(float64(st.Depth))
+	r.oldestAge.Set(st.OldestAge.Seconds())
+}
+
+// Backoff returns the delay before attempt number attempts+1 after
+// attempts failures: base doubled per failure, capped at maxDelay, with
+// "equal jitter" (uniform in [d/2, d]) so replicas retrying the same
+// outage spread out.
+func Backoff(attempts int, base, maxDelay time.Duration) time.Duration {
+	d := base
+	for i := 1; i < attempts && d < maxDelay; i++ {
+		d *= 2
+	}
+	if d > maxDelay || d <= 0 {
+		d = maxDelay
+	}
+	half := d / 2
+	return half + rand.N(d-half+1) //nolint:gosec // jitter needs no cryptographic randomness
+}
+
+// unreachable reports whether err means Temporal could not be reached (as
+// opposed to rejecting this one request), so trying more rows now is
+// pointless.
+func unreachable(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	if errors.As(err, &unavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

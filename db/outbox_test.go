@@ -1,0 +1,137 @@
+package db_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/db/dbtest"
+)
+
+// wakeSession creates a session and admits n wake-ups for it through
+// Append, as the API does.
+func wakeSession(t *testing.T, store *db.Store, id string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, _, err := store.SessionCreate(ctx, db.SessionCreateParams{ID: id, AgentID: "agent_1", AgentVersion: 1,
+		Agent: json.RawMessage(`{"name":"a"}`), Provider: "local", Metadata: map[string]string{}, Now: now}, nil); err != nil {
+		t.Fatalf("create session %s: %v", id, err)
+	}
+	for i := range n {
+		req := &db.AppendRequest{
+			Events: []db.NewEvent{{ID: fmt.Sprintf("sevt_%s_%d", id, i), Type: "user.message", Body: json.RawMessage(`{"content":[]}`), Pending: true}},
+			Decide: func(*db.Session) (*db.Change, error) { return &db.Change{Wake: true}, nil },
+			Now:    now,
+		}
+		if _, _, err := store.Append(ctx, id, req); err != nil {
+			t.Fatalf("append to %s: %v", id, err)
+		}
+	}
+}
+
+func TestOutboxClaimLeaseRescheduleDelete(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	wakeSession(t, store, "sesn_a", 2)
+	wakeSession(t, store, "sesn_b", 1)
+
+	st, err := store.OutboxStats(ctx)
+	if err != nil || st.Depth != 3 {
+		t.Fatalf("OutboxStats() = %+v, %v; want depth 3", st, err)
+	}
+
+	rows, err := store.OutboxClaimForSession(ctx, "sesn_a", time.Minute)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("OutboxClaimForSession(sesn_a) = %+v, %v; want 2 rows", rows, err)
+	}
+	if rows[0].ID >= rows[1].ID || rows[0].Kind != "wakeup" || rows[0].Provider != "local" || rows[0].Attempts != 0 {
+		t.Errorf("claimed rows = %+v; want oldest first, kind wakeup, provider local, 0 attempts", rows)
+	}
+	// Leased rows are invisible to every other claim.
+	again, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	if err != nil || len(again) != 1 || again[0].SessionID != "sesn_b" {
+		t.Fatalf("OutboxClaimDue() during the lease = %+v, %v; want only sesn_b's row", again, err)
+	}
+
+	if err := store.OutboxReschedule(ctx, rows[0].ID, "temporal unavailable", 0); err != nil {
+		t.Fatalf("OutboxReschedule: %v", err)
+	}
+	if err := store.OutboxDelete(ctx, rows[1].ID); err != nil {
+		t.Fatalf("OutboxDelete: %v", err)
+	}
+	if err := store.OutboxDelete(ctx, rows[1].ID); err != nil {
+		t.Errorf("OutboxDelete of a deleted row = %v, want nil", err)
+	}
+	due, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	if err != nil || len(due) != 1 || due[0].ID != rows[0].ID || due[0].Attempts != 1 {
+		t.Fatalf("OutboxClaimDue() after reschedule = %+v, %v; want row %d with 1 attempt", due, err, rows[0].ID)
+	}
+	st, err = store.OutboxStats(ctx)
+	if err != nil || st.Depth != 2 || st.OldestAge <= 0 {
+		t.Fatalf("OutboxStats() = %+v, %v; want depth 2 and a positive age", st, err)
+	}
+}
+
+func TestOutboxClaimMissingSessionHasNoProvider(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	store := db.NewStore(pool)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO outbox (session_id, kind) VALUES ('sesn_gone', 'wakeup')`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	if err != nil || len(rows) != 1 || rows[0].Provider != "" {
+		t.Fatalf("OutboxClaimDue() = %+v, %v; want one row with an empty provider", rows, err)
+	}
+}
+
+func TestOutboxConcurrentClaimsNeverShareARow(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	const sessions, perSession = 10, 5
+	for i := range sessions {
+		wakeSession(t, store, fmt.Sprintf("sesn_%d", i), perSession)
+	}
+	const claimers = 8
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				rows, err := store.OutboxClaimDue(ctx, 3, time.Minute)
+				if err != nil {
+					t.Errorf("OutboxClaimDue: %v", err)
+					return
+				}
+				if len(rows) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					seen[r.ID]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != sessions*perSession {
+		t.Errorf("claimed %d distinct rows, want %d", len(seen), sessions*perSession)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("row %d claimed %d times, want once", id, n)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+-- Outbox delivery. Rows are claimed with a lease: the claiming statement
+-- picks due rows with FOR UPDATE SKIP LOCKED (so concurrent claimers on
+-- several replicas never pick the same row) and pushes next_attempt_at to
+-- the end of the lease, so the row stays invisible to other claimers while
+-- its signal is in flight without holding a transaction open. A row is
+-- deleted only after Temporal accepted the signal; a failure reschedules
+-- it; a claimer that dies leaves the row due again when its lease ends.
+
+-- name: OutboxClaimDue :many
+WITH due AS (
+    SELECT o.id
+    FROM outbox o
+    WHERE o.next_attempt_at <= now()
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT sqlc.arg(row_limit)
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox
+SET next_attempt_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+FROM due
+WHERE outbox.id = due.id
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+    coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider;
+
+-- name: OutboxClaimForSession :many
+WITH due AS (
+    SELECT o.id
+    FROM outbox o
+    WHERE o.session_id = sqlc.arg(session_id) AND o.next_attempt_at <= now()
+    ORDER BY o.id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox
+SET next_attempt_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+FROM due
+WHERE outbox.id = due.id
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+    coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider;
+
+-- name: OutboxDelete :exec
+DELETE FROM outbox WHERE id = $1;
+
+-- name: OutboxReschedule :exec
+UPDATE outbox
+SET attempts = attempts + 1,
+    last_error = sqlc.arg(last_error),
+    next_attempt_at = now() + make_interval(secs => sqlc.arg(delay_seconds)::float8)
+WHERE id = sqlc.arg(id);
+
+-- name: OutboxStats :one
+SELECT count(*)::bigint AS depth,
+    coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM outbox;

@@ -1,0 +1,105 @@
+-- name: SessionInsert :one
+INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9)
+RETURNING *;
+
+-- name: SessionGetByID :one
+SELECT * FROM sessions WHERE id = $1 AND deleting_at IS NULL;
+
+-- name: SessionGetByIDAny :one
+SELECT * FROM sessions WHERE id = $1;
+
+-- name: SessionLock :one
+SELECT * FROM sessions WHERE id = $1 FOR UPDATE;
+
+-- name: SessionSetStatus :exec
+UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4 WHERE id = $1;
+
+-- name: SessionAdvanceSeq :one
+UPDATE sessions SET last_seq = last_seq + sqlc.arg(n)::bigint
+WHERE id = sqlc.arg(id)
+RETURNING last_seq;
+
+-- name: SessionUpdate :one
+UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5
+WHERE id = $1
+RETURNING *;
+
+-- name: SessionArchive :one
+UPDATE sessions
+SET archived_at = COALESCE(archived_at, sqlc.arg(now)::timestamptz),
+    updated_at = CASE WHEN archived_at IS NULL THEN sqlc.arg(now)::timestamptz ELSE updated_at END
+WHERE id = sqlc.arg(id) AND deleting_at IS NULL
+RETURNING *;
+
+-- name: SessionFence :one
+UPDATE sessions SET deleting_at = COALESCE(deleting_at, sqlc.arg(now)::timestamptz)
+WHERE id = sqlc.arg(id)
+RETURNING *;
+
+-- name: SessionDelete :execrows
+DELETE FROM sessions WHERE id = $1;
+
+-- name: SessionList :many
+SELECT * FROM sessions
+WHERE deleting_at IS NULL
+  AND (sqlc.arg(include_archived)::bool OR archived_at IS NULL)
+  AND (sqlc.narg(agent_id)::text IS NULL OR agent_id = sqlc.narg(agent_id))
+  AND (sqlc.narg(agent_version)::bigint IS NULL OR agent_version = sqlc.narg(agent_version))
+  AND (cardinality(sqlc.arg(statuses)::text[]) = 0 OR status = ANY(sqlc.arg(statuses)::text[]))
+  AND (sqlc.narg(created_gt)::timestamptz IS NULL OR created_at > sqlc.narg(created_gt))
+  AND (sqlc.narg(created_gte)::timestamptz IS NULL OR created_at >= sqlc.narg(created_gte))
+  AND (sqlc.narg(created_lt)::timestamptz IS NULL OR created_at < sqlc.narg(created_lt))
+  AND (sqlc.narg(created_lte)::timestamptz IS NULL OR created_at <= sqlc.narg(created_lte))
+  AND (sqlc.narg(before_created_at)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_created_at)::timestamptz, sqlc.arg(before_id)::text))
+  AND (sqlc.narg(after_created_at)::timestamptz IS NULL
+       OR (created_at, id) > (sqlc.narg(after_created_at)::timestamptz, sqlc.arg(after_id)::text))
+ORDER BY
+  CASE WHEN sqlc.arg(ascending)::bool THEN created_at END ASC,
+  CASE WHEN sqlc.arg(ascending)::bool THEN id END ASC,
+  CASE WHEN NOT sqlc.arg(ascending)::bool THEN created_at END DESC,
+  CASE WHEN NOT sqlc.arg(ascending)::bool THEN id END DESC
+LIMIT sqlc.arg(row_limit);
+
+-- name: EventInsert :exec
+INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- name: EventGetByKey :one
+SELECT * FROM events WHERE session_id = $1 AND event_key = $2;
+
+-- name: EventList :many
+SELECT * FROM events
+WHERE session_id = sqlc.arg(session_id)
+  AND (cardinality(sqlc.arg(types)::text[]) = 0 OR type = ANY(sqlc.arg(types)::text[]))
+  AND (sqlc.narg(created_gt)::timestamptz IS NULL OR COALESCE(processed_at, created_at) > sqlc.narg(created_gt))
+  AND (sqlc.narg(created_gte)::timestamptz IS NULL OR COALESCE(processed_at, created_at) >= sqlc.narg(created_gte))
+  AND (sqlc.narg(created_lt)::timestamptz IS NULL OR COALESCE(processed_at, created_at) < sqlc.narg(created_lt))
+  AND (sqlc.narg(created_lte)::timestamptz IS NULL OR COALESCE(processed_at, created_at) <= sqlc.narg(created_lte))
+  AND (sqlc.narg(after_seq)::bigint IS NULL OR seq > sqlc.narg(after_seq))
+  AND (sqlc.narg(before_seq)::bigint IS NULL OR seq < sqlc.narg(before_seq))
+ORDER BY
+  CASE WHEN sqlc.arg(ascending)::bool THEN seq END ASC,
+  CASE WHEN NOT sqlc.arg(ascending)::bool THEN seq END DESC
+LIMIT sqlc.arg(row_limit);
+
+-- name: EventsAfter :many
+SELECT * FROM events
+WHERE session_id = $1 AND seq > $2
+ORDER BY seq
+LIMIT $3;
+
+-- name: EventsMarkProcessed :exec
+UPDATE events SET processed_at = $3
+WHERE session_id = $1 AND id = ANY($2::text[]) AND processed_at IS NULL;
+
+-- name: OutboxInsert :exec
+INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3);
+
+-- name: NotifySession :exec
+SELECT pg_notify('mango_events', sqlc.arg(payload)::text);
+
+-- name: EventSeqByID :one
+SELECT seq FROM events WHERE session_id = $1 AND id = $2;
+

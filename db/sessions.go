@@ -1,0 +1,520 @@
+package db
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mangohq/mango/db/internal/dbsqlc"
+)
+
+// NotifyChannel is the PostgreSQL channel on which every event append is
+// announced, in the appending transaction, with the payload
+// "<session id>:<last seq>". Listeners re-read the log; the payload only
+// says where to look.
+const NotifyChannel = "mango_events"
+
+// Session is a stored session. Agent is the session's agent snapshot as the
+// API returns it (owned by the api-server); StopReason is the JSON of the
+// last idle stop reason, or nil.
+type Session struct {
+	ID            string
+	AgentID       string
+	AgentVersion  int64
+	Agent         json.RawMessage
+	EnvironmentID *string
+	Provider      string
+	Title         string
+	Metadata      map[string]string
+	Status        Status
+	StopReason    json.RawMessage
+	Usage         json.RawMessage
+	LastSeq       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ArchivedAt    *time.Time
+	Deleting      bool
+}
+
+func sessionFromRow(r dbsqlc.Session) (*Session, error) {
+	s := &Session{ID: r.ID, AgentID: r.AgentID, AgentVersion: r.AgentVersion, Agent: r.Agent, EnvironmentID: r.EnvironmentID,
+		Provider: r.Provider, Title: r.Title, Status: Status(r.Status), StopReason: r.StopReason, Usage: r.Usage,
+		LastSeq: r.LastSeq, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil}
+	if err := json.Unmarshal(r.Metadata, &s.Metadata); err != nil {
+		return nil, fmt.Errorf("decode metadata of session %s: %w", r.ID, err)
+	}
+	return s, nil
+}
+
+// Event is one entry of a session's event log.
+type Event struct {
+	SessionID   string
+	Seq         int64
+	ID          string
+	Type        string
+	Body        json.RawMessage
+	CreatedAt   time.Time
+	ProcessedAt *time.Time
+}
+
+func eventFromRow(r dbsqlc.Event) Event {
+	return Event{SessionID: r.SessionID, Seq: r.Seq, ID: r.ID, Type: r.Type, Body: r.Body, CreatedAt: r.CreatedAt, ProcessedAt: r.ProcessedAt}
+}
+
+// JSON returns the event as the API shows it: id, type and processed_at
+// followed by the members of Body.
+func (e *Event) JSON() json.RawMessage {
+	var b bytes.Buffer
+	b.Grow(len(e.Body) + 96)
+	b.WriteString(`{"id":`)
+	b.WriteString(strconv.Quote(e.ID))
+	b.WriteString(`,"type":`)
+	b.WriteString(strconv.Quote(e.Type))
+	b.WriteString(`,"processed_at":`)
+	if e.ProcessedAt != nil {
+		b.WriteByte('"')
+		b.WriteString(e.ProcessedAt.UTC().Format(time.RFC3339Nano))
+		b.WriteByte('"')
+	} else {
+		b.WriteString("null")
+	}
+	body := bytes.TrimSpace(e.Body)
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes()
+}
+
+// NewEvent is an event to append. Body holds the event's members other
+// than id, type and processed_at, as a JSON object.
+type NewEvent struct {
+	ID   string
+	Type string
+	Body json.RawMessage
+	// Key, when set, makes the append idempotent: an event with the same key
+	// already in the session is returned instead of appending again.
+	Key string
+	// Pending leaves processed_at unset: a trigger the worker has yet to
+	// pick up.
+	Pending bool
+}
+
+// SessionCreateParams create a session.
+type SessionCreateParams struct {
+	ID            string
+	AgentID       string
+	AgentVersion  int64
+	Agent         json.RawMessage
+	EnvironmentID *string
+	Provider      string
+	Title         string
+	Metadata      map[string]string
+	Now           time.Time
+}
+
+// SessionCreate stores a new idle session. Initial events are appended by
+// the caller through Append in the same call when initial is not empty.
+func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initial *AppendRequest) (*Session, []Event, error) {
+	var sess *Session
+	var events []Event
+	err := s.inTx(ctx, "create session", func(q *dbsqlc.Queries) error {
+		row, err := q.SessionInsert(ctx, dbsqlc.SessionInsertParams{
+			ID: p.ID, AgentID: p.AgentID, AgentVersion: p.AgentVersion, Agent: p.Agent, EnvironmentID: p.EnvironmentID,
+			Provider: p.Provider, Title: p.Title, Metadata: metadataJSON(p.Metadata), CreatedAt: p.Now,
+		})
+		if err != nil {
+			return err
+		}
+		if initial != nil && len(initial.Events) > 0 {
+			sess, events, err = s.appendTx(ctx, q, p.ID, initial)
+			return err
+		}
+		sess, err = sessionFromRow(row)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, events, nil
+}
+
+// SessionGet returns a session that is not being deleted.
+func (s *Store) SessionGet(ctx context.Context, id string) (*Session, error) {
+	row, err := s.q.SessionGetByID(ctx, id)
+	if err != nil {
+		return nil, mapErr("get session", err)
+	}
+	return sessionFromRow(row)
+}
+
+// AppendRequest is one admission: events appended atomically, with an
+// optional status change decided by Decide under the session's row lock.
+type AppendRequest struct {
+	// Events are appended in order.
+	Events []NewEvent
+	// Decide, when set, runs under the session's row lock before anything
+	// is written. It may reject the request (its error is returned as is)
+	// and returns the status change to make, if any.
+	Decide func(cur *Session) (*Change, error)
+	// Now is the commit's timestamp.
+	Now time.Time
+}
+
+// Change is a status change made with an append. The store appends the
+// matching status event (session.status_<status>, with StopReason for
+// idle) after the request's events.
+type Change struct {
+	// To is the new status; empty means no status change.
+	To Status
+	// StopReason is the stop_reason of an idle status, as JSON.
+	StopReason json.RawMessage
+	// Wake inserts an outbox row so the session's workflow is signalled.
+	Wake bool
+	// WakeKind names the wake-up ("wakeup", "interrupt").
+	WakeKind string
+	// EventID is the id of the status event (required with To).
+	EventID string
+	// Key, when set, makes the change idempotent: if an event with this key
+	// exists the change was already made and is skipped (a retried worker
+	// call must not end a later turn). The status event carries the key.
+	Key string
+}
+
+// ErrDeleting reports a session whose deletion has begun.
+var ErrDeleting = errors.New("session is being deleted")
+
+// Append appends events to a session's log atomically: sequence numbers
+// are gapless, the status machine is enforced, the outbox row (if any) is
+// written, and listeners are notified, all in one transaction. Events with
+// a Key already present are not appended again; the stored ones are
+// returned in their place.
+func (s *Store) Append(ctx context.Context, sessionID string, req *AppendRequest) (*Session, []Event, error) {
+	var sess *Session
+	var events []Event
+	err := s.inTx(ctx, "append events", func(q *dbsqlc.Queries) error {
+		var err error
+		sess, events, err = s.appendTx(ctx, q, sessionID, req)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, events, nil
+}
+
+func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest) (*Session, []Event, error) {
+	row, err := q.SessionLock(ctx, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur, err := sessionFromRow(row)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur.Deleting {
+		return nil, nil, fmt.Errorf("append to session %s: %w", sessionID, ErrDeleting)
+	}
+	var change *Change
+	if req.Decide != nil {
+		if change, err = req.Decide(cur); err != nil {
+			return nil, nil, &decideError{err}
+		}
+	}
+	if change != nil && change.Key != "" {
+		_, err := q.EventGetByKey(ctx, dbsqlc.EventGetByKeyParams{SessionID: sessionID, EventKey: &change.Key})
+		switch {
+		case err == nil:
+			change = nil // already applied
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, nil, err
+		}
+	}
+	out := make([]Event, 0, len(req.Events)+1)
+	fresh := make([]NewEvent, 0, len(req.Events)+1)
+	for _, ev := range req.Events {
+		if ev.Key != "" {
+			existing, err := q.EventGetByKey(ctx, dbsqlc.EventGetByKeyParams{SessionID: sessionID, EventKey: &ev.Key})
+			if err == nil {
+				out = append(out, eventFromRow(existing))
+				continue
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return nil, nil, err
+			}
+		}
+		fresh = append(fresh, ev)
+	}
+	if change != nil && change.To != "" && change.To == cur.Status && len(change.StopReason) > 0 {
+		// Same status, new stop reason (an idle session whose required
+		// actions are partly answered): no status event.
+		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: change.StopReason, UpdatedAt: req.Now}); err != nil {
+			return nil, nil, err
+		}
+		cur.StopReason = change.StopReason
+	}
+	if change != nil && change.To != "" && change.To != cur.Status {
+		if err := CheckTransition(cur.Status, change.To); err != nil {
+			return nil, nil, err
+		}
+		body := json.RawMessage(`{}`)
+		if change.To == StatusIdle {
+			reason := change.StopReason
+			if len(reason) == 0 {
+				reason = json.RawMessage(`{"type":"end_turn"}`)
+			}
+			body = json.RawMessage(`{"stop_reason":` + string(reason) + `}`)
+		}
+		fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
+		var stop []byte
+		if change.To == StatusIdle {
+			stop = change.StopReason
+			if len(stop) == 0 {
+				stop = []byte(`{"type":"end_turn"}`)
+			}
+		}
+		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(change.To), StopReason: stop, UpdatedAt: req.Now}); err != nil {
+			return nil, nil, err
+		}
+		cur.Status, cur.StopReason, cur.UpdatedAt = change.To, stop, req.Now
+	}
+	if len(fresh) > 0 {
+		last, err := q.SessionAdvanceSeq(ctx, dbsqlc.SessionAdvanceSeqParams{ID: sessionID, N: int64(len(fresh))})
+		if err != nil {
+			return nil, nil, err
+		}
+		seq := last - int64(len(fresh))
+		for _, ev := range fresh {
+			seq++
+			var processed *time.Time
+			if !ev.Pending {
+				processed = &req.Now
+			}
+			var key *string
+			if ev.Key != "" {
+				k := ev.Key
+				key = &k
+			}
+			body := ev.Body
+			if len(body) == 0 {
+				body = json.RawMessage(`{}`)
+			}
+			if err := q.EventInsert(ctx, dbsqlc.EventInsertParams{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type,
+				Body: body, EventKey: key, CreatedAt: req.Now, ProcessedAt: processed}); err != nil {
+				return nil, nil, err
+			}
+			out = append(out, Event{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type, Body: body, CreatedAt: req.Now, ProcessedAt: processed})
+		}
+		cur.LastSeq = last
+		if err := q.NotifySession(ctx, fmt.Sprintf("%s:%d", sessionID, last)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if change != nil && change.Wake {
+		kind := change.WakeKind
+		if kind == "" {
+			kind = "wakeup"
+		}
+		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: sessionID, Kind: kind, Payload: json.RawMessage(`{}`)}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cur, out, nil
+}
+
+// decideError carries an AppendRequest.Decide rejection through the
+// transaction untouched by error mapping.
+type decideError struct{ err error }
+
+func (e *decideError) Error() string { return e.err.Error() }
+func (e *decideError) Unwrap() error { return e.err }
+
+// SessionUpdate locks the session and stores what next returns (title,
+// metadata, agent). An error from next is returned as is.
+func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, next func(cur *Session) (*Session, error)) (*Session, error) {
+	var out *Session
+	err := s.inTx(ctx, "update session", func(q *dbsqlc.Queries) error {
+		row, err := q.SessionLock(ctx, id)
+		if err != nil {
+			return err
+		}
+		cur, err := sessionFromRow(row)
+		if err != nil {
+			return err
+		}
+		if cur.Deleting {
+			return pgx.ErrNoRows
+		}
+		n, err := next(cur)
+		if err != nil {
+			return &decideError{err}
+		}
+		updated, err := q.SessionUpdate(ctx, dbsqlc.SessionUpdateParams{ID: id, Title: n.Title, Metadata: metadataJSON(n.Metadata), Agent: n.Agent, UpdatedAt: now})
+		if err != nil {
+			return err
+		}
+		out, err = sessionFromRow(updated)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SessionArchive archives a session (idempotently).
+func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*Session, error) {
+	row, err := s.q.SessionArchive(ctx, dbsqlc.SessionArchiveParams{ID: id, Now: now})
+	if err != nil {
+		return nil, mapErr("archive session", err)
+	}
+	return sessionFromRow(row)
+}
+
+// SessionFence marks a session as being deleted: from this commit on no
+// event is admitted and reads answer not found. Streams are notified. It is
+// idempotent, so an interrupted deletion can be resumed.
+func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (*Session, error) {
+	var out *Session
+	err := s.inTx(ctx, "fence session", func(q *dbsqlc.Queries) error {
+		row, err := q.SessionFence(ctx, dbsqlc.SessionFenceParams{ID: id, Now: now})
+		if err != nil {
+			return err
+		}
+		if err := q.NotifySession(ctx, id+":deleted"); err != nil {
+			return err
+		}
+		out, err = sessionFromRow(row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SessionDelete removes a fenced session and its events.
+func (s *Store) SessionDelete(ctx context.Context, id string) error {
+	n, err := s.q.SessionDelete(ctx, id)
+	if err != nil {
+		return mapErr("delete session", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("delete session: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// SessionListParams filter and page a session list. Before and After are
+// mutually exclusive keyset positions; Ascending orders oldest first.
+type SessionListParams struct {
+	IncludeArchived bool
+	AgentID         *string
+	AgentVersion    *int64
+	Statuses        []string
+	CreatedGT       *time.Time
+	CreatedGTE      *time.Time
+	CreatedLT       *time.Time
+	CreatedLTE      *time.Time
+	Before          *Cursor
+	After           *Cursor
+	Ascending       bool
+	Limit           int
+}
+
+// SessionList returns one page of sessions and whether more rows follow in
+// the direction of travel.
+func (s *Store) SessionList(ctx context.Context, p SessionListParams) ([]Session, bool, error) {
+	arg := dbsqlc.SessionListParams{
+		IncludeArchived: p.IncludeArchived, AgentID: p.AgentID, AgentVersion: p.AgentVersion, Statuses: p.Statuses,
+		CreatedGt: p.CreatedGT, CreatedGte: p.CreatedGTE, CreatedLt: p.CreatedLT, CreatedLte: p.CreatedLTE,
+		Ascending: p.Ascending, RowLimit: int32(p.Limit + 1),
+	}
+	if arg.Statuses == nil {
+		arg.Statuses = []string{}
+	}
+	if p.Before != nil {
+		arg.BeforeCreatedAt, arg.BeforeID = &p.Before.CreatedAt, p.Before.ID
+	}
+	if p.After != nil {
+		arg.AfterCreatedAt, arg.AfterID = &p.After.CreatedAt, p.After.ID
+	}
+	rows, err := s.q.SessionList(ctx, arg)
+	if err != nil {
+		return nil, false, mapErr("list sessions", err)
+	}
+	out := make([]Session, 0, len(rows))
+	for _, r := range rows {
+		sess, err := sessionFromRow(r)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, *sess)
+	}
+	page, more := trim(out, p.Limit)
+	return page, more, nil
+}
+
+// EventListParams filter and page a session's events.
+type EventListParams struct {
+	Types      []string
+	CreatedGT  *time.Time
+	CreatedGTE *time.Time
+	CreatedLT  *time.Time
+	CreatedLTE *time.Time
+	AfterSeq   *int64
+	BeforeSeq  *int64
+	Descending bool
+	Limit      int
+}
+
+// EventList returns one page of a session's events and whether more follow.
+func (s *Store) EventList(ctx context.Context, sessionID string, p EventListParams) ([]Event, bool, error) {
+	arg := dbsqlc.EventListParams{SessionID: sessionID, Types: p.Types, CreatedGt: p.CreatedGT, CreatedGte: p.CreatedGTE,
+		CreatedLt: p.CreatedLT, CreatedLte: p.CreatedLTE, AfterSeq: p.AfterSeq, BeforeSeq: p.BeforeSeq,
+		Ascending: !p.Descending, RowLimit: int32(p.Limit + 1)}
+	if arg.Types == nil {
+		arg.Types = []string{}
+	}
+	rows, err := s.q.EventList(ctx, arg)
+	if err != nil {
+		return nil, false, mapErr("list events", err)
+	}
+	out := make([]Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, eventFromRow(r))
+	}
+	page, more := trim(out, p.Limit)
+	return page, more, nil
+}
+
+// EventsAfter returns up to limit events with a sequence number above seq,
+// in order: what a stream has not delivered yet.
+func (s *Store) EventsAfter(ctx context.Context, sessionID string, seq int64, limit int) ([]Event, error) {
+	rows, err := s.q.EventsAfter(ctx, dbsqlc.EventsAfterParams{SessionID: sessionID, Seq: seq, Limit: int32(limit)})
+	if err != nil {
+		return nil, mapErr("read events", err)
+	}
+	out := make([]Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, eventFromRow(r))
+	}
+	return out, nil
+}
+
+// EventSeq returns the sequence number of an event of the session.
+func (s *Store) EventSeq(ctx context.Context, sessionID, eventID string) (int64, error) {
+	seq, err := s.q.EventSeqByID(ctx, dbsqlc.EventSeqByIDParams{SessionID: sessionID, ID: eventID})
+	if err != nil {
+		return 0, mapErr("find event", err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,65 @@
+// Package sessionwf names the Session Workflow for both of its sides: the
+// api-server, which starts and signals it, and the execution workers, which
+// register and run it. Its input and signal payloads are the messages of
+// mango/session/v1 (package sessionv1); this package adds the names Temporal
+// addresses them by, so neither service spells a string of its own.
+package sessionwf
+
+import (
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+)
+
+// WorkflowType is the registered name of the Session Workflow. Its single
+// argument is a *sessionv1.SessionWorkflowInput.
+const WorkflowType = "SessionWorkflow"
+
+// SignalWakeup is the name of the signal whose payload is a
+// *sessionv1.WakeupSignal.
+const SignalWakeup = "wakeup"
+
+// TaskQueuePrefix is the first segment of every Mango task queue name.
+const TaskQueuePrefix = "mango"
+
+// WorkflowID returns the workflow id of a session's workflow: the session
+// id itself. Session ids carry the "sesn_" prefix, so they cannot collide
+// with the ids of other workflow families, and an operator finds a
+// session's workflow in Temporal by the id the API shows.
+func WorkflowID(sessionID string) string {
+	return sessionID
+}
+
+// TaskQueue returns the shared task queue of a provider's worker pool,
+// "mango.<provider>". Session workflows, model calls and first sandbox
+// provisioning for sessions on that provider run there.
+func TaskQueue(provider string) string {
+	return TaskQueuePrefix + "." + provider
+}
+
+// HostTaskQueue returns the task queue that only one worker of a host-bound
+// provider polls, "mango.<provider>.<worker-id>". A session's binding records
+// it, and every later sandbox activity of that session is routed there.
+func HostTaskQueue(provider, workerID string) string {
+	return TaskQueue(provider) + "." + workerID
+}
+
+// Outbox kinds: the kind column of the api-server's outbox rows that
+// become wake-up signals.
+const (
+	OutboxKindWakeup    = "wakeup"
+	OutboxKindInterrupt = "interrupt"
+	OutboxKindDelete    = "delete"
+)
+
+// KindFromOutbox maps an outbox row's kind to the signal's WakeupKind; ok
+// is false for a kind this version does not know.
+func KindFromOutbox(kind string) (k sessionv1.WakeupKind, ok bool) {
+	switch kind {
+	case OutboxKindWakeup:
+		return sessionv1.WakeupKind_WAKEUP_KIND_WAKEUP, true
+	case OutboxKindInterrupt:
+		return sessionv1.WakeupKind_WAKEUP_KIND_INTERRUPT, true
+	case OutboxKindDelete:
+		return sessionv1.WakeupKind_WAKEUP_KIND_DELETE, true
+	}
+	return sessionv1.WakeupKind_WAKEUP_KIND_UNSPECIFIED, false
+}
