@@ -61,10 +61,13 @@ case "$PROFILE" in
 dev)
 	PG_PORT=15432
 	TEMPORAL_PORT=17233
+	# WAL + synchronous=normal: crash-safe, without an fsync per commit.
+	TEMPORAL_SQLITE_SYNC=normal
 	;;
 test)
 	PG_PORT=25432
 	TEMPORAL_PORT=27233
+	TEMPORAL_SQLITE_SYNC=off
 	;;
 *) die "unknown profile '$PROFILE' (expected dev or test)" ;;
 esac
@@ -265,6 +268,8 @@ temporal_up() {
 		--log-level warn \
 		--dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
 		--dynamic-config-value system.enableActivityEagerExecution=true \
+		--sqlite-pragma journal_mode=wal \
+		--sqlite-pragma "synchronous=${TEMPORAL_SQLITE_SYNC}" \
 		</dev/null >>"$TEMPORAL_LOG" 2>&1 9>&- &
 	pid=$!
 	printf '%s\n' "$pid" >"$TEMPORAL_PID"

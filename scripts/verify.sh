@@ -5,7 +5,8 @@
 #   3. fail if anything under them changed, showing `git status --porcelain`,
 #   4. with CI=1 (or MANGO_VERIFY_STRICT=1) also fail if git reports any
 #      uncommitted/untracked file in those dirs after generation,
-#   5. buf lint runs inside `make generate` (if proto/buf.yaml exists).
+#   5. buf lint runs inside `make generate` (if proto/buf.yaml exists),
+#   6. every module's go.mod/go.sum is tidy (go mod tidy -diff).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -45,4 +46,14 @@ if [[ -n "${CI:-}${MANGO_VERIFY_STRICT:-}" ]] && git rev-parse --is-inside-work-
 	fi
 fi
 ok "generated code up to date"
+
+# go.mod/go.sum must be tidy in every module (go mod tidy -diff changes nothing).
+for m in api-server db execution-worker proto; do
+	if ! out="$(cd "$m" && go mod tidy -diff 2>&1)"; then
+		err "${m}/go.mod is not tidy; run \`(cd ${m} && go mod tidy)\` and commit:"
+		printf '%s\n' "$out" | head -n 40 >&2
+		exit 1
+	fi
+done
+ok "go.mod files tidy"
 # buf lint runs as part of `make generate` (when proto/buf.yaml exists).
