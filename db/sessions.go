@@ -380,11 +380,13 @@ func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*
 }
 
 // SessionFence marks a session as being deleted: from this commit on no
-// event is admitted and reads answer not found. Streams are notified. It is
-// idempotent, so an interrupted deletion can be resumed.
-func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (*Session, error) {
-	var out *Session
-	err := s.inTx(ctx, "fence session", func(q *dbsqlc.Queries) error {
+// event is admitted and reads answer not found. Streams are notified. When
+// the session has a sandbox binding (or intent), a "delete" outbox row is
+// written in the same transaction so a worker tears the sandbox down and
+// finalizes the deletion; bound reports it. It is idempotent, so an
+// interrupted deletion can be resumed.
+func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (sess *Session, bound bool, err error) {
+	err = s.inTx(ctx, "fence session", func(q *dbsqlc.Queries) error {
 		row, err := q.SessionFence(ctx, dbsqlc.SessionFenceParams{ID: id, Now: now})
 		if err != nil {
 			return err
@@ -392,13 +394,21 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (*Se
 		if err := q.NotifySession(ctx, id+":deleted"); err != nil {
 			return err
 		}
-		out, err = sessionFromRow(row)
+		if bound, err = q.SessionBindingExists(ctx, id); err != nil {
+			return err
+		}
+		if bound {
+			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
+				return err
+			}
+		}
+		sess, err = sessionFromRow(row)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return sess, bound, nil
 }
 
 // SessionDelete removes a fenced session and its events.
@@ -517,4 +527,47 @@ func (s *Store) EventSeq(ctx context.Context, sessionID, eventID string) (int64,
 		return 0, mapErr("find event", err)
 	}
 	return seq, nil
+}
+
+// SessionHasBinding reports whether a sandbox binding or provisioning
+// intent exists for the session.
+func (s *Store) SessionHasBinding(ctx context.Context, id string) (bool, error) {
+	ok, err := s.q.SessionBindingExists(ctx, id)
+	if err != nil {
+		return false, mapErr("look up sandbox binding", err)
+	}
+	return ok, nil
+}
+
+// ErrNotFenced reports a finalization of a session whose deletion has not
+// begun, or that still holds a sandbox binding.
+var ErrNotFenced = fmt.Errorf("session deletion cannot be finalized: %w", ErrConflict)
+
+// SessionFinalizeDeletion deletes a fenced session that no longer has a
+// sandbox binding. It returns false when the row was already gone.
+func (s *Store) SessionFinalizeDeletion(ctx context.Context, id string) (bool, error) {
+	deleted := false
+	err := s.inTx(ctx, "finalize session deletion", func(q *dbsqlc.Queries) error {
+		row, err := q.SessionLock(ctx, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if row.DeletingAt == nil {
+			return &decideError{fmt.Errorf("session %s is not being deleted: %w", id, ErrNotFenced)}
+		}
+		bound, err := q.SessionBindingExists(ctx, id)
+		if err != nil {
+			return err
+		}
+		if bound {
+			return &decideError{fmt.Errorf("session %s still has a sandbox binding: %w", id, ErrNotFenced)}
+		}
+		n, err := q.SessionDelete(ctx, id)
+		deleted = n > 0
+		return err
+	})
+	return deleted, err
 }

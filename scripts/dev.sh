@@ -162,10 +162,14 @@ stack_down_recorded() {
 docker_available() { command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; }
 
 # HOOK(docker-worker): a second execution-worker with MANGO_SANDBOX=docker.
-# Not started yet; when the docker provider lands, call this from start_all
-# (pid file ${STATE_DIR}/execution-worker-docker.pid) and stop it in stop_children.
+# Not started yet (pid file ${STATE_DIR}/execution-worker-docker.pid, stopped
+# in stop_children, when it is). For now this only builds the docker
+# provider's sandbox image (idempotent, no registry needed) when a daemon is
+# reachable, so `MANGO_SANDBOX=docker bin/execution-worker` works right away.
 start_docker_worker() {
-	: # intentionally not started yet
+	if docker_available; then
+		"${REPO_ROOT}/scripts/build-sandbox-image.sh" || warn "building the docker sandbox image failed; the docker provider needs it"
+	fi
 }
 
 # ------------------------------------------------------------- banner

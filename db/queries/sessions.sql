@@ -103,3 +103,6 @@ SELECT pg_notify('mango_events', sqlc.arg(payload)::text);
 -- name: EventSeqByID :one
 SELECT seq FROM events WHERE session_id = $1 AND id = $2;
 
+
+-- name: SessionBindingExists :one
+SELECT EXISTS (SELECT 1 FROM sandbox_bindings WHERE session_id = $1);

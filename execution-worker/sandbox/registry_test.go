@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,14 +13,19 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
-type namedProvider string
+// namedProvider is a Provider that only knows its name; the registry never
+// calls anything else.
+type namedProvider struct {
+	sandbox.Provider
+	name string
+}
 
-func (p namedProvider) Name() string { return string(p) }
+func (p namedProvider) Name() string { return p.name }
 
 func factoryFor(name string, calls *int) sandbox.Factory {
-	return sandbox.Factory{New: func(context.Context) (sandbox.Provider, error) {
+	return sandbox.Factory{New: func(context.Context, func(string) string) (sandbox.Provider, error) {
 		*calls++
-		return namedProvider(name), nil
+		return namedProvider{name: name}, nil
 	}}
 }
 
@@ -37,7 +43,7 @@ func TestRegistryLookup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lookup(docker) = %v, want no error", err)
 	}
-	p, err := f.New(context.Background())
+	p, err := f.New(context.Background(), os.Getenv)
 	if err != nil || p.Name() != "docker" || calls != 1 {
 		t.Fatalf("New() = %v, %v after %d calls; want docker provider after 1 call", p, err, calls)
 	}
@@ -144,7 +150,7 @@ func TestBuiltinProviders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := tt.factory.New(context.Background())
+			p, err := tt.factory.New(context.Background(), os.Getenv)
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}

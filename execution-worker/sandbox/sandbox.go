@@ -6,27 +6,183 @@
 //
 //	Temporal activity -> SessionManager -> Provider -> Sandbox
 //
-// This package currently holds only the skeleton of that chain: a minimal
-// [Provider] interface (its name) and the [Registry]. The full Provider
-// contract (Create, Attach, the Sandbox interface, optional capabilities) and
-// the SessionManager arrive with the sandbox issue; each implementation lives
-// in its own subpackage (sandboxlocal, sandboxdocker, …) and runs the
-// importable conformance suite sandboxtest.
-//
-// A worker serves exactly one provider. An unknown name is a startup error;
-// the worker never falls back to running tools on the host.
+// A [Provider] creates and re-attaches sandboxes; a [Sandbox] runs commands
+// and reads and writes files inside one. Optional capabilities are separate
+// interfaces a Provider or Sandbox may also implement. Each implementation
+// lives in its own subpackage (sandboxlocal, sandboxdocker, ...) and runs
+// the importable conformance suite sandboxtest.
 package sandbox
 
-import "context"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"time"
+)
+
+// Errors shared by every provider.
+var (
+	// ErrNotFound reports that a persisted reference names a resource that
+	// no longer exists. SessionManager never replaces such a sandbox with an
+	// empty one: the session fails explicitly.
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrNotOwned reports a reference that exists but belongs to another
+	// session or another provider.
+	ErrNotOwned = errors.New("sandbox belongs to another session or provider")
+	// ErrPathEscape reports a path that leaves the workspace, lexically or
+	// through a symbolic link.
+	ErrPathEscape = errors.New("path escapes the sandbox workspace")
+	// ErrDestroyed reports use of a sandbox (Exec, ReadFile, WriteFile)
+	// after Destroy was called on it.
+	ErrDestroyed = errors.New("sandbox destroyed")
+)
+
+// Ref is the opaque, persistable reference to a sandbox: the provider's
+// name and its own identifier (a directory, a container id, a remote id).
+// It holds no secret.
+type Ref struct {
+	// Provider is the Name of the provider that created the sandbox.
+	Provider string `json:"provider"`
+	// ID is the provider's identifier of the resource.
+	ID string `json:"id"`
+}
+
+// Spec describes the sandbox a session needs. Its hash is stored in the
+// binding so a changed spec can be detected.
+type Spec struct {
+	// Image is the container image (container providers; empty: default).
+	Image string `json:"image,omitempty"`
+	// Env holds extra environment variables for commands.
+	Env map[string]string `json:"env,omitempty"`
+}
 
 // Provider is a sandbox backend.
-//
-// This is the minimal form used while the worker's plumbing is built: a
-// Provider only reports its name. Name must return the stable lowercase name
-// the provider is registered under (for example "local" or "docker"); it is
-// used in task queue names and in sandbox bindings, so it never changes.
 type Provider interface {
+	// Name returns the stable lowercase name the provider is registered
+	// under ("local", "docker", ...). It appears in task queue names and in
+	// bindings, so it never changes.
 	Name() string
+	// Create returns the sandbox of sessionKey, creating it if needed. It is
+	// idempotent: concurrent or repeated calls for one key, from any client
+	// of the provider, yield the same Ref and the same workspace.
+	Create(ctx context.Context, sessionKey string, spec Spec) (Sandbox, Ref, error)
+	// Attach reconnects to a persisted reference, for example after a
+	// worker restart. It returns ErrNotFound when the resource is gone and
+	// ErrNotOwned when ref belongs to another session or provider.
+	Attach(ctx context.Context, sessionKey string, ref Ref) (Sandbox, error)
+}
+
+// ExecRequest is one command.
+type ExecRequest struct {
+	// Command is run by /bin/sh -c in the workspace.
+	Command string
+	// Stdin, when set, is the command's standard input; when nil the
+	// command reads end-of-file at once.
+	Stdin []byte
+	// Timeout bounds the command's duration (0: the provider's default).
+	Timeout time.Duration
+	// MaxOutput caps stdout and stderr, each, in bytes (0: the provider's
+	// default). Output beyond it is dropped and Truncated is set.
+	MaxOutput int
+	// Env holds extra environment variables for this command only.
+	Env map[string]string
+}
+
+// ExecResult is what a command did.
+type ExecResult struct {
+	// ExitCode is the command's exit status; -1 when it was killed.
+	ExitCode int
+	// Stdout and Stderr hold the (possibly truncated) output.
+	Stdout, Stderr []byte
+	// Truncated reports that output was cut at MaxOutput.
+	Truncated bool
+	// TimedOut reports that the command was killed at its timeout.
+	TimedOut bool
+	// Duration is how long the command ran.
+	Duration time.Duration
+}
+
+// Sandbox is one session's isolated workspace.
+type Sandbox interface {
+	// Ref returns the sandbox's persistable reference.
+	Ref() Ref
+	// Root returns the workspace root as commands see it (for example
+	// /workspace in a container).
+	Root() string
+	// Exec runs a command. Cancelling ctx kills it (its whole process
+	// group) and Exec returns ctx.Err(); a ctx already done when Exec is
+	// called starts nothing. A timeout is a result, not an error
+	// (TimedOut, ExitCode -1, with the output produced until then).
+	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
+	// ReadFile reads a file; path is relative to Root (absolute paths
+	// under Root are accepted). Escapes return ErrPathEscape; a missing
+	// file returns an error matching fs.ErrNotExist (not ErrNotFound,
+	// which means the sandbox itself is gone).
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// WriteFile writes a file, creating parent directories. Escapes return
+	// ErrPathEscape.
+	WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error
+	// Destroy releases the resource. It is idempotent; after it, Attach to
+	// the same Ref returns ErrNotFound.
+	Destroy(ctx context.Context) error
+}
+
+// Capability names reported by workers and checked at admission.
+const (
+	// CapabilityLimitedNetworking: per-sandbox egress allow-lists.
+	CapabilityLimitedNetworking = "limited_networking"
+	// CapabilityPackages: installing packages at provisioning.
+	CapabilityPackages = "packages"
+	// CapabilityPauseResume: pausing an idle sandbox.
+	CapabilityPauseResume = "pause_resume"
+)
+
+// Capable is implemented by providers with optional capabilities.
+type Capable interface {
+	// Capabilities lists the capability names the provider supports.
+	Capabilities() []string
+}
+
+// Lister is implemented by providers that can enumerate the resources
+// they created, for the reconciler.
+type Lister interface {
+	// List returns references of all Mango-owned resources of this provider.
+	List(ctx context.Context) ([]Owned, error)
+}
+
+// Owned is a provider resource with its ownership label.
+type Owned struct {
+	// Ref is the resource.
+	Ref Ref
+	// KeyHash is the KeyHash of the session key it was created for.
+	KeyHash string
+	// CreatedAt is when it was created, if known.
+	CreatedAt time.Time
+}
+
+// Destroyer is implemented by providers that can remove a resource by
+// reference without attaching (the reconciler's orphan removal).
+type Destroyer interface {
+	// DestroyRef removes the resource; missing is not an error.
+	DestroyRef(ctx context.Context, ref Ref) error
+}
+
+// KeyHash returns the fixed-length ownership label of a session key: the
+// hex SHA-256 of the key, truncated to 32 characters. Providers label
+// resources with it, never with the raw key.
+func KeyHash(sessionKey string) string {
+	sum := sha256.Sum256([]byte("mango-sandbox:" + sessionKey))
+	return hex.EncodeToString(sum[:16])
+}
+
+// SpecHash returns the hash stored in a binding for spec.
+func SpecHash(spec Spec) string {
+	b, _ := json.Marshal(spec) // a Spec always marshals
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // Traits are the properties of a provider that the worker needs to know
@@ -55,5 +211,5 @@ type Factory struct {
 
 	// New constructs the provider. It may read provider-specific
 	// configuration and contact the backend; ctx bounds that work.
-	New func(ctx context.Context) (Provider, error)
+	New func(ctx context.Context, getenv func(string) string) (Provider, error)
 }

@@ -28,18 +28,66 @@ func WorkflowID(sessionID string) string {
 	return sessionID
 }
 
+// DeletionWorkflowType is the workflow that tears a deleted session's
+// sandbox down and finalizes the deletion. It is a workflow of its own (not
+// a branch of SessionWorkflow) so it can run, and be retried, whatever state
+// the session's workflow is in; it first cancels that workflow.
+const DeletionWorkflowType = "SessionDeletionWorkflow"
+
+// DeletionWorkflowID is the id of a session's deletion workflow.
+func DeletionWorkflowID(sessionID string) string {
+	return "delete/" + sessionID
+}
+
 // TaskQueue returns the shared task queue of a provider's worker pool,
 // "mango.<provider>". Session workflows, model calls and first sandbox
 // provisioning for sessions on that provider run there.
 func TaskQueue(provider string) string {
-	return TaskQueuePrefix + "." + provider
+	return Queues{}.Provider(provider)
 }
 
 // HostTaskQueue returns the task queue that only one worker of a host-bound
 // provider polls, "mango.<provider>.<worker-id>". A session's binding records
 // it, and every later sandbox activity of that session is routed there.
 func HostTaskQueue(provider, workerID string) string {
-	return TaskQueue(provider) + "." + workerID
+	return Queues{}.Host(provider, workerID)
+}
+
+// Queues names the task queues of one Mango deployment. Deployments (or
+// test runs) sharing a Temporal namespace keep apart by using different
+// prefixes (MANGO_TASK_QUEUE_PREFIX); the zero value uses TaskQueuePrefix.
+type Queues struct {
+	// Prefix is the first segment of every queue name.
+	Prefix string
+}
+
+// Provider returns the shared queue of a provider's pool, "<prefix>.<provider>".
+func (q Queues) Provider(provider string) string {
+	prefix := q.Prefix
+	if prefix == "" {
+		prefix = TaskQueuePrefix
+	}
+	return prefix + "." + provider
+}
+
+// Host returns a host-bound worker's own queue, "<prefix>.<provider>.<worker-id>".
+func (q Queues) Host(provider, workerID string) string {
+	return q.Provider(provider) + "." + workerID
+}
+
+// ValidPrefix reports whether s is usable as a task queue prefix:
+// lowercase letters, digits and dashes, starting with a letter, at most 64.
+func ValidPrefix(s string) bool {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // Outbox kinds: the kind column of the api-server's outbox rows that

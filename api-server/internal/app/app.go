@@ -25,6 +25,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // NewLogger returns the process logger for cfg, writing to w.
@@ -139,7 +140,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	s.hub = httpapi.NewHub(pool, log.With("component", "event-hub"), reg)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
-	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg})
+	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}})
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Providers: providers(cfg), Wake: s.relay.Deliver,

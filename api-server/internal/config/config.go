@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // Config is the api-server's complete configuration.
@@ -31,6 +33,9 @@ type Config struct {
 	APIKey string
 	// WorkerToken authenticates execution workers (MANGO_WORKER_TOKEN).
 	WorkerToken string
+	// TaskQueuePrefix is the first segment of the Temporal task queues
+	// (MANGO_TASK_QUEUE_PREFIX, default "mango"); it must match the workers'.
+	TaskQueuePrefix string
 	// DefaultSandbox is the provider of new sessions (MANGO_SANDBOX).
 	DefaultSandbox string
 	// SandboxProviders are the providers sessions may select
@@ -60,6 +65,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		APIKey:            r.str("MANGO_API_KEY", ""),
 		WorkerToken:       r.str("MANGO_WORKER_TOKEN", ""),
 		DefaultSandbox:    strings.ToLower(r.str("MANGO_SANDBOX", "local")),
+		TaskQueuePrefix:   r.str("MANGO_TASK_QUEUE_PREFIX", "mango"),
 		MaxBodyBytes:      r.size("MANGO_MAX_BODY_BYTES", 32<<20),
 		DatabaseMaxConns:  int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
 		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
@@ -79,6 +85,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.DatabaseMaxConns < 2 || c.DatabaseMaxConns > 10000 {
 		r.fail("MANGO_DATABASE_MAX_CONNS", "must be between 2 and 10000")
+	}
+	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
+		r.fail("MANGO_TASK_QUEUE_PREFIX", "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
 	}
 	if c.MaxBodyBytes < 1024 {
 		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")

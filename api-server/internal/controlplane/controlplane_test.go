@@ -295,7 +295,7 @@ func TestAppendEventsRefusals(t *testing.T) {
 	ctx := authed(context.Background())
 	sid, _ := e.session(t, false)
 	deleting, _ := e.session(t, false)
-	if _, err := e.store.SessionFence(context.Background(), deleting, e.clock.now()); err != nil {
+	if _, _, err := e.store.SessionFence(context.Background(), deleting, e.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -609,7 +609,7 @@ func TestSandboxBindings(t *testing.T) {
 
 	_, err = e.client.PutProvisioningIntent(ctx, &pb.PutProvisioningIntentRequest{SessionId: ids.New(ids.Session), Provider: "docker", SpecHash: "h", TaskQueue: "q"})
 	wantCode(t, "PutProvisioningIntent unknown session", err, codes.NotFound)
-	if _, err := e.store.SessionFence(context.Background(), sid, e.clock.now()); err != nil {
+	if _, _, err := e.store.SessionFence(context.Background(), sid, e.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.client.PutProvisioningIntent(ctx, &pb.PutProvisioningIntentRequest{SessionId: sid, Provider: "docker", SpecHash: "h", TaskQueue: "q"})

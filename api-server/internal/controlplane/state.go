@@ -205,3 +205,18 @@ func (s *Server) StreamPreviews(stream pb.ControlPlane_StreamPreviewsServer) err
 		n += int64(len(msg.GetFrames()))
 	}
 }
+
+// FinalizeSessionDeletion implements pb.ControlPlaneServer.
+func (s *Server) FinalizeSessionDeletion(ctx context.Context, req *pb.FinalizeSessionDeletionRequest) (*pb.FinalizeSessionDeletionResponse, error) {
+	if err := requireSession(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	deleted, err := s.store.SessionFinalizeDeletion(ctx, req.GetSessionId())
+	if errors.Is(err, db.ErrNotFenced) {
+		return nil, status.Error(codes.FailedPrecondition, "finalize session deletion: "+err.Error())
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "finalize session deletion", err)
+	}
+	return &pb.FinalizeSessionDeletionResponse{Deleted: deleted}, nil
+}

@@ -349,7 +349,7 @@ func (a *API) sessionDelete(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Fence first: from this commit on nothing is admitted, reads answer
 	// 404 and open streams end with session.deleted.
-	s, err := a.deps.Store.SessionFence(ctx, id, a.now())
+	s, bound, err := a.deps.Store.SessionFence(ctx, id, a.now())
 	if err != nil {
 		return sessionError(id, err)
 	}
@@ -358,7 +358,14 @@ func (a *API) sessionDelete(c echo.Context) error {
 			return fmt.Errorf("clean up session %s: %w", id, err)
 		}
 	}
-	if err := a.deps.Store.SessionDelete(ctx, id); err != nil && !errors.Is(err, db.ErrNotFound) {
+	if bound {
+		// A sandbox exists: a worker tears it down (the fence commit wrote
+		// the outbox row), removes the binding and finalizes the deletion,
+		// retrying until it succeeds, even across worker restarts.
+		if a.deps.Wake != nil {
+			a.deps.Wake(context.WithoutCancel(ctx), id)
+		}
+	} else if err := a.deps.Store.SessionDelete(ctx, id); err != nil && !errors.Is(err, db.ErrNotFound) {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "session_deleted"})

@@ -42,6 +42,7 @@ import (
 type Starter interface {
 	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
 		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
 }
 
 // Options tune a Relay. Zero values take the defaults in brackets.
@@ -75,6 +76,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer, when set, receives the relay's metrics.
 	Registerer prometheus.Registerer
+	// Queues names the task queues workflows are started on.
+	Queues sessionwf.Queues
 }
 
 func (o *Options) defaults() {
@@ -267,9 +270,22 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) erro
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
 	defer cancel()
+	if row.Kind == sessionwf.OutboxKindDelete {
+		// Deletion runs in its own workflow (which cancels the session's).
+		_, err := r.temporal.ExecuteWorkflow(sctx, DeletionStartOptions(r.opts.Queues, row.SessionID, row.Provider),
+			sessionwf.DeletionWorkflowType, &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider})
+		if err != nil {
+			r.fail(ctx, row, path, err)
+			return err
+		}
+		r.downUntil.Store(0)
+		r.settle(ctx, row, nil)
+		r.deliveries.WithLabelValues("ok", path).Inc()
+		return nil
+	}
 	_, err := r.temporal.SignalWithStartWorkflow(sctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
 		&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
-		StartOptions(row.SessionID, row.Provider),
+		StartOptions(r.opts.Queues, row.SessionID, row.Provider),
 		sessionwf.WorkflowType,
 		&sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider})
 	if err != nil {
@@ -287,11 +303,23 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) erro
 // A running workflow is signalled (conflict policy USE_EXISTING); a closed
 // one, whatever its outcome, is started afresh (reuse policy
 // ALLOW_DUPLICATE), so a wake-up always reaches a live workflow.
-func StartOptions(sessionID, provider string) client.StartWorkflowOptions {
+func StartOptions(queues sessionwf.Queues, sessionID, provider string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       sessionwf.WorkflowID(sessionID),
-		TaskQueue:                sessionwf.TaskQueue(provider),
+		TaskQueue:                queues.Provider(provider),
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+}
+
+// DeletionStartOptions returns the options of a session's deletion
+// workflow: one per session (a running one is reused), on the provider's
+// queue.
+func DeletionStartOptions(queues sessionwf.Queues, sessionID, provider string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       sessionwf.DeletionWorkflowID(sessionID),
+		TaskQueue:                queues.Provider(provider),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}
 }

@@ -84,7 +84,7 @@ func TestBackoff(t *testing.T) {
 
 func TestStartOptions(t *testing.T) {
 	t.Parallel()
-	o := outbox.StartOptions("sesn_x", "docker")
+	o := outbox.StartOptions(sessionwf.Queues{}, "sesn_x", "docker")
 	if o.ID != "sesn_x" || o.TaskQueue != "mango.docker" ||
 		o.WorkflowIDReusePolicy != enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE ||
 		o.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING {
@@ -316,6 +316,10 @@ func TestRelayDropsRowsOfDeletedSessions(t *testing.T) {
 type failingStarter struct{}
 
 func (failingStarter) SignalWithStartWorkflow(context.Context, string, string, any, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
+	return nil, errors.New("must not be called")
+}
+
+func (failingStarter) ExecuteWorkflow(context.Context, client.StartWorkflowOptions, any, ...any) (client.WorkflowRun, error) {
 	return nil, errors.New("must not be called")
 }
 

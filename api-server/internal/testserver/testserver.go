@@ -5,6 +5,8 @@ package testserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
@@ -31,6 +33,9 @@ type Server struct {
 	GRPCAddr string
 	// WorkerToken is the token the ControlPlane accepts.
 	WorkerToken string
+	// TaskQueuePrefix keeps this server's workflows on task queues of its
+	// own, so tests sharing one Temporal server never see each other's.
+	TaskQueuePrefix string
 }
 
 // Option adjusts the configuration before start.
@@ -70,6 +75,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		"MANGO_API_KEY":           APIKey,
 		"MANGO_WORKER_TOKEN":      "test-worker-token",
 		"MANGO_SHUTDOWN_TIMEOUT":  "5s",
+		"MANGO_TASK_QUEUE_PREFIX": "t" + randomSuffix(),
 	}
 	for _, o := range opts {
 		o(env)
@@ -103,6 +109,12 @@ func Start(t testing.TB, opts ...Option) *Server {
 			t.Errorf("test server did not shut down within 10s")
 		}
 	})
-	return &Server{BaseURL: "http://" + srv.HTTPAddr(), APIKey: APIKey, DatabaseURL: cfg.DatabaseURL,
+	return &Server{BaseURL: "http://" + srv.HTTPAddr(), APIKey: APIKey, DatabaseURL: cfg.DatabaseURL, TaskQueuePrefix: cfg.TaskQueuePrefix,
 		GRPCAddr: srv.GRPCAddr(), WorkerToken: cfg.WorkerToken}
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -68,7 +68,7 @@ func TestUserMessageWhileTemporalIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DescribeWorkflow(%s): %v", id, err)
 	}
-	if tq := desc.RawResponse.GetWorkflowExecutionInfo().GetTaskQueue(); tq != "mango.local" {
-		t.Errorf("workflow task queue = %q, want mango.local", tq)
+	if tq, want := desc.RawResponse.GetWorkflowExecutionInfo().GetTaskQueue(), srv.TaskQueuePrefix+".local"; tq != want {
+		t.Errorf("workflow task queue = %q, want %s", tq, want)
 	}
 }

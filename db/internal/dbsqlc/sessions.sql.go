@@ -288,6 +288,17 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 	return i, err
 }
 
+const sessionBindingExists = `-- name: SessionBindingExists :one
+SELECT EXISTS (SELECT 1 FROM sandbox_bindings WHERE session_id = $1)
+`
+
+func (q *Queries) SessionBindingExists(ctx context.Context, sessionID string) (bool, error) {
+	row := q.db.QueryRow(ctx, sessionBindingExists, sessionID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const sessionDelete = `-- name: SessionDelete :execrows
 DELETE FROM sessions WHERE id = $1
 `

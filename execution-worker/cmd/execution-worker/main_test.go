@@ -35,8 +35,13 @@ func buildWorker(t *testing.T) string {
 func workerCmd(ctx context.Context, bin string, env map[string]string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if _, ok := env["MANGO_WORKER_TOKEN"]; !ok {
+		cmd.Env = append(cmd.Env, "MANGO_WORKER_TOKEN=test-token")
+	}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		if v != "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
 	}
 	return cmd
 }
@@ -57,6 +62,11 @@ func TestStartupFailures(t *testing.T) {
 			name: "unknown provider",
 			env:  map[string]string{"MANGO_SANDBOX": "nonsense"},
 			want: []string{`MANGO_SANDBOX: unknown sandbox provider "nonsense" (known: docker, local)`},
+		},
+		{
+			name: "missing worker token",
+			env:  map[string]string{"MANGO_WORKER_TOKEN": ""},
+			want: []string{"MANGO_WORKER_TOKEN: is required"},
 		},
 		{
 			name: "unknown provider through the alias",

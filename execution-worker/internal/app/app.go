@@ -18,10 +18,12 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
+	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // Version is the worker's build version, reported by the Ping activity and
@@ -60,7 +62,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
 	}
 
-	provider, err := cfg.SandboxFactory.New(ctx)
+	provider, err := cfg.SandboxFactory.New(ctx, getenv)
 	if err != nil {
 		return fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
 	}
@@ -74,10 +76,30 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	defer c.Close()
 
-	queues := []string{session.TaskQueue(cfg.Sandbox)}
-	if cfg.SandboxFactory.Traits.HostBound {
-		queues = append(queues, session.HostTaskQueue(cfg.Sandbox, cfg.WorkerID))
+	cp, err := controlplane.Dial(cfg.ControlPlaneAddr, cfg.WorkerToken)
+	if err != nil {
+		return fmt.Errorf("%s=%s: %w", config.EnvControlPlaneAddr, cfg.ControlPlaneAddr, err)
 	}
+	defer func() { _ = cp.Close() }()
+	bindings := controlplane.NewBindings(cp)
+
+	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}
+	providerQueue := queueNames.Provider(cfg.Sandbox)
+	queues := []string{providerQueue}
+	// The queue recorded in bindings: later sandbox activities of a session
+	// must reach the host holding its sandbox.
+	bindingQueue := providerQueue
+	if cfg.SandboxFactory.Traits.HostBound {
+		bindingQueue = queueNames.Host(cfg.Sandbox, cfg.WorkerID)
+		queues = append(queues, bindingQueue)
+	}
+	manager := sandbox.NewSessionManager(provider, bindings, bindingQueue)
+	sandboxActs := &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: providerQueue}
+	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
+	reconcileCtx, stopReconcile := context.WithCancel(ctx)
+	defer stopReconcile()
+	go reconciler.Run(reconcileCtx)
 	acts := &session.Activities{
 		WorkerID:   cfg.WorkerID,
 		Provider:   cfg.Sandbox,
@@ -99,6 +121,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 			},
 		})
 		acts.Register(w)
+		sandboxActs.Register(w)
 		if err := w.Start(); err != nil {
 			stopAll(workers, cfg.ShutdownTimeout)
 			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)

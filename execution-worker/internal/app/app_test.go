@@ -40,7 +40,15 @@ func (b *syncBuffer) String() string {
 }
 
 func envFunc(env map[string]string) func(string) string {
-	return func(k string) string { return env[k] }
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if k == "MANGO_WORKER_TOKEN" {
+			return "test-token"
+		}
+		return ""
+	}
 }
 
 // TestRunRejectsConfigBeforeDialing checks that configuration errors end Run

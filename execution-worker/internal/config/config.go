@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // Environment variable names read by [FromEnv].
@@ -35,6 +36,9 @@ const (
 	EnvModelID                = "MANGO_MODEL_ID"
 	EnvAllowUnsafeLocal       = "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX"
 	EnvControlPlaneAddr       = "MANGO_CONTROLPLANE_ADDR"
+	EnvReconcileInterval      = "MANGO_RECONCILE_INTERVAL"
+	EnvTaskQueuePrefix        = "MANGO_TASK_QUEUE_PREFIX"
+	EnvReconcileGrace         = "MANGO_RECONCILE_GRACE"
 	EnvWorkerToken            = "MANGO_WORKER_TOKEN"
 	EnvWorkerID               = "MANGO_WORKER_ID"
 	EnvLogLevel               = "MANGO_LOG_LEVEL"
@@ -131,11 +135,21 @@ type Config struct {
 	// that runs tools on the host (MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX).
 	AllowUnsafeLocalSandbox bool
 
+	// TaskQueuePrefix is the first segment of the task queues polled
+	// (MANGO_TASK_QUEUE_PREFIX, default "mango"); it must match the
+	// api-server's.
+	TaskQueuePrefix string
+	// ReconcileInterval spaces sandbox reconciliation passes
+	// (MANGO_RECONCILE_INTERVAL, default 1m).
+	ReconcileInterval time.Duration
+	// ReconcileGrace spares unreferenced sandboxes younger than this
+	// (MANGO_RECONCILE_GRACE, default 1m).
+	ReconcileGrace time.Duration
 	// ControlPlaneAddr is the api-server's gRPC ControlPlane address
 	// (MANGO_CONTROLPLANE_ADDR).
 	ControlPlaneAddr string
 	// WorkerToken authenticates this worker to the ControlPlane
-	// (MANGO_WORKER_TOKEN). Optional for now; never logged.
+	// (MANGO_WORKER_TOKEN, required). Never logged.
 	WorkerToken string
 	// WorkerID identifies this worker process; it names the host task queue
 	// (MANGO_WORKER_ID, default <hostname>-<pid>).
@@ -242,8 +256,17 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		LogLevel:                p.logLevel(EnvLogLevel),
 		LogFormat:               LogFormat(p.oneOf(EnvLogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON))),
 		ShutdownTimeout:         p.duration(EnvShutdownTimeout, DefaultShutdownTimeout),
+		ReconcileInterval:       p.duration(EnvReconcileInterval, time.Minute),
+		TaskQueuePrefix:         p.str(EnvTaskQueuePrefix, sessionwf.TaskQueuePrefix),
+		ReconcileGrace:          p.duration(EnvReconcileGrace, time.Minute),
 	}
 
+	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
+		p.fail(EnvTaskQueuePrefix, "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
+	}
+	if c.WorkerToken == "" {
+		p.fail(EnvWorkerToken, "is required: the shared token the api-server's ControlPlane (%s) expects from workers", EnvControlPlaneAddr)
+	}
 	if c.Model == ModelAnthropic && c.ModelAPIKey == "" {
 		p.fail(EnvModelAPIKey, "required when %s=%s", EnvModel, ModelAnthropic)
 	}

@@ -22,8 +22,26 @@ func registry() *sandbox.Registry {
 	return reg
 }
 
+// envFunc serves env, with a worker token unless env sets one (possibly
+// empty), since every valid configuration needs it.
 func envFunc(env map[string]string) func(string) string {
-	return func(k string) string { return env[k] }
+	return func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		if k == config.EnvWorkerToken {
+			return "default-token"
+		}
+		return ""
+	}
+}
+
+func TestWorkerTokenRequired(t *testing.T) {
+	t.Parallel()
+	_, err := config.FromEnv(envFunc(map[string]string{config.EnvWorkerToken: ""}), registry())
+	if err == nil || !strings.Contains(err.Error(), "MANGO_WORKER_TOKEN: is required") {
+		t.Fatalf("FromEnv without a token = %v, want an error naming MANGO_WORKER_TOKEN", err)
+	}
 }
 
 func TestFromEnvDefaults(t *testing.T) {
@@ -50,7 +68,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"ModelID", c.ModelID, ""},
 		{"AllowUnsafeLocalSandbox", c.AllowUnsafeLocalSandbox, false},
 		{"ControlPlaneAddr", c.ControlPlaneAddr, "127.0.0.1:8081"},
-		{"WorkerToken", c.WorkerToken, ""},
+		{"WorkerToken", c.WorkerToken, "default-token"},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LogFormat", c.LogFormat, config.LogText},
 		{"ShutdownTimeout", c.ShutdownTimeout, 30 * time.Second},
@@ -93,6 +111,9 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_LOG_LEVEL":                  "debug",
 				"MANGO_LOG_FORMAT":                 "json",
 				"MANGO_SHUTDOWN_TIMEOUT":           "1m30s",
+				"MANGO_TASK_QUEUE_PREFIX":          "prod-2",
+				"MANGO_RECONCILE_INTERVAL":         "30s",
+				"MANGO_RECONCILE_GRACE":            "2m",
 			},
 			check: func(t *testing.T, c *config.Config) {
 				want := config.Config{
@@ -112,6 +133,9 @@ func TestFromEnvValid(t *testing.T) {
 					LogLevel:               slog.LevelDebug,
 					LogFormat:              config.LogJSON,
 					ShutdownTimeout:        90 * time.Second,
+					TaskQueuePrefix:        "prod-2",
+					ReconcileInterval:      30 * time.Second,
+					ReconcileGrace:         2 * time.Minute,
 				}
 				got := *c
 				got.SandboxFactory = sandbox.Factory{}

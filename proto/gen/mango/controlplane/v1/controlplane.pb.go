@@ -2473,6 +2473,99 @@ func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
 	return 0
 }
 
+// FinalizeSessionDeletionRequest asks to delete a fenced session's row.
+type FinalizeSessionDeletionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id is the session being deleted.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeSessionDeletionRequest) Reset() {
+	*x = FinalizeSessionDeletionRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeSessionDeletionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeSessionDeletionRequest) ProtoMessage() {}
+
+func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeSessionDeletionRequest.ProtoReflect.Descriptor instead.
+func (*FinalizeSessionDeletionRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *FinalizeSessionDeletionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// FinalizeSessionDeletionResponse reports the outcome.
+type FinalizeSessionDeletionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deleted is true when this call removed the row, false when it was
+	// already gone.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeSessionDeletionResponse) Reset() {
+	*x = FinalizeSessionDeletionResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeSessionDeletionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeSessionDeletionResponse) ProtoMessage() {}
+
+func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeSessionDeletionResponse.ProtoReflect.Descriptor instead.
+func (*FinalizeSessionDeletionResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -2646,7 +2739,12 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x15StreamPreviewsRequest\x12;\n" +
 	"\x06frames\x18\x01 \x03(\v2#.mango.controlplane.v1.PreviewFrameR\x06frames\"A\n" +
 	"\x16StreamPreviewsResponse\x12'\n" +
-	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived*\xa4\x01\n" +
+	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived\"?\n" +
+	"\x1eFinalizeSessionDeletionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\";\n" +
+	"\x1fFinalizeSessionDeletionResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted*\xa4\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n" +
@@ -2662,7 +2760,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
-	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x8b\r\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x96\x0e\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
 	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
@@ -2678,7 +2776,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"GetBinding\x12(.mango.controlplane.v1.GetBindingRequest\x1a).mango.controlplane.v1.GetBindingResponse\x12j\n" +
 	"\rDeleteBinding\x12+.mango.controlplane.v1.DeleteBindingRequest\x1a,.mango.controlplane.v1.DeleteBindingResponse\x12g\n" +
-	"\fListBindings\x12*.mango.controlplane.v1.ListBindingsRequest\x1a+.mango.controlplane.v1.ListBindingsResponse\x12\x82\x01\n" +
+	"\fListBindings\x12*.mango.controlplane.v1.ListBindingsRequest\x1a+.mango.controlplane.v1.ListBindingsResponse\x12\x88\x01\n" +
+	"\x17FinalizeSessionDeletion\x125.mango.controlplane.v1.FinalizeSessionDeletionRequest\x1a6.mango.controlplane.v1.FinalizeSessionDeletionResponse\x12\x82\x01\n" +
 	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12o\n" +
 	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
@@ -2695,52 +2794,54 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
-	(SessionStatus)(0),                    // 0: mango.controlplane.v1.SessionStatus
-	(TurnOutcome)(0),                      // 1: mango.controlplane.v1.TurnOutcome
-	(PreviewFrameKind)(0),                 // 2: mango.controlplane.v1.PreviewFrameKind
-	(*Event)(nil),                         // 3: mango.controlplane.v1.Event
-	(*NewEvent)(nil),                      // 4: mango.controlplane.v1.NewEvent
-	(*TranscriptEntry)(nil),               // 5: mango.controlplane.v1.TranscriptEntry
-	(*GetRunRequest)(nil),                 // 6: mango.controlplane.v1.GetRunRequest
-	(*GetRunResponse)(nil),                // 7: mango.controlplane.v1.GetRunResponse
-	(*MarkTriggersProcessedRequest)(nil),  // 8: mango.controlplane.v1.MarkTriggersProcessedRequest
-	(*MarkTriggersProcessedResponse)(nil), // 9: mango.controlplane.v1.MarkTriggersProcessedResponse
-	(*AppendEventsRequest)(nil),           // 10: mango.controlplane.v1.AppendEventsRequest
-	(*AppendEventsResponse)(nil),          // 11: mango.controlplane.v1.AppendEventsResponse
-	(*ParkTurnRequest)(nil),               // 12: mango.controlplane.v1.ParkTurnRequest
-	(*ParkTurnResponse)(nil),              // 13: mango.controlplane.v1.ParkTurnResponse
-	(*CompleteTurnRequest)(nil),           // 14: mango.controlplane.v1.CompleteTurnRequest
-	(*CompleteTurnResponse)(nil),          // 15: mango.controlplane.v1.CompleteTurnResponse
-	(*AppendTranscriptRequest)(nil),       // 16: mango.controlplane.v1.AppendTranscriptRequest
-	(*AppendTranscriptResponse)(nil),      // 17: mango.controlplane.v1.AppendTranscriptResponse
-	(*ToolJournalEntry)(nil),              // 18: mango.controlplane.v1.ToolJournalEntry
-	(*RecordToolJournalRequest)(nil),      // 19: mango.controlplane.v1.RecordToolJournalRequest
-	(*RecordToolJournalResponse)(nil),     // 20: mango.controlplane.v1.RecordToolJournalResponse
-	(*GetToolJournalRequest)(nil),         // 21: mango.controlplane.v1.GetToolJournalRequest
-	(*GetToolJournalResponse)(nil),        // 22: mango.controlplane.v1.GetToolJournalResponse
-	(*SandboxBinding)(nil),                // 23: mango.controlplane.v1.SandboxBinding
-	(*PutProvisioningIntentRequest)(nil),  // 24: mango.controlplane.v1.PutProvisioningIntentRequest
-	(*PutProvisioningIntentResponse)(nil), // 25: mango.controlplane.v1.PutProvisioningIntentResponse
-	(*PutBindingRequest)(nil),             // 26: mango.controlplane.v1.PutBindingRequest
-	(*PutBindingResponse)(nil),            // 27: mango.controlplane.v1.PutBindingResponse
-	(*GetBindingRequest)(nil),             // 28: mango.controlplane.v1.GetBindingRequest
-	(*GetBindingResponse)(nil),            // 29: mango.controlplane.v1.GetBindingResponse
-	(*DeleteBindingRequest)(nil),          // 30: mango.controlplane.v1.DeleteBindingRequest
-	(*DeleteBindingResponse)(nil),         // 31: mango.controlplane.v1.DeleteBindingResponse
-	(*ListBindingsRequest)(nil),           // 32: mango.controlplane.v1.ListBindingsRequest
-	(*ListBindingsResponse)(nil),          // 33: mango.controlplane.v1.ListBindingsResponse
-	(*RecordWorkerHeartbeatRequest)(nil),  // 34: mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	(*RecordWorkerHeartbeatResponse)(nil), // 35: mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	(*PreviewFrame)(nil),                  // 36: mango.controlplane.v1.PreviewFrame
-	(*StreamPreviewsRequest)(nil),         // 37: mango.controlplane.v1.StreamPreviewsRequest
-	(*StreamPreviewsResponse)(nil),        // 38: mango.controlplane.v1.StreamPreviewsResponse
-	(*timestamppb.Timestamp)(nil),         // 39: google.protobuf.Timestamp
+	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
+	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
+	(PreviewFrameKind)(0),                   // 2: mango.controlplane.v1.PreviewFrameKind
+	(*Event)(nil),                           // 3: mango.controlplane.v1.Event
+	(*NewEvent)(nil),                        // 4: mango.controlplane.v1.NewEvent
+	(*TranscriptEntry)(nil),                 // 5: mango.controlplane.v1.TranscriptEntry
+	(*GetRunRequest)(nil),                   // 6: mango.controlplane.v1.GetRunRequest
+	(*GetRunResponse)(nil),                  // 7: mango.controlplane.v1.GetRunResponse
+	(*MarkTriggersProcessedRequest)(nil),    // 8: mango.controlplane.v1.MarkTriggersProcessedRequest
+	(*MarkTriggersProcessedResponse)(nil),   // 9: mango.controlplane.v1.MarkTriggersProcessedResponse
+	(*AppendEventsRequest)(nil),             // 10: mango.controlplane.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),            // 11: mango.controlplane.v1.AppendEventsResponse
+	(*ParkTurnRequest)(nil),                 // 12: mango.controlplane.v1.ParkTurnRequest
+	(*ParkTurnResponse)(nil),                // 13: mango.controlplane.v1.ParkTurnResponse
+	(*CompleteTurnRequest)(nil),             // 14: mango.controlplane.v1.CompleteTurnRequest
+	(*CompleteTurnResponse)(nil),            // 15: mango.controlplane.v1.CompleteTurnResponse
+	(*AppendTranscriptRequest)(nil),         // 16: mango.controlplane.v1.AppendTranscriptRequest
+	(*AppendTranscriptResponse)(nil),        // 17: mango.controlplane.v1.AppendTranscriptResponse
+	(*ToolJournalEntry)(nil),                // 18: mango.controlplane.v1.ToolJournalEntry
+	(*RecordToolJournalRequest)(nil),        // 19: mango.controlplane.v1.RecordToolJournalRequest
+	(*RecordToolJournalResponse)(nil),       // 20: mango.controlplane.v1.RecordToolJournalResponse
+	(*GetToolJournalRequest)(nil),           // 21: mango.controlplane.v1.GetToolJournalRequest
+	(*GetToolJournalResponse)(nil),          // 22: mango.controlplane.v1.GetToolJournalResponse
+	(*SandboxBinding)(nil),                  // 23: mango.controlplane.v1.SandboxBinding
+	(*PutProvisioningIntentRequest)(nil),    // 24: mango.controlplane.v1.PutProvisioningIntentRequest
+	(*PutProvisioningIntentResponse)(nil),   // 25: mango.controlplane.v1.PutProvisioningIntentResponse
+	(*PutBindingRequest)(nil),               // 26: mango.controlplane.v1.PutBindingRequest
+	(*PutBindingResponse)(nil),              // 27: mango.controlplane.v1.PutBindingResponse
+	(*GetBindingRequest)(nil),               // 28: mango.controlplane.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),              // 29: mango.controlplane.v1.GetBindingResponse
+	(*DeleteBindingRequest)(nil),            // 30: mango.controlplane.v1.DeleteBindingRequest
+	(*DeleteBindingResponse)(nil),           // 31: mango.controlplane.v1.DeleteBindingResponse
+	(*ListBindingsRequest)(nil),             // 32: mango.controlplane.v1.ListBindingsRequest
+	(*ListBindingsResponse)(nil),            // 33: mango.controlplane.v1.ListBindingsResponse
+	(*RecordWorkerHeartbeatRequest)(nil),    // 34: mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	(*RecordWorkerHeartbeatResponse)(nil),   // 35: mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	(*PreviewFrame)(nil),                    // 36: mango.controlplane.v1.PreviewFrame
+	(*StreamPreviewsRequest)(nil),           // 37: mango.controlplane.v1.StreamPreviewsRequest
+	(*StreamPreviewsResponse)(nil),          // 38: mango.controlplane.v1.StreamPreviewsResponse
+	(*FinalizeSessionDeletionRequest)(nil),  // 39: mango.controlplane.v1.FinalizeSessionDeletionRequest
+	(*FinalizeSessionDeletionResponse)(nil), // 40: mango.controlplane.v1.FinalizeSessionDeletionResponse
+	(*timestamppb.Timestamp)(nil),           // 41: google.protobuf.Timestamp
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	39, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	39, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	41, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	41, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 3: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
 	5,  // 4: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
@@ -2755,16 +2856,16 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	3,  // 13: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
 	0,  // 14: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	5,  // 15: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	39, // 16: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	41, // 16: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
 	18, // 17: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
 	18, // 18: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	39, // 19: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	39, // 20: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 19: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	41, // 20: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
 	23, // 21: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 22: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 23: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 24: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	39, // 25: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	41, // 25: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
 	2,  // 26: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
 	36, // 27: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
 	6,  // 28: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
@@ -2780,25 +2881,27 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	28, // 38: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
 	30, // 39: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
 	32, // 40: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	34, // 41: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 42: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	7,  // 43: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	9,  // 44: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	11, // 45: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	13, // 46: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	15, // 47: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	17, // 48: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	20, // 49: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	22, // 50: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	25, // 51: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	27, // 52: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	29, // 53: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	31, // 54: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	33, // 55: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	35, // 56: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 57: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	43, // [43:58] is the sub-list for method output_type
-	28, // [28:43] is the sub-list for method input_type
+	39, // 41: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	34, // 42: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 43: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	7,  // 44: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	9,  // 45: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	11, // 46: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	13, // 47: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	15, // 48: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	17, // 49: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	20, // 50: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	22, // 51: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	25, // 52: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	27, // 53: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	29, // 54: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	31, // 55: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	33, // 56: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	40, // 57: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	35, // 58: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 59: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	44, // [44:60] is the sub-list for method output_type
+	28, // [28:44] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2815,7 +2918,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,21 +29,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlPlane_GetRun_FullMethodName                = "/mango.controlplane.v1.ControlPlane/GetRun"
-	ControlPlane_MarkTriggersProcessed_FullMethodName = "/mango.controlplane.v1.ControlPlane/MarkTriggersProcessed"
-	ControlPlane_AppendEvents_FullMethodName          = "/mango.controlplane.v1.ControlPlane/AppendEvents"
-	ControlPlane_ParkTurn_FullMethodName              = "/mango.controlplane.v1.ControlPlane/ParkTurn"
-	ControlPlane_CompleteTurn_FullMethodName          = "/mango.controlplane.v1.ControlPlane/CompleteTurn"
-	ControlPlane_AppendTranscript_FullMethodName      = "/mango.controlplane.v1.ControlPlane/AppendTranscript"
-	ControlPlane_RecordToolJournal_FullMethodName     = "/mango.controlplane.v1.ControlPlane/RecordToolJournal"
-	ControlPlane_GetToolJournal_FullMethodName        = "/mango.controlplane.v1.ControlPlane/GetToolJournal"
-	ControlPlane_PutProvisioningIntent_FullMethodName = "/mango.controlplane.v1.ControlPlane/PutProvisioningIntent"
-	ControlPlane_PutBinding_FullMethodName            = "/mango.controlplane.v1.ControlPlane/PutBinding"
-	ControlPlane_GetBinding_FullMethodName            = "/mango.controlplane.v1.ControlPlane/GetBinding"
-	ControlPlane_DeleteBinding_FullMethodName         = "/mango.controlplane.v1.ControlPlane/DeleteBinding"
-	ControlPlane_ListBindings_FullMethodName          = "/mango.controlplane.v1.ControlPlane/ListBindings"
-	ControlPlane_RecordWorkerHeartbeat_FullMethodName = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
-	ControlPlane_StreamPreviews_FullMethodName        = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
+	ControlPlane_GetRun_FullMethodName                  = "/mango.controlplane.v1.ControlPlane/GetRun"
+	ControlPlane_MarkTriggersProcessed_FullMethodName   = "/mango.controlplane.v1.ControlPlane/MarkTriggersProcessed"
+	ControlPlane_AppendEvents_FullMethodName            = "/mango.controlplane.v1.ControlPlane/AppendEvents"
+	ControlPlane_ParkTurn_FullMethodName                = "/mango.controlplane.v1.ControlPlane/ParkTurn"
+	ControlPlane_CompleteTurn_FullMethodName            = "/mango.controlplane.v1.ControlPlane/CompleteTurn"
+	ControlPlane_AppendTranscript_FullMethodName        = "/mango.controlplane.v1.ControlPlane/AppendTranscript"
+	ControlPlane_RecordToolJournal_FullMethodName       = "/mango.controlplane.v1.ControlPlane/RecordToolJournal"
+	ControlPlane_GetToolJournal_FullMethodName          = "/mango.controlplane.v1.ControlPlane/GetToolJournal"
+	ControlPlane_PutProvisioningIntent_FullMethodName   = "/mango.controlplane.v1.ControlPlane/PutProvisioningIntent"
+	ControlPlane_PutBinding_FullMethodName              = "/mango.controlplane.v1.ControlPlane/PutBinding"
+	ControlPlane_GetBinding_FullMethodName              = "/mango.controlplane.v1.ControlPlane/GetBinding"
+	ControlPlane_DeleteBinding_FullMethodName           = "/mango.controlplane.v1.ControlPlane/DeleteBinding"
+	ControlPlane_ListBindings_FullMethodName            = "/mango.controlplane.v1.ControlPlane/ListBindings"
+	ControlPlane_FinalizeSessionDeletion_FullMethodName = "/mango.controlplane.v1.ControlPlane/FinalizeSessionDeletion"
+	ControlPlane_RecordWorkerHeartbeat_FullMethodName   = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
+	ControlPlane_StreamPreviews_FullMethodName          = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -105,6 +106,11 @@ type ControlPlaneClient interface {
 	// ListBindings lists bindings and provisioning intents for reconcilers,
 	// ordered by session id.
 	ListBindings(ctx context.Context, in *ListBindingsRequest, opts ...grpc.CallOption) (*ListBindingsResponse, error)
+	// FinalizeSessionDeletion deletes a fenced session's row and its events
+	// once its sandbox is torn down and its binding removed. It is
+	// idempotent: an already deleted session is success. FAILED_PRECONDITION
+	// when the session is not being deleted or still has a binding.
+	FinalizeSessionDeletion(ctx context.Context, in *FinalizeSessionDeletionRequest, opts ...grpc.CallOption) (*FinalizeSessionDeletionResponse, error)
 	// RecordWorkerHeartbeat records that a worker is alive, which provider it
 	// serves and which task queues it polls. Workers call it periodically; the
 	// api-server derives provider health from the most recent heartbeats.
@@ -255,6 +261,16 @@ func (c *controlPlaneClient) ListBindings(ctx context.Context, in *ListBindingsR
 	return out, nil
 }
 
+func (c *controlPlaneClient) FinalizeSessionDeletion(ctx context.Context, in *FinalizeSessionDeletionRequest, opts ...grpc.CallOption) (*FinalizeSessionDeletionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinalizeSessionDeletionResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_FinalizeSessionDeletion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *RecordWorkerHeartbeatRequest, opts ...grpc.CallOption) (*RecordWorkerHeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordWorkerHeartbeatResponse)
@@ -337,6 +353,11 @@ type ControlPlaneServer interface {
 	// ListBindings lists bindings and provisioning intents for reconcilers,
 	// ordered by session id.
 	ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error)
+	// FinalizeSessionDeletion deletes a fenced session's row and its events
+	// once its sandbox is torn down and its binding removed. It is
+	// idempotent: an already deleted session is success. FAILED_PRECONDITION
+	// when the session is not being deleted or still has a binding.
+	FinalizeSessionDeletion(context.Context, *FinalizeSessionDeletionRequest) (*FinalizeSessionDeletionResponse, error)
 	// RecordWorkerHeartbeat records that a worker is alive, which provider it
 	// serves and which task queues it polls. Workers call it periodically; the
 	// api-server derives provider health from the most recent heartbeats.
@@ -395,6 +416,9 @@ func (UnimplementedControlPlaneServer) DeleteBinding(context.Context, *DeleteBin
 }
 func (UnimplementedControlPlaneServer) ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBindings not implemented")
+}
+func (UnimplementedControlPlaneServer) FinalizeSessionDeletion(context.Context, *FinalizeSessionDeletionRequest) (*FinalizeSessionDeletionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinalizeSessionDeletion not implemented")
 }
 func (UnimplementedControlPlaneServer) RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordWorkerHeartbeat not implemented")
@@ -657,6 +681,24 @@ func _ControlPlane_ListBindings_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_FinalizeSessionDeletion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinalizeSessionDeletionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).FinalizeSessionDeletion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_FinalizeSessionDeletion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).FinalizeSessionDeletion(ctx, req.(*FinalizeSessionDeletionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlane_RecordWorkerHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecordWorkerHeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -740,6 +782,10 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBindings",
 			Handler:    _ControlPlane_ListBindings_Handler,
+		},
+		{
+			MethodName: "FinalizeSessionDeletion",
+			Handler:    _ControlPlane_FinalizeSessionDeletion_Handler,
 		},
 		{
 			MethodName: "RecordWorkerHeartbeat",

@@ -1,0 +1,154 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mangohq/mango/execution-worker/internal/app"
+	"github.com/mangohq/mango/execution-worker/internal/controlplane"
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/proto/sessionwf"
+)
+
+// runWorker runs an execution worker in-process until stop is called.
+func runWorker(t *testing.T, env map[string]string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() { done <- app.Run(ctx, envFunc(env), logs) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("worker: %v\n%s", err, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("worker did not stop within 30s")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestDeletionWithWorkerDown deletes a session whose local sandbox lives on
+// a worker that is down: the session stays fenced (404 to clients, binding
+// and workspace kept) until the worker returns, which then tears the
+// sandbox down, removes the binding and finalizes the deletion.
+func TestDeletionWithWorkerDown(t *testing.T) {
+	t.Parallel()
+	hostPort := temporaltest.HostPort(t)
+	srv := cptest.Start(t)
+	if srv.TemporalHostPort != hostPort {
+		t.Fatalf("control plane uses Temporal %s, want %s", srv.TemporalHostPort, hostPort)
+	}
+	root := t.TempDir()
+	const workerID = "deletion-w1"
+	env := map[string]string{
+		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
+		"MANGO_CONTROLPLANE_ADDR":  srv.GRPCAddr,
+		"MANGO_WORKER_TOKEN":       srv.WorkerToken,
+		"MANGO_TASK_QUEUE_PREFIX":  srv.TaskQueuePrefix,
+		"MANGO_SANDBOX":            "local",
+		"MANGO_LOCAL_SANDBOX_ROOT": root,
+		"MANGO_WORKER_ID":          workerID,
+		"MANGO_SHUTDOWN_TIMEOUT":   "10s",
+		"MANGO_RECONCILE_INTERVAL": "1h",
+	}
+	ctx := context.Background()
+	session := srv.NewSession(t, "local")
+
+	// Provision the session's sandbox the way this worker's first tool call
+	// does: through its SessionManager, recording its host queue.
+	cp, err := controlplane.Dial(srv.GRPCAddr, srv.WorkerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cp.Close() }()
+	bindings := controlplane.NewBindings(cp)
+	provider, err := sandboxlocal.New(sandboxlocal.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostQueue := sessionwf.Queues{Prefix: srv.TaskQueuePrefix}.Host("local", workerID)
+	sb, err := sandbox.NewSessionManager(provider, bindings, hostQueue).Acquire(ctx, session, sandbox.Spec{})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if err := sb.WriteFile(ctx, "work.txt", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	workspace := sb.Ref().ID
+
+	// The worker is down while the client deletes the session.
+	srv.Do(t, http.MethodDelete, "/v1/sessions/"+session, nil, nil)
+	resp, err := http.Get(srv.BaseURL + "/v1/sessions/" + session)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(workspace); err != nil {
+		t.Fatalf("workspace gone without a worker: %v", err)
+	}
+	if _, err := bindings.GetBinding(ctx, session); err != nil {
+		t.Fatalf("binding gone without a worker: %v", err)
+	}
+	if n := sessionRows(t, srv, session); n != 1 {
+		t.Fatalf("session rows while the worker is down = %d, want 1 (fenced)", n)
+	}
+
+	// The worker returns and finishes the deletion.
+	stop := runWorker(t, env)
+	defer stop()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, statErr := os.Stat(workspace)
+		_, bindErr := bindings.GetBinding(ctx, session)
+		rows := sessionRows(t, srv, session)
+		if errors.Is(statErr, os.ErrNotExist) && errors.Is(bindErr, sandbox.ErrNoBinding) && rows == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deletion not finished after the worker returned: workspace %v, binding %v, rows %d", statErr, bindErr, rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, filepath.Join(root, e.Name()))
+		}
+		t.Errorf("left behind in the sandbox root: %v", names)
+	}
+}
+
+func sessionRows(t *testing.T, srv *cptest.Server, id string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE id = $1", id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,277 @@
+// Package cptest runs a real api-server, the ControlPlane execution workers
+// talk to, for the worker's tests. The worker may not import api-server or
+// db code, so the server is built from source and run as a process on a
+// fresh PostgreSQL database (created from MANGO_TEST_DATABASE_URL and
+// migrated with `api-server migrate`), listening on 127.0.0.1.
+package cptest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a running api-server.
+type Server struct {
+	// BaseURL is the public HTTP API.
+	BaseURL string
+	// APIKey is a valid API key.
+	APIKey string
+	// GRPCAddr is the ControlPlane address.
+	GRPCAddr string
+	// WorkerToken authenticates workers.
+	WorkerToken string
+	// DatabaseURL is the server's database.
+	DatabaseURL string
+	// TemporalHostPort is the Temporal frontend the server uses.
+	TemporalHostPort string
+	// TaskQueuePrefix is this server's queue prefix: workers of the test
+	// must use it too (it keeps tests sharing a Temporal server apart).
+	TaskQueuePrefix string
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+func require(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("%s is not set; run the tests with `make test`", name)
+		}
+		t.Skipf("%s is not set; run `make test`", name)
+	}
+	return v
+}
+
+// repoRoot finds the directory holding go.work.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("go.work not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+func build() (string, error) {
+	buildOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "mango-cptest-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "api-server")
+		cmd := exec.Command("go", "build", "-o", binary, "./api-server/cmd/api-server")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build api-server: %v\n%s", err, out)
+		}
+	})
+	return binary, buildErr
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Start runs an api-server on a fresh database until the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	admin := require(t, "MANGO_TEST_DATABASE_URL")
+	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
+	if temporal == "" {
+		temporal = "127.0.0.1:1"
+	}
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbURL := createDatabase(t, admin)
+	s := &Server{APIKey: "cptest-key-" + randomHex(8), WorkerToken: "cptest-token-" + randomHex(8),
+		DatabaseURL: dbURL, TemporalHostPort: temporal, TaskQueuePrefix: "t" + randomHex(6)}
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	s.BaseURL, s.GRPCAddr = "http://"+httpAddr, grpcAddr
+	env := append(os.Environ(),
+		"MANGO_DATABASE_URL="+dbURL, "MANGO_TEMPORAL_HOSTPORT="+temporal, "MANGO_HTTP_ADDR="+httpAddr,
+		"MANGO_GRPC_ADDR="+grpcAddr, "MANGO_API_KEY="+s.APIKey, "MANGO_WORKER_TOKEN="+s.WorkerToken,
+		"MANGO_SANDBOX_PROVIDERS=local,docker", "MANGO_LOG_LEVEL=warn", "MANGO_SHUTDOWN_TIMEOUT=5s",
+		"MANGO_TASK_QUEUE_PREFIX="+s.TaskQueuePrefix)
+	migrate := exec.Command(bin, "migrate")
+	migrate.Env = env
+	if out, err := migrate.CombinedOutput(); err != nil {
+		t.Fatalf("api-server migrate: %v\n%s", err, out)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start api-server: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		var exitErr error // the exit status of a SIGTERMed server is not interesting
+		select {
+		case exitErr = <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			exitErr = <-done
+		}
+		_ = exitErr
+		if t.Failed() {
+			t.Logf("api-server output:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(s.BaseURL + "/healthz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("api-server exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("api-server not healthy within 20s\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func createDatabase(t testing.TB, admin string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to MANGO_TEST_DATABASE_URL: %v", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	name := "mango_cp_" + randomHex(8)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("parse MANGO_TEST_DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Do sends an authenticated JSON request and decodes a 200 response into
+// out (when not nil).
+func (s *Server) Do(t testing.TB, method, path string, body, out any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.BaseURL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", s.APIKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: status %d: %s", method, path, resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("decode %s %s: %v", method, path, err)
+		}
+	}
+}
+
+// NewSession creates an agent with the built-in toolset, an environment
+// (selecting provider when not empty) and a session; it returns the
+// session id.
+func (s *Server) NewSession(t testing.TB, provider string) string {
+	t.Helper()
+	var agent, env, sess struct{ ID string }
+	s.Do(t, http.MethodPost, "/v1/agents", map[string]any{"name": "cptest", "model": "fake",
+		"tools": []any{map[string]any{"type": "agent_toolset_20260401"}}}, &agent)
+	envBody := map[string]any{"name": "cptest-" + randomHex(4)}
+	if provider != "" {
+		envBody["metadata"] = map[string]string{"mango.sandbox": provider}
+	}
+	s.Do(t, http.MethodPost, "/v1/environments", envBody, &env)
+	s.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": env.ID}, &sess)
+	return sess.ID
+}

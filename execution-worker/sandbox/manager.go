@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Binding is the durable record of a session's sandbox. ExternalID is empty
+// while it is only a provisioning intent: stored before the provider
+// creates anything, so a crash between Create and the binding leaves a
+// trace the reconciler can finish.
+type Binding struct {
+	SessionID  string
+	Provider   string
+	ExternalID string
+	SpecHash   string
+	// TaskQueue is the queue every later sandbox activity of the session
+	// must run on: the host queue for host-bound providers.
+	TaskQueue string
+}
+
+// ErrNoBinding reports a session without binding or intent.
+var ErrNoBinding = errors.New("no sandbox binding")
+
+// Bindings persists bindings; the execution worker implements it over the
+// ControlPlane (it has no database access of its own).
+type Bindings interface {
+	// GetBinding returns the session's binding or intent, or ErrNoBinding.
+	GetBinding(ctx context.Context, sessionID string) (*Binding, error)
+	// PutIntent stores an intent unless a binding exists, and returns
+	// what is stored.
+	PutIntent(ctx context.Context, b Binding) (*Binding, error)
+	// PutBinding atomically replaces the intent with the binding.
+	PutBinding(ctx context.Context, b Binding) (*Binding, error)
+	// DeleteBinding removes the binding; missing is not an error.
+	DeleteBinding(ctx context.Context, sessionID string) error
+}
+
+// VanishedError reports that a session's bound sandbox no longer exists.
+// The session fails explicitly: its workspace is not silently replaced
+// with an empty one.
+type VanishedError struct {
+	SessionID string
+	Ref       Ref
+}
+
+func (e *VanishedError) Error() string {
+	return fmt.Sprintf("the %s sandbox %s of session %s no longer exists; its workspace is lost and will not be replaced",
+		e.Ref.Provider, e.Ref.ID, e.SessionID)
+}
+
+// Unwrap makes errors.Is(err, ErrNotFound) hold.
+func (e *VanishedError) Unwrap() error { return ErrNotFound }
+
+// SessionManager gives each session one logical sandbox. It provisions on
+// first use (intent, Create, binding), reuses the cached client later, and
+// after a restart re-attaches through the persisted binding. The in-memory
+// map is only a cache: the binding is the truth.
+type SessionManager struct {
+	provider  Provider
+	bindings  Bindings
+	taskQueue string
+
+	mu    sync.Mutex
+	cache map[string]Sandbox
+	group singleflight.Group
+}
+
+// NewSessionManager returns a manager for one provider. taskQueue is the
+// queue recorded in new bindings (the worker's host queue for host-bound
+// providers, the provider queue otherwise).
+func NewSessionManager(p Provider, b Bindings, taskQueue string) *SessionManager {
+	return &SessionManager{provider: p, bindings: b, taskQueue: taskQueue, cache: map[string]Sandbox{}}
+}
+
+// Acquire returns the session's sandbox, provisioning it on first use.
+// Concurrent calls for one session share one provisioning.
+func (m *SessionManager) Acquire(ctx context.Context, sessionID string, spec Spec) (Sandbox, error) {
+	m.mu.Lock()
+	sb, ok := m.cache[sessionID]
+	m.mu.Unlock()
+	if ok {
+		return sb, nil
+	}
+	v, err, _ := m.group.Do(sessionID, func() (any, error) {
+		sb, err := m.acquire(ctx, sessionID, spec)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		m.cache[sessionID] = sb
+		m.mu.Unlock()
+		return sb, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(Sandbox), nil
+}
+
+func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spec) (Sandbox, error) {
+	b, err := m.bindings.GetBinding(ctx, sessionID)
+	switch {
+	case errors.Is(err, ErrNoBinding):
+		b = nil
+	case err != nil:
+		return nil, fmt.Errorf("read sandbox binding of session %s: %w", sessionID, err)
+	}
+	if b != nil && b.Provider != m.provider.Name() {
+		return nil, fmt.Errorf("session %s is bound to the %s provider, but this worker serves %s", sessionID, b.Provider, m.provider.Name())
+	}
+	if b != nil && b.ExternalID != "" {
+		ref := Ref{Provider: b.Provider, ID: b.ExternalID}
+		sb, err := m.provider.Attach(ctx, sessionID, ref)
+		if errors.Is(err, ErrNotFound) {
+			return nil, &VanishedError{SessionID: sessionID, Ref: ref}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attach sandbox %s of session %s: %w", ref.ID, sessionID, err)
+		}
+		return sb, nil
+	}
+	intent := Binding{SessionID: sessionID, Provider: m.provider.Name(), SpecHash: SpecHash(spec), TaskQueue: m.taskQueue}
+	stored, err := m.bindings.PutIntent(ctx, intent)
+	if err != nil {
+		return nil, fmt.Errorf("record provisioning intent of session %s: %w", sessionID, err)
+	}
+	if stored.ExternalID != "" {
+		// Another worker finished provisioning meanwhile.
+		return m.acquire(ctx, sessionID, spec)
+	}
+	sb, ref, err := m.provider.Create(ctx, sessionID, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create %s sandbox for session %s: %w", m.provider.Name(), sessionID, err)
+	}
+	intent.ExternalID = ref.ID
+	intent.TaskQueue = stored.TaskQueue
+	if _, err := m.bindings.PutBinding(ctx, intent); err != nil {
+		// The resource exists but is not bound: the intent stays, and the
+		// reconciler (or the next Acquire, as Create is idempotent) binds it.
+		return nil, fmt.Errorf("bind sandbox %s to session %s: %w", ref.ID, sessionID, err)
+	}
+	return sb, nil
+}
+
+// Forget drops the cached client of a session (its sandbox stays).
+func (m *SessionManager) Forget(sessionID string) {
+	m.mu.Lock()
+	delete(m.cache, sessionID)
+	m.mu.Unlock()
+}
+
+// Teardown destroys a session's sandbox and removes its binding. It is
+// idempotent and safe to retry: a missing resource or binding is fine, and
+// an intent without binding is resolved by re-creating (Create is
+// idempotent per session key, so this finds a resource left by a crash)
+// and destroying.
+func (m *SessionManager) Teardown(ctx context.Context, sessionID string) error {
+	m.Forget(sessionID)
+	b, err := m.bindings.GetBinding(ctx, sessionID)
+	if errors.Is(err, ErrNoBinding) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read sandbox binding of session %s: %w", sessionID, err)
+	}
+	if b.Provider != m.provider.Name() {
+		return fmt.Errorf("session %s is bound to the %s provider, but this worker serves %s", sessionID, b.Provider, m.provider.Name())
+	}
+	var sb Sandbox
+	if b.ExternalID != "" {
+		sb, err = m.provider.Attach(ctx, sessionID, Ref{Provider: b.Provider, ID: b.ExternalID})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("attach sandbox %s of session %s for teardown: %w", b.ExternalID, sessionID, err)
+		}
+	} else if err := m.destroyUnbound(ctx, sessionID); err != nil {
+		return err
+	}
+	if sb != nil {
+		if err := sb.Destroy(ctx); err != nil {
+			return fmt.Errorf("destroy sandbox of session %s: %w", sessionID, err)
+		}
+	}
+	if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+		return fmt.Errorf("delete sandbox binding of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// destroyUnbound removes whatever the provider may have created for a
+// session whose intent was never bound (a crash between Create and
+// PutBinding). Providers that can list their resources are searched by the
+// session's key hash; others are asked to Create, which returns the
+// existing resource or an empty one, and that is destroyed.
+func (m *SessionManager) destroyUnbound(ctx context.Context, sessionID string) error {
+	lister, canList := m.provider.(Lister)
+	destroyer, canDestroy := m.provider.(Destroyer)
+	if canList && canDestroy {
+		owned, err := lister.List(ctx)
+		if err != nil {
+			return fmt.Errorf("list %s sandboxes: %w", m.provider.Name(), err)
+		}
+		hash := KeyHash(sessionID)
+		for _, o := range owned {
+			if o.KeyHash == hash {
+				if err := destroyer.DestroyRef(ctx, o.Ref); err != nil {
+					return fmt.Errorf("destroy unbound sandbox %s of session %s: %w", o.Ref.ID, sessionID, err)
+				}
+			}
+		}
+		return nil
+	}
+	sb, _, err := m.provider.Create(ctx, sessionID, Spec{})
+	if err != nil {
+		return fmt.Errorf("resolve unbound sandbox of session %s for teardown: %w", sessionID, err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		return fmt.Errorf("destroy unbound sandbox of session %s: %w", sessionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// BindingLister lists the bindings and intents of one provider.
+type BindingLister interface {
+	ListBindings(ctx context.Context, provider string) ([]Binding, error)
+	PutBinding(ctx context.Context, b Binding) (*Binding, error)
+}
+
+// Reconciler repairs what crashes leave between a provider and the
+// bindings: a resource created for an intent that was never bound is bound
+// (the create-before-binding window), and a Mango-owned resource that no
+// binding or intent references is destroyed. It needs a provider that can
+// list and destroy its resources; others are skipped.
+//
+// Host-bound providers only see their host's resources, so every worker
+// reconciles its own host; for remote providers any worker may, and
+// concurrent passes are harmless because every step is idempotent.
+type Reconciler struct {
+	Provider Provider
+	Bindings BindingLister
+	// TaskQueue is recorded when binding a resource found for an intent
+	// without a queue.
+	TaskQueue string
+	// Grace spares resources younger than this, as a margin for clocks.
+	Grace time.Duration
+	// Interval spaces the passes of Run.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// ReconcileResult counts what one pass did.
+type ReconcileResult struct {
+	Destroyed []Ref
+	Bound     []Ref
+}
+
+// RunOnce makes one pass.
+func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
+	var res ReconcileResult
+	lister, ok1 := r.Provider.(Lister)
+	destroyer, ok2 := r.Provider.(Destroyer)
+	if !ok1 || !ok2 {
+		return res, nil
+	}
+	// Resources first, bindings second: an intent is written before its
+	// resource is created, so every listed resource that is not an orphan
+	// is referenced in the (later) binding list.
+	owned, err := lister.List(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list %s sandboxes: %w", r.Provider.Name(), err)
+	}
+	bindings, err := r.Bindings.ListBindings(ctx, r.Provider.Name())
+	if err != nil {
+		return res, fmt.Errorf("list %s bindings: %w", r.Provider.Name(), err)
+	}
+	byHash := make(map[string]Binding, len(bindings))
+	for _, b := range bindings {
+		byHash[KeyHash(b.SessionID)] = b
+	}
+	now := time.Now()
+	for _, o := range owned {
+		b, referenced := byHash[o.KeyHash]
+		switch {
+		case referenced && b.ExternalID == "":
+			// Created, then the worker died before binding: finish it.
+			b.ExternalID = o.Ref.ID
+			if b.TaskQueue == "" {
+				b.TaskQueue = r.TaskQueue
+			}
+			if _, err := r.Bindings.PutBinding(ctx, b); err != nil {
+				return res, fmt.Errorf("bind sandbox %s to session %s: %w", o.Ref.ID, b.SessionID, err)
+			}
+			res.Bound = append(res.Bound, o.Ref)
+		case referenced:
+			// Bound (to this or, after a crash, a duplicate resource: the
+			// binding wins; a different external id is an orphan).
+			if b.ExternalID != o.Ref.ID && old(o, now, r.Grace) {
+				if err := destroyer.DestroyRef(ctx, o.Ref); err != nil {
+					return res, fmt.Errorf("destroy duplicate sandbox %s: %w", o.Ref.ID, err)
+				}
+				res.Destroyed = append(res.Destroyed, o.Ref)
+			}
+		case old(o, now, r.Grace):
+			if err := destroyer.DestroyRef(ctx, o.Ref); err != nil {
+				return res, fmt.Errorf("destroy orphaned sandbox %s: %w", o.Ref.ID, err)
+			}
+			res.Destroyed = append(res.Destroyed, o.Ref)
+		}
+	}
+	return res, nil
+}
+
+func old(o Owned, now time.Time, grace time.Duration) bool {
+	return o.CreatedAt.IsZero() || now.Sub(o.CreatedAt) >= grace
+}
+
+// Run reconciles at startup and then every Interval until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) {
+	log := r.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	interval := r.Interval
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := r.RunOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
+		case len(res.Destroyed)+len(res.Bound) > 0:
+			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound))
+		}
+		t.Reset(interval)
+	}
+}

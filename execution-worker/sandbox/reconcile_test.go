@@ -1,0 +1,78 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+// TestReconcilerLocal runs a reconciliation pass over the three cases a
+// crash can leave: a bound sandbox (kept), a sandbox created for an intent
+// that was never bound (bound now), and a Mango-owned sandbox nothing
+// references (destroyed).
+func TestReconcilerLocal(t *testing.T) {
+	t.Parallel()
+	env := newManagerEnv(t)
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testReconciler(t, env, p)
+}
+
+func testReconciler(t *testing.T, env *managerEnv, p sandbox.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	const queue = "mango.test.host-1"
+	bound := env.server.NewSession(t, "")
+	unbound := env.server.NewSession(t, "")
+	orphanKey := "sesn_orphan_" + t.Name()
+
+	m := sandbox.NewSessionManager(p, env.bindings, queue)
+	kept, err := m.Acquire(ctx, bound, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kept.Destroy(context.Background()) })
+	if _, err := env.bindings.PutIntent(ctx, sandbox.Binding{SessionID: unbound, Provider: p.Name(), SpecHash: "h", TaskQueue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	_, crashRef, err := p.Create(ctx, unbound, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, orphanRef, err := p.Create(ctx, orphanKey, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orphan.Destroy(context.Background()) })
+
+	r := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: queue}
+	res, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if len(res.Destroyed) != 1 || res.Destroyed[0] != orphanRef {
+		t.Errorf("destroyed %v, want only the orphan %v", res.Destroyed, orphanRef)
+	}
+	if len(res.Bound) != 1 || res.Bound[0] != crashRef {
+		t.Errorf("bound %v, want only the crash-window sandbox %v", res.Bound, crashRef)
+	}
+	if _, err := p.Attach(ctx, orphanKey, orphanRef); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("orphan after reconciliation: %v, want ErrNotFound", err)
+	}
+	if _, err := p.Attach(ctx, bound, kept.Ref()); err != nil {
+		t.Errorf("bound sandbox after reconciliation: %v", err)
+	}
+	b, err := env.bindings.GetBinding(ctx, unbound)
+	if err != nil || b.ExternalID != crashRef.ID || b.TaskQueue != queue {
+		t.Errorf("binding of the crash-window session = %+v, %v; want %s on %s", b, err, crashRef.ID, queue)
+	}
+	// A second pass changes nothing.
+	if res, err := r.RunOnce(ctx); err != nil || len(res.Destroyed)+len(res.Bound) != 0 {
+		t.Errorf("second pass = %+v, %v; want nothing to do", res, err)
+	}
+}

@@ -1,0 +1,180 @@
+package sandboxdocker
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
+)
+
+// Environment variables read by [ConfigFromEnv]. The Docker client itself
+// also reads DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH and
+// DOCKER_TLS_VERIFY, and registry credentials come from DOCKER_CONFIG.
+const (
+	EnvImage       = "MANGO_SANDBOX_IMAGE"
+	EnvCPUs        = "MANGO_DOCKER_CPUS"
+	EnvMemory      = "MANGO_DOCKER_MEMORY"
+	EnvPids        = "MANGO_DOCKER_PIDS"
+	EnvNetwork     = "MANGO_DOCKER_NETWORK"
+	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
+	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvDockerCfg   = "DOCKER_CONFIG"
+)
+
+// Defaults of [Config].
+const (
+	DefaultImage       = "mango-sandbox:latest"
+	DefaultCPUs        = 1.0
+	DefaultMemory      = 1 << 30 // 1 GiB
+	DefaultPids        = 512
+	DefaultNetwork     = "none"
+	DefaultExecTimeout = 2 * time.Minute
+	DefaultMaxOutput   = 1 << 20 // 1 MiB
+)
+
+// Config configures the provider. The zero value of a field means its
+// default; [ConfigFromEnv] fills it from the environment.
+type Config struct {
+	// Image is the default container image (MANGO_SANDBOX_IMAGE), used when
+	// a Spec names none.
+	Image string
+	// CPUs limits the container's CPU time in cores (MANGO_DOCKER_CPUS,
+	// default 1; a negative value means no limit).
+	CPUs float64
+	// Memory limits the container's memory in bytes, swap included
+	// (MANGO_DOCKER_MEMORY: bytes or 512m, 1g; default 1g; a negative value
+	// means no limit).
+	Memory int64
+	// Pids limits the number of processes in the container
+	// (MANGO_DOCKER_PIDS, default 512; a negative value means no limit).
+	Pids int64
+	// Network is the container's network mode (MANGO_DOCKER_NETWORK): "none"
+	// (default) or "bridge".
+	Network string
+	// ExecTimeout is the default command timeout (MANGO_SANDBOX_EXEC_TIMEOUT,
+	// default 2m).
+	ExecTimeout time.Duration
+	// MaxOutput is the default cap of stdout and stderr, each, in bytes
+	// (MANGO_SANDBOX_MAX_OUTPUT, default 1 MiB).
+	MaxOutput int
+	// DockerConfig is the directory holding config.json for registry
+	// credentials (DOCKER_CONFIG; empty: ~/.docker at pull time).
+	DockerConfig string
+	// Labels are extra labels put on every container (not configurable by
+	// environment; tests use them to find what they created).
+	Labels map[string]string
+}
+
+// ConfigFromEnv reads the provider configuration from getenv (os.Getenv when
+// nil). Errors name the offending variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var cfg Config
+	cfg.Image = strings.TrimSpace(getenv(EnvImage))
+	cfg.DockerConfig = getenv(EnvDockerCfg)
+	if v := strings.TrimSpace(getenv(EnvCPUs)); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return Config{}, fmt.Errorf("%s=%q: want a non-negative number of CPUs such as 1.5 (0: no limit)", EnvCPUs, v)
+		}
+		cfg.CPUs = unlimitedIfZero(f)
+	}
+	if v := strings.TrimSpace(getenv(EnvMemory)); v != "" {
+		n, err := units.RAMInBytes(v)
+		if err != nil || n < 0 {
+			return Config{}, fmt.Errorf("%s=%q: want bytes or a size such as 512m or 1g (0: no limit)", EnvMemory, v)
+		}
+		if n > 0 && n < 6<<20 {
+			return Config{}, fmt.Errorf("%s=%q: Docker needs at least 6m", EnvMemory, v)
+		}
+		cfg.Memory = int64(unlimitedIfZero(float64(n)))
+	}
+	if v := strings.TrimSpace(getenv(EnvPids)); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return Config{}, fmt.Errorf("%s=%q: want a non-negative integer (0: no limit)", EnvPids, v)
+		}
+		cfg.Pids = int64(unlimitedIfZero(float64(n)))
+	}
+	if v := strings.TrimSpace(getenv(EnvNetwork)); v != "" {
+		cfg.Network = v
+		if err := checkNetwork(v); err != nil {
+			return Config{}, err
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v)
+		}
+		cfg.ExecTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
+		n, err := units.RAMInBytes(v)
+		if err != nil || n <= 0 || n > 1<<30 {
+			return Config{}, fmt.Errorf("%s=%q: want a positive size up to 1g, in bytes or such as 1m", EnvMaxOutput, v)
+		}
+		cfg.MaxOutput = int(n)
+	}
+	return cfg, nil
+}
+
+// unlimitedIfZero maps the environment's "0: no limit" to Config's
+// negative "no limit" (zero in Config means the default).
+func unlimitedIfZero(f float64) float64 {
+	if f == 0 {
+		return -1
+	}
+	return f
+}
+
+func checkNetwork(v string) error {
+	switch v {
+	case "none", "bridge":
+		return nil
+	}
+	return fmt.Errorf("%s=%q: want none or bridge", EnvNetwork, v)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Image == "" {
+		c.Image = DefaultImage
+	}
+	switch {
+	case c.CPUs == 0:
+		c.CPUs = DefaultCPUs
+	case c.CPUs < 0:
+		c.CPUs = 0
+	}
+	switch {
+	case c.Memory == 0:
+		c.Memory = DefaultMemory
+	case c.Memory < 0:
+		c.Memory = 0
+	}
+	switch {
+	case c.Pids == 0:
+		c.Pids = DefaultPids
+	case c.Pids < 0:
+		c.Pids = 0
+	}
+	if c.Network == "" {
+		c.Network = DefaultNetwork
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	return checkNetwork(c.Network)
+}
