@@ -36,7 +36,11 @@ func CheckTransition(from, to Status) error {
 	return fmt.Errorf("%w: %s to %s", ErrInvalidTransition, from, to)
 }
 
-// StatusEventType is the event announcing a move into status.
+// StatusEventType is the event announcing a move into status:
+// session.status_idle, _running, _rescheduled or _terminated.
 func StatusEventType(s Status) string {
+	if s == StatusRescheduling {
+		return "session.status_rescheduled"
+	}
 	return "session.status_" + string(s)
 }

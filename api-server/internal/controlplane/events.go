@@ -186,6 +186,8 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		to = db.StatusRescheduling
 	case pb.TurnOutcome_TURN_OUTCOME_TERMINATED:
 		to = db.StatusTerminated
+	case pb.TurnOutcome_TURN_OUTCOME_RUNNING:
+		to = db.StatusRunning
 	default:
 		return nil, invalid("outcome", "required")
 	}
@@ -205,11 +207,19 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		}
 		retry = allStored(evs, stored)
 	}
-	out, sess, err := s.appendEvents(ctx, sid, evs, func(*db.Session) (*db.Change, error) {
-		if retry {
+	key := ""
+	if tk := req.GetTurnKey(); tk != "" {
+		key = tk + "/status/" + strings.ToLower(strings.TrimPrefix(req.GetOutcome().String(), "TURN_OUTCOME_"))
+		retry = false // the keyed change is idempotent on its own
+	}
+	out, sess, err := s.appendEvents(ctx, sid, evs, func(cur *db.Session) (*db.Change, error) {
+		if retry || (key == "" && cur.Status == to && to != db.StatusIdle) {
 			return nil, nil
 		}
-		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event)}, nil
+		if key != "" && cur.Status == to && to != db.StatusIdle {
+			return nil, nil // already there
+		}
+		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event), Key: key}, nil
 	})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)

@@ -16,13 +16,16 @@ import (
 	"go.temporal.io/sdk/client"
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
+	"github.com/mangohq/mango/execution-worker/model/modelconfig"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 
@@ -95,11 +98,22 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	manager := sandbox.NewSessionManager(provider, bindings, bindingQueue)
 	sandboxActs := &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: providerQueue}
+	modelClient, err := modelconfig.FromConfig(string(cfg.Model), cfg.ModelBaseURL, cfg.ModelAPIKey, string(cfg.ModelAuth), cfg.ModelID)
+	if err != nil {
+		return fmt.Errorf("model client: %w", err)
+	}
+	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
 	go reconciler.Run(reconcileCtx)
+	var capabilities []string
+	if c, ok := provider.(sandbox.Capable); ok {
+		capabilities = c.Capabilities()
+	}
+	go heartbeats(reconcileCtx, cp, &pb.RecordWorkerHeartbeatRequest{WorkerId: cfg.WorkerID, Provider: cfg.Sandbox,
+		TaskQueues: queues, Capabilities: capabilities, Version: Version}, logger)
 	acts := &session.Activities{
 		WorkerID:   cfg.WorkerID,
 		Provider:   cfg.Sandbox,
@@ -122,6 +136,8 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		})
 		acts.Register(w)
 		sandboxActs.Register(w)
+		turnActs.Register(w)
+		w.RegisterWorkflowWithOptions(session.SessionWorkflow, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
 		if err := w.Start(); err != nil {
 			stopAll(workers, cfg.ShutdownTimeout)
 			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)
@@ -193,4 +209,35 @@ func newLogger(cfg *config.Config, out io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(out, opts))
 	}
 	return slog.New(slog.NewTextHandler(out, opts))
+}
+
+// heartbeatInterval spaces the worker's heartbeats to the ControlPlane.
+const heartbeatInterval = 10 * time.Second
+
+// heartbeats tells the ControlPlane, now and then every heartbeatInterval,
+// that this worker is alive, which queues it polls and which sandbox
+// capabilities its provider has.
+func heartbeats(ctx context.Context, cp pb.ControlPlaneClient, req *pb.RecordWorkerHeartbeatRequest, log *slog.Logger) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := cp.RecordWorkerHeartbeat(callCtx, req)
+		cancel()
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			log.Warn("heartbeat to the ControlPlane failed", "err", err)
+			failing = true
+		case err == nil && failing:
+			log.Info("heartbeats to the ControlPlane resumed")
+			failing = false
+		}
+		t.Reset(heartbeatInterval)
+	}
 }

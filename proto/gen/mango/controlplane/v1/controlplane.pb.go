@@ -107,6 +107,8 @@ const (
 	TurnOutcome_TURN_OUTCOME_RESCHEDULING TurnOutcome = 3
 	// An unrecoverable failure: terminated.
 	TurnOutcome_TURN_OUTCOME_TERMINATED TurnOutcome = 4
+	// TURN_OUTCOME_RUNNING: a rescheduled session runs again (its retry starts).
+	TurnOutcome_TURN_OUTCOME_RUNNING TurnOutcome = 5
 )
 
 // Enum value maps for TurnOutcome.
@@ -117,6 +119,7 @@ var (
 		2: "TURN_OUTCOME_RETRIES_EXHAUSTED",
 		3: "TURN_OUTCOME_RESCHEDULING",
 		4: "TURN_OUTCOME_TERMINATED",
+		5: "TURN_OUTCOME_RUNNING",
 	}
 	TurnOutcome_value = map[string]int32{
 		"TURN_OUTCOME_UNSPECIFIED":       0,
@@ -124,6 +127,7 @@ var (
 		"TURN_OUTCOME_RETRIES_EXHAUSTED": 2,
 		"TURN_OUTCOME_RESCHEDULING":      3,
 		"TURN_OUTCOME_TERMINATED":        4,
+		"TURN_OUTCOME_RUNNING":           5,
 	}
 )
 
@@ -992,7 +996,11 @@ type CompleteTurnRequest struct {
 	// in order; keys must be distinct. Optional. When every one of them is
 	// already stored the call is a retry of one that succeeded and the
 	// session's status is left as it is.
-	Events        []*NewEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*NewEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// turn_key, when set, makes the status change idempotent: a retried call
+	// with the same key and outcome changes nothing, even after the session
+	// moved on to another turn.
+	TurnKey       string `protobuf:"bytes,4,opt,name=turn_key,json=turnKey,proto3" json:"turn_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1046,6 +1054,13 @@ func (x *CompleteTurnRequest) GetEvents() []*NewEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *CompleteTurnRequest) GetTurnKey() string {
+	if x != nil {
+		return x.TurnKey
+	}
+	return ""
 }
 
 // CompleteTurnResponse returns the stored events and the resulting session
@@ -2631,12 +2646,13 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
 	"\vstop_reason\x18\x03 \x01(\tR\n" +
-	"stopReason\"\xab\x01\n" +
+	"stopReason\"\xc6\x01\n" +
 	"\x13CompleteTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12<\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\".mango.controlplane.v1.TurnOutcomeR\aoutcome\x127\n" +
-	"\x06events\x18\x03 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\"\xab\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x12\x19\n" +
+	"\bturn_key\x18\x04 \x01(\tR\aturnKey\"\xab\x01\n" +
 	"\x14CompleteTurnResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
@@ -2750,13 +2766,14 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n" +
 	"\x16SESSION_STATUS_RUNNING\x10\x02\x12\x1f\n" +
 	"\x1bSESSION_STATUS_RESCHEDULING\x10\x03\x12\x1d\n" +
-	"\x19SESSION_STATUS_TERMINATED\x10\x04*\xa6\x01\n" +
+	"\x19SESSION_STATUS_TERMINATED\x10\x04*\xc0\x01\n" +
 	"\vTurnOutcome\x12\x1c\n" +
 	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15TURN_OUTCOME_END_TURN\x10\x01\x12\"\n" +
 	"\x1eTURN_OUTCOME_RETRIES_EXHAUSTED\x10\x02\x12\x1d\n" +
 	"\x19TURN_OUTCOME_RESCHEDULING\x10\x03\x12\x1b\n" +
-	"\x17TURN_OUTCOME_TERMINATED\x10\x04*r\n" +
+	"\x17TURN_OUTCOME_TERMINATED\x10\x04\x12\x18\n" +
+	"\x14TURN_OUTCOME_RUNNING\x10\x05*r\n" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +

@@ -105,7 +105,11 @@ type SessionWorkflowInput struct {
 	// Lowercase name of the sandbox provider fixed when the session was
 	// created, for example "local"; the workflow runs on the provider's task
 	// queue "mango.<provider>".
-	Provider      string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Task queue that reaches the session's sandbox, carried across
+	// continue-as-new; empty until the session has a sandbox (turns then run
+	// on the workflow's own queue).
+	TaskQueue     string `protobuf:"bytes,3,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +154,13 @@ func (x *SessionWorkflowInput) GetSessionId() string {
 func (x *SessionWorkflowInput) GetProvider() string {
 	if x != nil {
 		return x.Provider
+	}
+	return ""
+}
+
+func (x *SessionWorkflowInput) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
 	}
 	return ""
 }
@@ -235,11 +246,13 @@ var File_mango_session_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_mango_session_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Q\n" +
+	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"p\n" +
 	"\x14SessionWorkflowInput\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
-	"\bprovider\x18\x02 \x01(\tR\bprovider\"\xb9\x01\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x03 \x01(\tR\ttaskQueue\"\xb9\x01\n" +
 	"\fWakeupSignal\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.mango.session.v1.WakeupKindR\x04kind\x12\x1d\n" +
 	"\n" +

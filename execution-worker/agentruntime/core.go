@@ -1,0 +1,428 @@
+package agentruntime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/tools"
+)
+
+// DefaultMaxRounds caps the model calls of one turn.
+const DefaultMaxRounds = 20
+
+// NewEvent is a complete event to commit: Key is deterministic for the
+// turn and position, so committing it again on a retry is a no-op.
+type NewEvent struct {
+	Key  string
+	Type string
+	Body any
+}
+
+// Store is where a run's durable effects go (the ControlPlane in the
+// worker). Every method must be idempotent by its key.
+type Store interface {
+	// AppendEvents commits events and returns their ids in order.
+	AppendEvents(ctx context.Context, events []NewEvent) ([]string, error)
+	// RecordMessage appends a message to the provider transcript.
+	RecordMessage(ctx context.Context, key string, msg model.Message) error
+	// ToolResult returns the journaled result of a tool call, if any.
+	ToolResult(ctx context.Context, toolUseID string) (*tools.Result, bool, error)
+	// RecordToolResult journals a tool result (first write wins) and
+	// returns the stored one.
+	RecordToolResult(ctx context.Context, toolUseID string, r tools.Result) (tools.Result, error)
+}
+
+// Previewer receives previews of events being produced (optional).
+type Previewer interface {
+	// Start announces an event of type being produced under key.
+	Start(key, eventType string)
+	// Delta carries a text fragment of the event under key.
+	Delta(key, text string)
+}
+
+// Run is one turn's input.
+type Run struct {
+	// TurnKey identifies the turn: the id of its triggering event.
+	TurnKey string
+	// Agent is the session's agent snapshot.
+	Agent *Agent
+	// Tools is the parsed tool configuration.
+	Tools *ToolConfig
+	// Conversation is the projected conversation including this turn's
+	// messages so far (the trigger's user message and, on a retry, what
+	// the previous attempt recorded).
+	Conversation []model.Message
+	// TurnMessages is how many of Conversation's last messages belong to
+	// this turn (to number new ones deterministically).
+	TurnMessages int
+	// Sandbox returns the session's sandbox, provisioning it on first use.
+	Sandbox func(ctx context.Context) (sandbox.Sandbox, error)
+	// Approved holds the agent.tool_use event ids of always_ask tools the
+	// client allowed (user.tool_confirmation with result allow).
+	Approved map[string]bool
+}
+
+// Outcome is how a turn ended.
+type Outcome string
+
+// Turn outcomes.
+const (
+	OutcomeEndTurn        Outcome = "end_turn"
+	OutcomeRequiresAction Outcome = "requires_action"
+	OutcomeRoundLimit     Outcome = "tool_use_limit"
+)
+
+// Result is how a run ended.
+type Result struct {
+	Outcome Outcome
+	// RequiredEventIDs are the events the client must answer
+	// (requires_action).
+	RequiredEventIDs []string
+	// Rounds is the number of model calls made in this run.
+	Rounds int
+}
+
+// Runtime runs agent turns.
+type Runtime interface {
+	Run(ctx context.Context, run *Run) (*Result, error)
+}
+
+// Core is the default AgentRuntime.
+type Core struct {
+	Model     model.Client
+	Store     Store
+	Preview   Previewer
+	MaxRounds int
+	MaxTokens int
+	// ModelID, when set, overrides the agent's model id.
+	ModelID string
+}
+
+var _ Runtime = (*Core)(nil)
+
+func (c *Core) maxRounds() int {
+	if c.MaxRounds > 0 {
+		return c.MaxRounds
+	}
+	return DefaultMaxRounds
+}
+
+// Run drives one turn. A model error is returned (classified by
+// model.Retryable) after the span events are committed; the caller decides
+// on retries, which resume from the transcript.
+func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
+	conv := append([]model.Message(nil), run.Conversation...)
+	n := run.TurnMessages
+	res := &Result{}
+	for {
+		if len(conv) == 0 {
+			return nil, errors.New("empty conversation")
+		}
+		last := conv[len(conv)-1]
+		if last.Role == "assistant" {
+			uses := toolUses(last)
+			if len(uses) == 0 {
+				res.Outcome = OutcomeEndTurn
+				return res, nil
+			}
+			results, required, err := c.runTools(ctx, run, n-1, uses)
+			if err != nil {
+				return nil, err
+			}
+			if len(required) > 0 {
+				res.Outcome, res.RequiredEventIDs = OutcomeRequiresAction, required
+				return res, nil
+			}
+			msg := model.Message{Role: "user", Content: results}
+			if err := c.Store.RecordMessage(ctx, messageKey(run.TurnKey, n), msg); err != nil {
+				return nil, err
+			}
+			conv = append(conv, msg)
+			n++
+			continue
+		}
+		if c.roundsSoFar(conv, run) >= c.maxRounds() {
+			res.Outcome = OutcomeRoundLimit
+			return res, nil
+		}
+		msg, err := c.callModel(ctx, run, conv, n)
+		res.Rounds++
+		if err != nil {
+			return nil, err
+		}
+		conv = append(conv, *msg)
+		n++
+	}
+}
+
+// roundsSoFar counts the assistant messages of this turn.
+func (c *Core) roundsSoFar(conv []model.Message, run *Run) int {
+	count := 0
+	start := len(run.Conversation) - run.TurnMessages
+	for i := max(start, 0); i < len(conv); i++ {
+		if conv[i].Role == "assistant" {
+			count++
+		}
+	}
+	return count
+}
+
+func messageKey(turn string, n int) string { return turn + "/" + strconv.Itoa(n) }
+
+func toolUses(m model.Message) []model.Block {
+	var out []model.Block
+	for _, b := range m.Content {
+		if b.Type == "tool_use" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (c *Core) request(run *Run, conv []model.Message) *model.Request {
+	id := run.Agent.Model.ID
+	if c.ModelID != "" {
+		id = c.ModelID
+	}
+	maxTokens := c.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = 8192
+	}
+	req := &model.Request{Model: id, System: run.Agent.System, Messages: conv, MaxTokens: maxTokens}
+	req.Tools = append(req.Tools, tools.Definitions(run.Tools.BuiltinNames())...)
+	for _, name := range run.Tools.Order {
+		ct := run.Tools.Custom[name]
+		req.Tools = append(req.Tools, model.ToolDef{Name: ct.Name, Description: ct.Description, InputSchema: ct.InputSchema})
+	}
+	req.Tools = append(req.Tools, tools.ServerTools(run.Tools.Web)...)
+	return req
+}
+
+type usageBody struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// callModel makes one model request (message n of the turn) and commits
+// its events: span start, thinking, the agent message, tool uses, span end.
+func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n int) (*model.Message, error) {
+	key := messageKey(run.TurnKey, n)
+	ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
+	if err != nil {
+		return nil, err
+	}
+	startID := ids[0]
+	req := c.request(run, conv)
+	var resp *model.Response
+	if c.Preview != nil {
+		resp, err = c.Model.Stream(ctx, req, func(ev model.StreamEvent) {
+			switch {
+			case ev.Type == "block_start" && ev.BlockType == "text":
+				c.Preview.Start(key+"/message", "agent.message")
+			case ev.Type == "block_start" && ev.BlockType == "thinking":
+				c.Preview.Start(key+"/thinking/"+strconv.Itoa(ev.Index), "agent.thinking")
+			case ev.Type == "text_delta":
+				c.Preview.Delta(key+"/message", ev.Text)
+			}
+		})
+	} else {
+		resp, err = c.Model.Create(ctx, req)
+	}
+	if err != nil {
+		// Close the span; the caller classifies and retries.
+		endErr := c.endSpan(context.WithoutCancel(ctx), key, startID, nil, true)
+		return nil, errors.Join(err, endErr)
+	}
+	msg := model.Message{Role: "assistant", Content: resp.Content}
+	// The transcript first: a retry after this point resumes with the
+	// model's answer instead of asking again.
+	if err := c.Store.RecordMessage(ctx, key, msg); err != nil {
+		return nil, err
+	}
+	var events []NewEvent
+	var text []textBlock
+	for i, b := range resp.Content {
+		switch b.Type {
+		case "thinking", "redacted_thinking":
+			events = append(events, NewEvent{Key: key + "/thinking/" + strconv.Itoa(i), Type: "agent.thinking", Body: struct{}{}})
+		case "text":
+			text = append(text, textBlock{Type: "text", Text: b.Text})
+		}
+	}
+	if len(text) > 0 {
+		events = append(events, NewEvent{Key: key + "/message", Type: "agent.message", Body: map[string]any{"content": text}})
+	}
+	if err := c.commit(ctx, events); err != nil {
+		return nil, err
+	}
+	if err := c.endSpan(ctx, key, startID, &resp.Usage, false); err != nil {
+		return nil, err
+	}
+	return &msg, nil
+}
+
+func (c *Core) commit(ctx context.Context, events []NewEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	_, err := c.Store.AppendEvents(ctx, events)
+	return err
+}
+
+func (c *Core) endSpan(ctx context.Context, key, startID string, u *model.Usage, isError bool) error {
+	usage := usageBody{}
+	if u != nil {
+		usage = usageBody{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens}
+	}
+	suffix := "/span_end"
+	if isError {
+		// An errored attempt has its own key: a retry that succeeds
+		// commits its own end.
+		suffix = "/span_end_error/" + startID
+	}
+	_, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + suffix, Type: "span.model_request_end",
+		Body: map[string]any{"model_request_start_id": startID, "is_error": isError, "model_usage": usage}}})
+	return err
+}
+
+// runTools handles the tool uses of assistant message n: built-ins allowed
+// without asking run in the sandbox; custom tools and always_ask tools are
+// announced and returned as required actions (the session parks).
+func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block) ([]model.Block, []string, error) {
+	key := messageKey(run.TurnKey, n)
+	var results []model.Block
+	var required []string
+	for _, u := range uses {
+		input := u.Input
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		var inputObj any
+		_ = json.Unmarshal(input, &inputObj)
+		if inputObj == nil {
+			inputObj = map[string]any{}
+		}
+		if _, custom := run.Tools.Custom[u.Name]; custom {
+			ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/custom_tool_use/" + u.ID, Type: "agent.custom_tool_use",
+				Body: map[string]any{"name": u.Name, "input": inputObj}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			if r, ok, err := c.Store.ToolResult(ctx, ids[0]); err != nil {
+				return nil, nil, err
+			} else if ok {
+				results = append(results, toolResultBlock(u.ID, *r))
+				continue
+			}
+			required = append(required, ids[0])
+			continue
+		}
+		policy, builtin := run.Tools.Builtins[u.Name]
+		if !builtin {
+			results = append(results, toolResultBlock(u.ID, tools.Result{Content: fmt.Sprintf("tool %q is not available to this agent", u.Name), IsError: true}))
+			continue
+		}
+		ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_use/" + u.ID, Type: "agent.tool_use",
+			Body: map[string]any{"name": u.Name, "input": inputObj, "evaluated_permission": evaluated(policy)}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		useEventID := ids[0]
+		r, done, err := c.Store.ToolResult(ctx, useEventID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !done && policy == AlwaysAsk && !run.Approved[useEventID] {
+			required = append(required, useEventID)
+			continue
+		}
+		if !done {
+			sb, err := run.Sandbox(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			out, err := tools.Execute(ctx, sb, u.Name, input)
+			if err != nil {
+				return nil, nil, err
+			}
+			stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
+			if err != nil {
+				return nil, nil, err
+			}
+			r = &stored
+		}
+		if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
+			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
+			return nil, nil, err
+		}
+		results = append(results, toolResultBlock(u.ID, *r))
+	}
+	return results, required, nil
+}
+
+func evaluated(policy string) string {
+	if policy == AlwaysAsk {
+		return "ask"
+	}
+	return "allow"
+}
+
+func toolResultBlock(toolUseID string, r tools.Result) model.Block {
+	content, _ := json.Marshal([]textBlock{{Type: "text", Text: r.Content}})
+	return model.Block{Type: "tool_result", ToolUseID: toolUseID, Content: content, IsError: r.IsError}
+}
+
+// Answer interprets a client's response to a required action. For a
+// custom tool result or a denial it returns the tool result to journal
+// (under the answered event's id) and true; an approval returns false and
+// approved=true: the tool runs when the turn resumes.
+func Answer(eventType string, body json.RawMessage) (r tools.Result, journal, approved bool, err error) {
+	switch eventType {
+	case "user.tool_confirmation":
+		var in struct {
+			Result      string `json:"result"`
+			DenyMessage string `json:"deny_message"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			return r, false, false, err
+		}
+		if in.Result == "allow" {
+			return r, false, true, nil
+		}
+		msg := "The user denied this tool call."
+		if in.DenyMessage != "" {
+			msg += " " + in.DenyMessage
+		}
+		return tools.Result{Content: msg, IsError: true}, true, false, nil
+	case "user.custom_tool_result":
+		var in struct {
+			Content []textBlock `json:"content"`
+			IsError bool        `json:"is_error"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			return r, false, false, err
+		}
+		var parts []string
+		for _, b := range in.Content {
+			parts = append(parts, b.Text)
+		}
+		return tools.Result{Content: strings.Join(parts, "\n"), IsError: in.IsError}, true, false, nil
+	}
+	return r, false, false, nil
+}
+
+// MaxRoundsOrDefault returns the round cap in force.
+func (c *Core) MaxRoundsOrDefault() int { return c.maxRounds() }

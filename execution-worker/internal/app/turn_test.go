@@ -1,0 +1,310 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
+)
+
+type listedEvent struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Raw     json.RawMessage `json:"-"`
+	Content []struct {
+		Text string `json:"text"`
+	} `json:"content"`
+	Name       string `json:"name"`
+	StopReason *struct {
+		Type     string   `json:"type"`
+		EventIDs []string `json:"event_ids"`
+	} `json:"stop_reason"`
+	Error *struct {
+		Type        string `json:"type"`
+		RetryStatus string `json:"retry_status"`
+	} `json:"error"`
+	IsError bool `json:"is_error"`
+}
+
+func listEvents(t *testing.T, srv *cptest.Server, session string) []listedEvent {
+	t.Helper()
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	srv.Do(t, http.MethodGet, "/v1/sessions/"+session+"/events?limit=100", nil, &page)
+	out := make([]listedEvent, 0, len(page.Data))
+	for _, raw := range page.Data {
+		var e listedEvent
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		e.Raw = raw
+		out = append(out, e)
+	}
+	return out
+}
+
+// waitIdle waits until the session's last event is session.status_idle
+// (or terminated) after at least n such events.
+func waitFor(t *testing.T, srv *cptest.Server, session string, done func([]listedEvent) bool) []listedEvent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs := listEvents(t, srv, session)
+		if done(evs) {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			var types []string
+			for _, e := range evs {
+				types = append(types, e.Type)
+			}
+			t.Fatalf("timed out; events so far: %v", types)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func countType(evs []listedEvent, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func types(evs []listedEvent) string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return strings.Join(out, ",")
+}
+
+func startStack(t *testing.T) (*cptest.Server, map[string]string) {
+	t.Helper()
+	hostPort := temporaltest.HostPort(t)
+	srv := cptest.Start(t)
+	env := map[string]string{
+		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
+		"MANGO_CONTROLPLANE_ADDR":  srv.GRPCAddr,
+		"MANGO_WORKER_TOKEN":       srv.WorkerToken,
+		"MANGO_TASK_QUEUE_PREFIX":  srv.TaskQueuePrefix,
+		"MANGO_SANDBOX":            "local",
+		"MANGO_LOCAL_SANDBOX_ROOT": t.TempDir(),
+		"MANGO_WORKER_ID":          "turn-w1",
+		"MANGO_SHUTDOWN_TIMEOUT":   "10s",
+		"MANGO_RECONCILE_INTERVAL": "1h",
+	}
+	return srv, env
+}
+
+func sendMessage(t *testing.T, srv *cptest.Server, session, text string) {
+	t.Helper()
+	srv.Do(t, http.MethodPost, "/v1/sessions/"+session+"/events", map[string]any{"events": []any{
+		map[string]any{"type": "user.message", "content": []any{map[string]any{"type": "text", "text": text}}},
+	}}, nil)
+}
+
+func idleCount(evs []listedEvent) int { return countType(evs, "session.status_idle") }
+
+// TestTurnWithBuiltinTool runs a full turn: the fake model calls bash, the
+// worker runs it in the session's local sandbox, and the turn ends idle.
+func TestTurnWithBuiltinTool(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, `#tool bash {"command":"echo hello > f.txt; cat f.txt"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	want := "user.message,session.status_running,span.model_request_start,span.model_request_end,agent.tool_use,agent.tool_result," +
+		"span.model_request_start,agent.message,span.model_request_end,session.status_idle"
+	if got := types(evs); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	for _, e := range evs {
+		switch e.Type {
+		case "agent.tool_result":
+			if e.IsError || len(e.Content) == 0 || !strings.Contains(e.Content[0].Text, "hello") {
+				t.Errorf("tool result = %s", e.Raw)
+			}
+		case "session.status_idle":
+			if e.StopReason == nil || e.StopReason.Type != "end_turn" {
+				t.Errorf("idle = %s, want end_turn", e.Raw)
+			}
+		}
+	}
+	// The next turn runs in the same sandbox: the file is still there.
+	sendMessage(t, srv, session, `#tool bash {"command":"cat f.txt"}`)
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	last := ""
+	for _, e := range evs {
+		if e.Type == "agent.tool_result" {
+			last = e.Content[0].Text
+		}
+	}
+	if !strings.Contains(last, "hello") {
+		t.Errorf("second turn's tool result = %q, want the file written in the first turn", last)
+	}
+	_ = fmt.Sprint
+}
+
+func newAgentSession(t *testing.T, srv *cptest.Server, tools []any) string {
+	t.Helper()
+	var agent, env, sess struct{ ID string }
+	srv.Do(t, http.MethodPost, "/v1/agents", map[string]any{"name": "turns", "model": "fake", "tools": tools}, &agent)
+	srv.Do(t, http.MethodPost, "/v1/environments", map[string]any{"name": fmt.Sprintf("turns-%d", time.Now().UnixNano())}, &env)
+	srv.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": env.ID}, &sess)
+	return sess.ID
+}
+
+func sendEvent(t *testing.T, srv *cptest.Server, session string, ev map[string]any) {
+	t.Helper()
+	srv.Do(t, http.MethodPost, "/v1/sessions/"+session+"/events", map[string]any{"events": []any{ev}}, nil)
+}
+
+func lastOf(evs []listedEvent, typ string) *listedEvent {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// TestCustomToolParksAndResumes: a custom tool call parks the session idle
+// with requires_action naming the agent.custom_tool_use event; the client's
+// user.custom_tool_result resumes the turn, which ends with the model's
+// answer using the result.
+func TestCustomToolParksAndResumes(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := newAgentSession(t, srv, []any{map[string]any{"type": "custom", "name": "lookup_order",
+		"description": "Look up an order", "input_schema": map[string]any{"type": "object"}}})
+	sendMessage(t, srv, session, `#tool lookup_order {"id":"42"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	use := lastOf(evs, "agent.custom_tool_use")
+	idle := lastOf(evs, "session.status_idle")
+	if use == nil || use.Name != "lookup_order" || idle.StopReason == nil || idle.StopReason.Type != "requires_action" ||
+		len(idle.StopReason.EventIDs) != 1 || idle.StopReason.EventIDs[0] != use.ID {
+		t.Fatalf("parked events = %s", types(evs))
+	}
+	sendEvent(t, srv, session, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": use.ID,
+		"content": []any{map[string]any{"type": "text", "text": "shipped"}}})
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	msg := lastOf(evs, "agent.message")
+	if msg == nil || !strings.Contains(msg.Content[0].Text, "shipped") {
+		t.Fatalf("after the result: %s", types(evs))
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
+		t.Errorf("final stop reason = %s", idle.Raw)
+	}
+}
+
+// TestAlwaysAskConfirmation: an always_ask built-in parks for
+// confirmation; deny feeds the denial to the model, allow runs the tool.
+func TestAlwaysAskConfirmation(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := newAgentSession(t, srv, []any{map[string]any{"type": "agent_toolset_20260401",
+		"default_config": map[string]any{"permission_policy": map[string]any{"type": "always_ask"}}}})
+	sendMessage(t, srv, session, `#tool bash {"command":"echo ran > proof.txt; echo ran"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	use := lastOf(evs, "agent.tool_use")
+	if use == nil || !strings.Contains(string(use.Raw), `"evaluated_permission":"ask"`) || countType(evs, "agent.tool_result") != 0 {
+		t.Fatalf("ask events = %s (%v)", types(evs), use)
+	}
+	sendEvent(t, srv, session, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use.ID, "result": "deny", "deny_message": "not now"})
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	res := lastOf(evs, "agent.tool_result")
+	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "not now") {
+		t.Fatalf("denied result = %v (%s)", res, types(evs))
+	}
+	sendMessage(t, srv, session, `#tool bash {"command":"echo ran"}`)
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 3 })
+	use = lastOf(evs, "agent.tool_use")
+	sendEvent(t, srv, session, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use.ID, "result": "allow"})
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })
+	res = lastOf(evs, "agent.tool_result")
+	if res == nil || res.IsError || !strings.Contains(res.Content[0].Text, "ran") {
+		t.Fatalf("allowed result = %v", res)
+	}
+}
+
+// TestTransientModelErrorsRetry: retryable model errors reschedule the
+// session and retry; the turn then completes. Persistent errors exhaust
+// the retries and end idle with retries_exhausted.
+func TestTransientModelErrorsRetry(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, "#error server 1\n#reply recovered")
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	if countType(evs, "session.status_rescheduled") != 1 || countType(evs, "session.error") != 1 {
+		t.Fatalf("events = %s", types(evs))
+	}
+	if e := lastOf(evs, "session.error"); e.Error == nil || e.Error.RetryStatus != "retrying" {
+		t.Errorf("session.error = %s", e.Raw)
+	}
+	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "recovered" {
+		t.Errorf("final message = %v", m)
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
+		t.Errorf("stop reason = %s", idle.Raw)
+	}
+}
+
+// TestRoundLimit: a model that never stops calling tools is cut at 20
+// model requests with session.error tool_use_limit_reached_error.
+func TestRoundLimit(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, "#loop")
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	if n := countType(evs, "span.model_request_start"); n != 20 {
+		t.Errorf("model requests = %d, want 20", n)
+	}
+	if e := lastOf(evs, "session.error"); e == nil || e.Error.Type != "tool_use_limit_reached_error" {
+		t.Errorf("events = %s", types(evs))
+	}
+}
+
+// TestInterruptEndsTurn: user.interrupt during a slow turn ends it idle
+// quickly.
+func TestInterruptEndsTurn(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, `#tool bash {"command":"sleep 30"}`)
+	waitFor(t, srv, session, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
+	start := time.Now()
+	sendEvent(t, srv, session, map[string]any{"type": "user.interrupt"})
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	elapsed := time.Since(start)
+	t.Logf("user.interrupt to session.status_idle: %v", elapsed)
+	if elapsed > 3*time.Second {
+		t.Errorf("interrupt took %v to end the turn", elapsed)
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
+		t.Errorf("stop reason = %s", idle.Raw)
+	}
+	// The session keeps working afterwards.
+	sendMessage(t, srv, session, "#reply still here")
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "still here" {
+		t.Errorf("after the interrupt: %s", types(evs))
+	}
+}

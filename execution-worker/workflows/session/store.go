@@ -1,0 +1,85 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mangohq/mango/execution-worker/agentruntime"
+	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/tools"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// cpStore is agentruntime.Store over the ControlPlane: events, the
+// provider transcript and the tool journal of one session.
+type cpStore struct {
+	cp        pb.ControlPlaneClient
+	sessionID string
+}
+
+var _ agentruntime.Store = (*cpStore)(nil)
+
+func (s *cpStore) AppendEvents(ctx context.Context, events []agentruntime.NewEvent) ([]string, error) {
+	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
+	for _, e := range events {
+		body, err := json.Marshal(e.Body)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
+		}
+		req.Events = append(req.Events, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body)})
+	}
+	resp, err := s.cp.AppendEvents(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	ids := make([]string, 0, len(resp.GetEvents()))
+	for _, e := range resp.GetEvents() {
+		ids = append(ids, e.GetId())
+	}
+	return ids, nil
+}
+
+func (s *cpStore) RecordMessage(ctx context.Context, key string, msg model.Message) error {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("encode transcript message: %w", err)
+	}
+	_, err = s.cp.AppendTranscript(ctx, &pb.AppendTranscriptRequest{SessionId: s.sessionID,
+		Entries: []*pb.TranscriptEntry{{Key: key, Body: string(body)}}})
+	if err != nil {
+		return fmt.Errorf("append transcript: %w", err)
+	}
+	return nil
+}
+
+func (s *cpStore) ToolResult(ctx context.Context, toolUseID string) (*tools.Result, bool, error) {
+	resp, err := s.cp.GetToolJournal(ctx, &pb.GetToolJournalRequest{SessionId: s.sessionID, ToolUseId: toolUseID})
+	if err != nil {
+		return nil, false, fmt.Errorf("read tool journal: %w", err)
+	}
+	if resp.GetEntry() == nil {
+		return nil, false, nil
+	}
+	var r tools.Result
+	if err := json.Unmarshal([]byte(resp.GetEntry().GetBody()), &r); err != nil {
+		return nil, false, fmt.Errorf("decode tool journal entry: %w", err)
+	}
+	return &r, true, nil
+}
+
+func (s *cpStore) RecordToolResult(ctx context.Context, toolUseID string, r tools.Result) (tools.Result, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return r, err
+	}
+	resp, err := s.cp.RecordToolJournal(ctx, &pb.RecordToolJournalRequest{SessionId: s.sessionID, ToolUseId: toolUseID, Body: string(body)})
+	if err != nil {
+		return r, fmt.Errorf("record tool journal: %w", err)
+	}
+	var stored tools.Result
+	if err := json.Unmarshal([]byte(resp.GetEntry().GetBody()), &stored); err != nil {
+		return r, fmt.Errorf("decode tool journal entry: %w", err)
+	}
+	return stored, nil
+}

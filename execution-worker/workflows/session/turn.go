@@ -1,0 +1,402 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mangohq/mango/execution-worker/agentruntime"
+	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/tools"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// RunTurnActivity is the activity that runs one turn.
+const RunTurnActivity = "RunTurn"
+
+// MaxModelAttempts bounds the tries of one turn on transient model errors.
+const MaxModelAttempts = 5
+
+// RunTurnInput is the input of RunTurn.
+type RunTurnInput struct {
+	SessionID string `json:"session_id"`
+	// Attempt counts earlier tries of the pending turn that ended in a
+	// transient model error (0 on the first try).
+	Attempt int `json:"attempt"`
+}
+
+// Turn outcomes reported to the workflow.
+const (
+	TurnNothing = "nothing"    // no pending trigger
+	TurnIdle    = "idle"       // ended (end_turn, limit, exhausted, interrupted)
+	TurnParked  = "parked"     // requires_action
+	TurnRetry   = "retry"      // transient model error: try again after RetryAfter
+	TurnStopped = "terminated" // unrecoverable
+)
+
+// RunTurnResult is what RunTurn reports.
+type RunTurnResult struct {
+	Outcome string `json:"outcome"`
+	// More reports pending triggers left after this turn.
+	More bool `json:"more"`
+	// TaskQueue is the queue that reaches the session's sandbox ("" when
+	// it has none): later turns run there.
+	TaskQueue string `json:"task_queue"`
+	// RetryAfter is the delay before a retry.
+	RetryAfter time.Duration `json:"retry_after"`
+}
+
+// TurnActivities run turns. They hold the worker's model client, sandbox
+// manager and ControlPlane client.
+type TurnActivities struct {
+	ControlPlane pb.ControlPlaneClient
+	Manager      *sandbox.SessionManager
+	Model        model.Client
+	ModelID      string
+	Preview      agentruntime.Previewer
+	MaxRounds    int
+	// HeartbeatEvery spaces heartbeats (which carry cancellation).
+	HeartbeatEvery time.Duration
+}
+
+// Register registers RunTurn on w.
+func (a *TurnActivities) Register(w Registrar) {
+	w.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: RunTurnActivity})
+}
+
+func isAnswer(t string) bool {
+	return t == "user.custom_tool_result" || t == "user.tool_confirmation"
+}
+
+// RunTurn runs the oldest pending trigger of a session to the end of its
+// turn. It is safe to retry: effects are keyed and the transcript lets a
+// retry resume.
+func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurnResult, error) {
+	stopBeat := a.heartbeat(ctx)
+	defer stopBeat()
+	sid := in.SessionID
+	run, err := a.ControlPlane.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
+	if err != nil {
+		return nil, fmt.Errorf("load run of session %s: %w", sid, err)
+	}
+	res := &RunTurnResult{Outcome: TurnNothing}
+	pending := run.GetPendingTriggers()
+	if len(pending) == 0 {
+		return res, nil
+	}
+	// A queued interrupt with no turn running has nothing to stop.
+	if pending[0].GetType() == "user.interrupt" {
+		if err := a.markProcessed(ctx, sid, pending[:1]); err != nil {
+			return nil, err
+		}
+		res.More = len(pending) > 1
+		return res, nil
+	}
+	store := &cpStore{cp: a.ControlPlane, sessionID: sid}
+	conv, keys, err := projectTranscript(run.GetTranscript())
+	if err != nil {
+		return nil, err
+	}
+	var batch []*pb.Event
+	var turnKey string
+	approved := map[string]bool{}
+	if isAnswer(pending[0].GetType()) {
+		for _, t := range pending {
+			if !isAnswer(t.GetType()) {
+				break
+			}
+			batch = append(batch, t)
+			answered, r, journal, ok, err := answerOf(t)
+			if err != nil {
+				return nil, err
+			}
+			if journal {
+				if _, err := store.RecordToolResult(ctx, answered, r); err != nil {
+					return nil, err
+				}
+			}
+			if ok {
+				approved[answered] = true
+			}
+		}
+		if len(keys) == 0 {
+			return nil, errors.New("an answer arrived for a session without a parked turn")
+		}
+		turnKey, _, _ = strings.Cut(keys[len(keys)-1], "/")
+	} else {
+		batch = pending[:1]
+		turnKey = pending[0].GetId()
+		first := turnKey + "/0"
+		if !contains(keys, first) {
+			msg, err := userMessage(pending[0])
+			if err != nil {
+				return nil, err
+			}
+			if err := store.RecordMessage(ctx, first, msg); err != nil {
+				return nil, err
+			}
+			conv, keys = append(conv, msg), append(keys, first)
+		}
+	}
+	turnMessages := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, turnKey+"/") {
+			turnMessages++
+		}
+	}
+	res.More = len(pending) > len(batch)
+	if run.GetStatus() != pb.SessionStatus_SESSION_STATUS_RUNNING {
+		if err := a.complete(ctx, sid, turnKey+"/a"+fmt.Sprint(in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	var agent agentruntime.Agent
+	if err := json.Unmarshal([]byte(run.GetAgent()), &agent); err != nil {
+		return nil, fmt.Errorf("decode agent snapshot: %w", err)
+	}
+	toolCfg, err := agentruntime.ParseToolConfig(json.RawMessage(run.GetTools()))
+	if err != nil {
+		return nil, err
+	}
+	core := &agentruntime.Core{Model: a.Model, Store: store, Preview: a.Preview, MaxRounds: a.MaxRounds, ModelID: a.ModelID}
+	result, runErr := core.Run(ctx, &agentruntime.Run{
+		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved,
+		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, sandbox.Spec{}) },
+	})
+	// From here on the turn's ending must be recorded even if the activity
+	// was cancelled (an interrupt): use a context that outlives it.
+	done := context.WithoutCancel(ctx)
+	if queue, err := a.bindingQueue(done, sid); err == nil {
+		res.TaskQueue = queue
+	}
+	switch {
+	case runErr == nil:
+	case ctx.Err() != nil:
+		// Interrupted: end the turn idle, and consume the interrupt.
+		interrupts := append([]*pb.Event(nil), batch...)
+		for _, t := range pending[len(batch):] {
+			if t.GetType() == "user.interrupt" {
+				interrupts = append(interrupts, t)
+			}
+		}
+		if err := a.markProcessed(done, sid, interrupts); err != nil {
+			return nil, err
+		}
+		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil); err != nil {
+			return nil, err
+		}
+		return nil, temporal.NewCanceledError("turn interrupted")
+	default:
+		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
+	}
+	if err := a.markProcessed(done, sid, batch); err != nil {
+		return nil, err
+	}
+	switch result.Outcome {
+	case agentruntime.OutcomeRequiresAction:
+		if _, err := a.ControlPlane.ParkTurn(done, &pb.ParkTurnRequest{SessionId: sid, RequiredActionEventIds: result.RequiredEventIDs}); err != nil {
+			return nil, fmt.Errorf("park turn: %w", err)
+		}
+		res.Outcome = TurnParked
+		return res, nil
+	case agentruntime.OutcomeRoundLimit:
+		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
+			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), "")
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}); err != nil {
+			return nil, err
+		}
+	default:
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil); err != nil {
+			return nil, err
+		}
+	}
+	res.Outcome = TurnIdle
+	return res, nil
+}
+
+// failTurn records a failed turn: transient model errors are retried by
+// the workflow (session.error retrying + rescheduled) until exhausted; a
+// vanished sandbox or an unrecoverable model error terminates the session.
+func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
+	var vanished *sandbox.VanishedError
+	var me *model.Error
+	switch {
+	case errors.As(runErr, &vanished):
+		ev := errorEvent(turnKey+"/sandbox_vanished", "sandbox_unavailable_error", vanished.Error(), "")
+		if err := a.markProcessed(ctx, sid, batch); err != nil {
+			return nil, err
+		}
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}); err != nil {
+			return nil, err
+		}
+		res.Outcome = TurnStopped
+		return res, nil
+	case errors.As(runErr, &me) && me.Retryable:
+		key := fmt.Sprintf("%s/attempt/%d", turnKey, attempt)
+		if attempt+1 >= MaxModelAttempts {
+			ev := errorEvent(key, me.Type, me.Message, "exhausted")
+			if err := a.markProcessed(ctx, sid, batch); err != nil {
+				return nil, err
+			}
+			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}); err != nil {
+				return nil, err
+			}
+			res.Outcome = TurnIdle
+			return res, nil
+		}
+		ev := errorEvent(key, me.Type, me.Message, "retrying")
+		if err := a.complete(ctx, sid, key, pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, []*pb.NewEvent{ev}); err != nil {
+			return nil, err
+		}
+		delay := me.RetryAfter
+		if delay <= 0 {
+			delay = time.Duration(1<<attempt) * time.Second
+		}
+		res.Outcome, res.RetryAfter = TurnRetry, min(delay, time.Minute)
+		return res, nil
+	case errors.As(runErr, &me):
+		ev := errorEvent(turnKey+"/model_error", me.Type, me.Message, "")
+		if err := a.markProcessed(ctx, sid, batch); err != nil {
+			return nil, err
+		}
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}); err != nil {
+			return nil, err
+		}
+		res.Outcome = TurnStopped
+		return res, nil
+	}
+	// Anything else (ControlPlane unreachable, ...) fails the activity,
+	// which Temporal retries; the retry resumes the turn.
+	return nil, runErr
+}
+
+func errorEvent(key, typ, message, retryStatus string) *pb.NewEvent {
+	body := map[string]any{"type": typ, "message": message}
+	if retryStatus != "" {
+		body["retry_status"] = retryStatus
+	}
+	b, _ := json.Marshal(map[string]any{"error": body})
+	return &pb.NewEvent{Key: key + "/session_error", Type: "session.error", Body: string(b)}
+}
+
+func (a *TurnActivities) complete(ctx context.Context, sid, turnKey string, outcome pb.TurnOutcome, events []*pb.NewEvent) error {
+	_, err := a.ControlPlane.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: outcome, Events: events, TurnKey: turnKey})
+	if err != nil {
+		return fmt.Errorf("complete turn (%s): %w", outcome, err)
+	}
+	return nil
+}
+
+func (a *TurnActivities) markProcessed(ctx context.Context, sid string, evs []*pb.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(evs))
+	for _, e := range evs {
+		ids = append(ids, e.GetId())
+	}
+	_, err := a.ControlPlane.MarkTriggersProcessed(ctx, &pb.MarkTriggersProcessedRequest{SessionId: sid, EventIds: ids})
+	if err != nil {
+		return fmt.Errorf("mark triggers processed: %w", err)
+	}
+	return nil
+}
+
+func (a *TurnActivities) bindingQueue(ctx context.Context, sid string) (string, error) {
+	resp, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid})
+	if err != nil {
+		return "", err
+	}
+	return resp.GetBinding().GetTaskQueue(), nil
+}
+
+// heartbeat records heartbeats until stopped; heartbeat responses carry
+// the cancellation of an interrupted turn.
+func (a *TurnActivities) heartbeat(ctx context.Context) func() {
+	every := a.HeartbeatEvery
+	if every <= 0 {
+		every = 200 * time.Millisecond
+	}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(stop) }
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func projectTranscript(entries []*pb.TranscriptEntry) ([]model.Message, []string, error) {
+	conv := make([]model.Message, 0, len(entries))
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		var m model.Message
+		if err := json.Unmarshal([]byte(e.GetBody()), &m); err != nil {
+			return nil, nil, fmt.Errorf("decode transcript entry %s: %w", e.GetKey(), err)
+		}
+		conv = append(conv, m)
+		keys = append(keys, e.GetKey())
+	}
+	return conv, keys, nil
+}
+
+func userMessage(ev *pb.Event) (model.Message, error) {
+	var body struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(ev.GetBody()), &body); err != nil {
+		return model.Message{}, fmt.Errorf("decode user.message %s: %w", ev.GetId(), err)
+	}
+	msg := model.Message{Role: "user"}
+	for _, c := range body.Content {
+		msg.Content = append(msg.Content, model.Block{Type: "text", Text: c.Text})
+	}
+	return msg, nil
+}
+
+// answerOf interprets an answer trigger: the event id it answers, the
+// result to journal (journal) and whether it approves (ok).
+func answerOf(ev *pb.Event) (answered string, r tools.Result, journal, ok bool, err error) {
+	var ids struct {
+		ToolUseID       string `json:"tool_use_id"`
+		CustomToolUseID string `json:"custom_tool_use_id"`
+	}
+	if err := json.Unmarshal([]byte(ev.GetBody()), &ids); err != nil {
+		return "", r, false, false, err
+	}
+	answered = ids.ToolUseID
+	if answered == "" {
+		answered = ids.CustomToolUseID
+	}
+	r, journal, ok, err = agentruntime.Answer(ev.GetType(), json.RawMessage(ev.GetBody()))
+	return answered, r, journal, ok, err
+}

@@ -1,0 +1,124 @@
+package session
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
+)
+
+// continueAsNewAfter bounds a run's history (events) before it continues
+// as new.
+const continueAsNewAfter = 4000
+
+// SessionWorkflow runs a session's turns, one RunTurn activity per pending
+// trigger, in order. Wake-up signals (sent by the api-server after it
+// admits work) make it look for pending triggers; an interrupt signal
+// cancels the turn in flight (the activity ends it idle); a delete signal
+// stops the workflow. Transient model errors are retried after a delay,
+// the session rescheduled meanwhile. The first turn runs on the
+// provider's queue; once the session has a sandbox, turns run on the queue
+// its binding names (the host holding it, for local and docker).
+func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) error {
+	signals := workflow.GetSignalChannel(ctx, sessionwf.SignalWakeup)
+	queue := in.GetTaskQueue()
+	pending := true // started (or continued) because work may be waiting
+	attempt := 0
+	deleted := false
+
+	receive := func(sig *sessionv1.WakeupSignal, cancelTurn func()) {
+		switch sig.GetKind() {
+		case sessionv1.WakeupKind_WAKEUP_KIND_DELETE:
+			deleted = true
+			if cancelTurn != nil {
+				cancelTurn()
+			}
+		case sessionv1.WakeupKind_WAKEUP_KIND_INTERRUPT:
+			if cancelTurn != nil {
+				cancelTurn()
+			}
+			pending = true
+		default:
+			pending = true
+		}
+	}
+
+	for !deleted {
+		for {
+			var sig sessionv1.WakeupSignal
+			if !signals.ReceiveAsync(&sig) {
+				break
+			}
+			receive(&sig, nil)
+		}
+		if deleted {
+			break
+		}
+		if !pending {
+			if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+				return workflow.NewContinueAsNewError(ctx, SessionWorkflow,
+					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue})
+			}
+			var sig sessionv1.WakeupSignal
+			signals.Receive(ctx, &sig)
+			receive(&sig, nil)
+			continue
+		}
+		pending = false
+
+		turnCtx, cancelTurn := workflow.WithCancel(ctx)
+		opts := workflow.ActivityOptions{
+			TaskQueue:           queue,
+			StartToCloseTimeout: 30 * time.Minute,
+			HeartbeatTimeout:    time.Second,
+			WaitForCancellation: true,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
+		}
+		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(turnCtx, opts), RunTurnActivity,
+			RunTurnInput{SessionID: in.GetSessionId(), Attempt: attempt})
+		var res RunTurnResult
+		var runErr error
+		sel := workflow.NewSelector(ctx)
+		finished := false
+		sel.AddFuture(fut, func(f workflow.Future) {
+			finished = true
+			runErr = f.Get(ctx, &res)
+		})
+		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
+			var sig sessionv1.WakeupSignal
+			c.Receive(ctx, &sig)
+			receive(&sig, cancelTurn)
+		})
+		for !finished {
+			sel.Select(ctx)
+		}
+		cancelTurn()
+		var canceled *temporal.CanceledError
+		switch {
+		case errors.As(runErr, &canceled):
+			attempt = 0
+			pending = true // the turn was interrupted: look for queued work
+		case runErr != nil:
+			return runErr
+		default:
+			if res.TaskQueue != "" {
+				queue = res.TaskQueue
+			}
+			if res.Outcome == TurnRetry {
+				attempt++
+				if err := workflow.Sleep(ctx, res.RetryAfter); err != nil {
+					return err
+				}
+				pending = true
+				continue
+			}
+			attempt = 0
+			pending = pending || res.More
+		}
+	}
+	return nil
+}
