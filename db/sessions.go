@@ -253,13 +253,17 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		}
 		fresh = append(fresh, ev)
 	}
-	if change != nil && change.To != "" && change.To == cur.Status && len(change.StopReason) > 0 {
-		// Same status, new stop reason (an idle session whose required
-		// actions are partly answered): no status event.
+	if change != nil && change.To == StatusIdle && cur.Status == StatusIdle && len(change.StopReason) > 0 {
+		// Still idle with a new stop reason (required actions partly
+		// answered): announce the remaining ones with a new idle event.
 		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: change.StopReason, UpdatedAt: req.Now}); err != nil {
 			return nil, nil, err
 		}
 		cur.StopReason = change.StopReason
+		if change.EventID != "" {
+			fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(StatusIdle), Key: change.Key,
+				Body: json.RawMessage(`{"stop_reason":` + string(change.StopReason) + `}`)})
+		}
 	}
 	if change != nil && change.To != "" && change.To != cur.Status {
 		if err := CheckTransition(cur.Status, change.To); err != nil {

@@ -51,7 +51,7 @@ ok "generated code up to date"
 for m in api-server db execution-worker proto; do
 	if ! out="$(cd "$m" && go mod tidy -diff 2>&1)"; then
 		err "${m}/go.mod is not tidy; run \`(cd ${m} && go mod tidy)\` and commit:"
-		printf '%s\n' "$out" | head -n 40 >&2
+		printf '%s\n' "$out" | sed -n 1,40p >&2
 		exit 1
 	fi
 done

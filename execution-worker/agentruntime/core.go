@@ -350,19 +350,39 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			continue
 		}
 		if !done {
-			sb, err := run.Sandbox(ctx)
-			if err != nil {
+			// Journal the start first: if the worker dies mid-call, the
+			// retry finds a start without a result and reports the call as
+			// ambiguous instead of running it a second time.
+			if _, started, err := c.Store.ToolResult(ctx, useEventID+startedSuffix); err != nil {
 				return nil, nil, err
+			} else if started {
+				stored, err := c.Store.RecordToolResult(ctx, useEventID, ambiguous(u.Name))
+				if err != nil {
+					return nil, nil, err
+				}
+				r = &stored
+			} else {
+				if _, err := c.Store.RecordToolResult(ctx, useEventID+startedSuffix, tools.Result{Content: "started"}); err != nil {
+					return nil, nil, err
+				}
+				sb, err := run.Sandbox(ctx)
+				if err != nil {
+					return nil, nil, err
+				}
+				out, err := tools.Execute(ctx, sb, u.Name, input)
+				if err != nil {
+					return nil, nil, err
+				}
+				out, err = spillLarge(ctx, sb, useEventID, out)
+				if err != nil {
+					return nil, nil, err
+				}
+				stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
+				if err != nil {
+					return nil, nil, err
+				}
+				r = &stored
 			}
-			out, err := tools.Execute(ctx, sb, u.Name, input)
-			if err != nil {
-				return nil, nil, err
-			}
-			stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
-			if err != nil {
-				return nil, nil, err
-			}
-			r = &stored
 		}
 		if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
 			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
@@ -426,3 +446,32 @@ func Answer(eventType string, body json.RawMessage) (r tools.Result, journal, ap
 
 // MaxRoundsOrDefault returns the round cap in force.
 func (c *Core) MaxRoundsOrDefault() int { return c.maxRounds() }
+
+// startedSuffix marks the journal entry written before a tool runs.
+const startedSuffix = "/started"
+
+func ambiguous(tool string) tools.Result {
+	return tools.Result{IsError: true, Content: fmt.Sprintf("The %s call was interrupted by a worker failure: it may or may not have "+
+		"completed, and it was not run again. Check its effects before retrying.", tool)}
+}
+
+// MaxToolResultChars is the largest tool result sent to the model whole;
+// larger ones are written to a file in the sandbox and the model gets a
+// preview and the file's path.
+const MaxToolResultChars = 100_000
+
+const previewChars = 2_000
+
+func spillLarge(ctx context.Context, sb sandbox.Sandbox, id string, r tools.Result) (tools.Result, error) {
+	if len([]rune(r.Content)) <= MaxToolResultChars {
+		return r, nil
+	}
+	path := ".mango/tool-results/" + id + ".txt"
+	if err := sb.WriteFile(ctx, path, []byte(r.Content), 0o600); err != nil {
+		return r, fmt.Errorf("write large tool result: %w", err)
+	}
+	preview := []rune(r.Content)[:previewChars]
+	r.Content = fmt.Sprintf("%s\n\n[The full result (%d characters) is too large to show; it was saved to %s in the workspace. "+
+		"Use read with view_range, or grep, to inspect it.]", string(preview), len([]rune(r.Content)), path)
+	return r, nil
+}

@@ -213,11 +213,10 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		retry = false // the keyed change is idempotent on its own
 	}
 	out, sess, err := s.appendEvents(ctx, sid, evs, func(cur *db.Session) (*db.Change, error) {
-		if retry || (key == "" && cur.Status == to && to != db.StatusIdle) {
+		if retry || cur.Status == to {
+			// Already there: a retried call, or a turn that ended while an
+			// interrupt was ending it too — exactly one status event.
 			return nil, nil
-		}
-		if key != "" && cur.Status == to && to != db.StatusIdle {
-			return nil, nil // already there
 		}
 		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event), Key: key}, nil
 	})

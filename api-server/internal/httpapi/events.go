@@ -82,7 +82,7 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 				change.To, change.StopReason = db.StatusIdle, sr
 			}
 		}
-		if change.To != "" && change.To != cur.Status {
+		if change.To != "" && (change.To != cur.Status || len(change.StopReason) > 0) {
 			change.EventID = ids.New(ids.Event)
 		}
 		if change.WakeKind == "interrupt" && change.To == db.StatusRunning {

@@ -21,8 +21,9 @@ import (
 // RunTurnActivity is the activity that runs one turn.
 const RunTurnActivity = "RunTurn"
 
-// MaxModelAttempts bounds the tries of one turn on transient model errors.
-const MaxModelAttempts = 5
+// MaxModelAttempts bounds the tries of one turn on transient model errors:
+// after the third failure the turn ends idle with retries_exhausted.
+const MaxModelAttempts = 3
 
 // RunTurnInput is the input of RunTurn.
 type RunTurnInput struct {

@@ -1,0 +1,381 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+)
+
+// streamed is one event from the SDK stream, with its raw JSON.
+type streamed struct {
+	Type string
+	ID   string
+	Raw  string
+}
+
+// turnEnv is a server, a worker process and an SDK client.
+type turnEnv struct {
+	srv    *testserver.Server
+	client anthropic.Client
+	root   string
+	worker *worker
+}
+
+func newTurnEnv(t *testing.T) *turnEnv {
+	t.Helper()
+	srv := testserver.Start(t)
+	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+	e.worker = startWorker(t, srv, "wire-w1", e.root)
+	return e
+}
+
+// session creates a session for an agent with the given tools.
+func (e *turnEnv) session(t *testing.T, tools []anthropic.BetaAgentNewParamsToolUnion) string {
+	t.Helper()
+	ctx := context.Background()
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "turns",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: fmt.Sprintf("turns-%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+var toolset = []anthropic.BetaAgentNewParamsToolUnion{{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{}}}
+
+// watch opens the SDK stream (before anything is sent) and delivers its
+// events on a channel.
+func (e *turnEnv) watch(t *testing.T, sessionID string) <-chan streamed {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream := e.client.Beta.Sessions.Events.StreamEvents(ctx, sessionID, anthropic.BetaSessionEventStreamParams{})
+	out := make(chan streamed, 1024)
+	go func() {
+		defer close(out)
+		defer func() { _ = stream.Close() }()
+		for stream.Next() {
+			ev := stream.Current()
+			out <- streamed{Type: ev.Type, ID: ev.ID, Raw: ev.RawJSON()}
+		}
+	}()
+	return out
+}
+
+// until collects streamed events until one of type stop arrives.
+func until(t *testing.T, events <-chan streamed, stop string, timeout time.Duration) []streamed {
+	t.Helper()
+	var got []streamed
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("stream ended; got %v", typesOf(got))
+			}
+			got = append(got, ev)
+			if ev.Type == stop {
+				return got
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v; got %v", stop, timeout, typesOf(got))
+		}
+	}
+}
+
+func typesOf(evs []streamed) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// inOrder asserts that want appears in evs as a subsequence.
+func inOrder(t *testing.T, evs []streamed, want ...string) {
+	t.Helper()
+	i := 0
+	for _, e := range evs {
+		if i < len(want) && e.Type == want[i] {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Fatalf("events %v lack %v in order (matched %d)", typesOf(evs), want, i)
+	}
+}
+
+func last(evs []streamed, typ string) map[string]any {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(evs[i].Raw), &m)
+			return m
+		}
+	}
+	return nil
+}
+
+func count(evs []streamed, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *turnEnv) say(t *testing.T, sessionID, text string) {
+	t.Helper()
+	_, err := e.client.Beta.Sessions.Events.Send(context.Background(), sessionID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage(text)}})
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+func (e *turnEnv) sendRaw(t *testing.T, sessionID string, ev map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"events": []any{ev}})
+	r := do(t, e.srv, "POST", "/v1/sessions/"+sessionID+"/events", "application/json", b, nil)
+	if r.status != 200 {
+		t.Fatalf("send %v: %d %s", ev, r.status, r.body)
+	}
+}
+
+func resultText(m map[string]any) string {
+	content, _ := m["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	first, _ := content[0].(map[string]any)
+	s, _ := first["text"].(string)
+	return s
+}
+
+func stopReason(m map[string]any) (string, []any) {
+	sr, _ := m["stop_reason"].(map[string]any)
+	typ, _ := sr["type"].(string)
+	ids, _ := sr["event_ids"].([]any)
+	return typ, ids
+}
+
+func TestTurnThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.say(t, id, `#tool bash {"command":"echo from-bash-$((6*7))"}`)
+	evs := until(t, events, "session.status_idle", 30*time.Second)
+	inOrder(t, evs, "user.message", "session.status_running", "span.model_request_start", "agent.tool_use", "agent.tool_result",
+		"agent.message", "span.model_request_end", "session.status_idle")
+	if r := last(evs, "agent.tool_result"); !strings.Contains(resultText(r), "from-bash-42") || r["is_error"] == true {
+		t.Errorf("tool result = %v, want the command's real output", r)
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
+		t.Errorf("stop reason = %q", typ)
+	}
+
+	// Turn 2 reads what turn 1... the same sandbox across turns.
+	e.say(t, id, `#tool write {"file_path":"notes/a.txt","content":"kept across turns"}`)
+	until(t, events, "session.status_idle", 30*time.Second)
+	e.say(t, id, `#tool read {"file_path":"notes/a.txt"}`)
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if r := last(evs, "agent.tool_result"); !strings.Contains(resultText(r), "kept across turns") {
+		t.Errorf("read in turn 3 = %v", r)
+	}
+}
+
+func TestClientActionsThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	custom := func(name string) anthropic.BetaAgentNewParamsToolUnion {
+		return anthropic.BetaAgentNewParamsToolUnion{OfCustom: &anthropic.BetaManagedAgentsCustomToolParams{Name: name, Description: name,
+			InputSchema: anthropic.BetaManagedAgentsCustomToolInputSchemaParam{Properties: map[string]any{}}}}
+	}
+	ask := anthropic.BetaAgentNewParamsToolUnion{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{
+		DefaultConfig: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParams{PermissionPolicy: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParamsPermissionPolicyUnion{
+			OfAlwaysAsk: &anthropic.BetaManagedAgentsAlwaysAskPolicyParam{}}}}}
+	id := e.session(t, []anthropic.BetaAgentNewParamsToolUnion{custom("get_weather"), custom("get_time"), ask})
+	events := e.watch(t, id)
+
+	// Two custom tools in one round: both must be answered.
+	e.say(t, id, "#parallel\n#tool get_weather {\"city\":\"Paris\"}\n#tool get_time {}")
+	evs := until(t, events, "session.status_idle", 30*time.Second)
+	typ, ids := stopReason(last(evs, "session.status_idle"))
+	if typ != "requires_action" || len(ids) != 2 || count(evs, "agent.custom_tool_use") != 2 {
+		t.Fatalf("parked = %q %v (%v)", typ, ids, typesOf(evs))
+	}
+	e.sendRaw(t, id, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": ids[0],
+		"content": []any{map[string]any{"type": "text", "text": "sunny"}}})
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if typ, rest := stopReason(last(evs, "session.status_idle")); typ != "requires_action" || len(rest) != 1 || rest[0] != ids[1] {
+		t.Fatalf("after a partial answer: %q %v, want requires_action listing %v", typ, rest, ids[1])
+	}
+	e.sendRaw(t, id, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": ids[1],
+		"content": []any{map[string]any{"type": "text", "text": "noon"}}})
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	msg := resultText(last(evs, "agent.message"))
+	if !strings.Contains(msg, "sunny") || !strings.Contains(msg, "noon") {
+		t.Errorf("final message %q lacks the answers", msg)
+	}
+
+	// always_ask: deny, then allow.
+	e.say(t, id, `#tool bash {"command":"echo allowed-run"}`)
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	use := last(evs, "agent.tool_use")
+	if use["evaluated_permission"] != "ask" {
+		t.Fatalf("tool_use = %v", use)
+	}
+	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "deny", "deny_message": "not today"})
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if r := last(evs, "agent.tool_result"); r["is_error"] != true || !strings.Contains(resultText(r), "not today") {
+		t.Errorf("denied result = %v", r)
+	}
+	e.say(t, id, `#tool bash {"command":"echo allowed-run"}`)
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	use = last(evs, "agent.tool_use")
+	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "allow"})
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if r := last(evs, "agent.tool_result"); r["is_error"] == true || !strings.Contains(resultText(r), "allowed-run") {
+		t.Errorf("allowed result = %v", r)
+	}
+}
+
+func TestInterruptAndLimitsThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+
+	// Interrupt during `sleep` in bash: idle within 2 s, the process gone.
+	e.say(t, id, `#tool bash {"command":"sleep 29.5"}`)
+	until(t, events, "agent.tool_use", 30*time.Second)
+	start := time.Now()
+	e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
+	evs := until(t, events, "session.status_idle", 10*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("interrupt took %v", d)
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
+		t.Errorf("interrupted stop reason = %q", typ)
+	}
+	e.say(t, id, `#tool bash {"command":"ps -eo args | grep -c '^sleep 29[.]5' || true"}`)
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "0" {
+		t.Errorf("sleep processes after the interrupt: %q, want 0", got)
+	}
+
+	// Interrupt during a slow stream.
+	e.say(t, id, "#slow 500ms\n#reply one two three four five six seven eight nine ten")
+	until(t, events, "span.model_request_start", 30*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	start = time.Now()
+	e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
+	until(t, events, "session.status_idle", 10*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("interrupting a slow stream took %v", d)
+	}
+
+	// The never-ending tool loop stops after exactly 20 rounds.
+	e.say(t, id, "#loop")
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if n := count(evs, "span.model_request_start"); n != 20 {
+		t.Errorf("model requests = %d, want 20", n)
+	}
+	if errEv := last(evs, "session.error"); errEv == nil || errEv["error"].(map[string]any)["type"] != "tool_use_limit_reached_error" {
+		t.Errorf("round cap error = %v", errEv)
+	}
+
+	// Two overloaded errors then success; then four → retries exhausted.
+	e.say(t, id, "#error overloaded 2\n#reply made it")
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if count(evs, "session.error") != 2 || count(evs, "session.status_rescheduled") != 2 {
+		t.Errorf("retry events = %v", typesOf(evs))
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" || resultText(last(evs, "agent.message")) != "made it" {
+		t.Errorf("after retries: %v", typesOf(evs))
+	}
+	e.say(t, id, "#error overloaded 4\n#reply never")
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "retries_exhausted" {
+		t.Errorf("four errors: stop reason %q (%v)", typ, typesOf(evs))
+	}
+	if st := last(evs, "session.error")["error"].(map[string]any)["retry_status"]; st != "exhausted" {
+		t.Errorf("last session.error retry_status = %v", st)
+	}
+}
+
+// TestWorkerCrashMidTurn kills the worker (SIGKILL) while the second of two
+// tools runs: a new worker finishes the turn, no event is duplicated, the
+// completed tool is not run again and the interrupted one is reported
+// ambiguous instead of re-run.
+func TestWorkerCrashMidTurn(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.say(t, id, "#tool bash {\"command\":\"echo one >> runs.log\"}\n#tool bash {\"command\":\"echo two >> runs.log; sleep 20\"}")
+	until(t, events, "agent.tool_use", 30*time.Second)
+	until(t, events, "agent.tool_use", 30*time.Second) // the second tool is running
+	time.Sleep(300 * time.Millisecond)
+	e.worker.stop(syscall.SIGKILL)
+	startWorker(t, e.srv, "wire-w1", e.root) // the same host comes back
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	if r := last(evs, "agent.tool_result"); r["is_error"] != true || !strings.Contains(resultText(r), "may or may not have completed") {
+		t.Errorf("in-flight tool result = %v, want ambiguous", r)
+	}
+	page, err := e.client.Beta.Sessions.Events.List(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, ev := range page.Data {
+		seen[ev.Type]++
+	}
+	if seen["agent.tool_use"] != 2 || seen["agent.tool_result"] != 2 || seen["session.status_idle"] != 1 || seen["agent.message"] != 1 {
+		t.Errorf("event counts after the crash: %v", seen)
+	}
+	data, err := os.ReadFile(filepath.Join(e.root, sandboxDir(t, e.root), "runs.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != "one\ntwo\n" {
+		t.Errorf("runs.log = %q, want each tool run exactly once", data)
+	}
+}
+
+func sandboxDir(t *testing.T, root string) string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if en.IsDir() {
+			return en.Name()
+		}
+	}
+	t.Fatalf("no workspace under %s", root)
+	return ""
+}

@@ -1,0 +1,113 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+)
+
+// The api-server never imports worker code: these tests build the
+// execution-worker binary and run it as a process, as in production.
+var (
+	workerOnce sync.Once
+	workerBin  string
+	workerErr  error
+)
+
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	workerOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			workerErr = err
+			return
+		}
+		for ; ; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+				break
+			}
+			if filepath.Dir(dir) == dir {
+				workerErr = fmt.Errorf("go.work not found")
+				return
+			}
+		}
+		out, err := os.MkdirTemp("", "mango-worker-")
+		if err != nil {
+			workerErr = err
+			return
+		}
+		workerBin = filepath.Join(out, "execution-worker")
+		cmd := exec.Command("go", "build", "-o", workerBin, "./execution-worker/cmd/execution-worker")
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			workerErr = fmt.Errorf("build execution-worker: %v\n%s", err, b)
+		}
+	})
+	if workerErr != nil {
+		t.Fatal(workerErr)
+	}
+	return workerBin
+}
+
+// worker is a running execution-worker process.
+type worker struct {
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan struct{}
+}
+
+// startWorker runs a worker for srv with the local sandbox rooted at root.
+func startWorker(t *testing.T, srv *testserver.Server, id, root string) *worker {
+	t.Helper()
+	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
+	if temporal == "" {
+		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+			t.Fatal("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
+		}
+		t.Skip("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
+	}
+	cmd := exec.Command(buildWorker(t))
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"MANGO_TEMPORAL_HOSTPORT=" + temporal, "MANGO_CONTROLPLANE_ADDR=" + srv.GRPCAddr,
+		"MANGO_WORKER_TOKEN=" + srv.WorkerToken, "MANGO_TASK_QUEUE_PREFIX=" + srv.TaskQueuePrefix,
+		"MANGO_SANDBOX=local", "MANGO_MODEL=fake", "MANGO_LOCAL_SANDBOX_ROOT=" + root,
+		"MANGO_WORKER_ID=" + id, "MANGO_SHUTDOWN_TIMEOUT=5s", "MANGO_LOG_LEVEL=warn", "MANGO_RECONCILE_INTERVAL=1h",
+	}
+	w := &worker{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = w.logs, w.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	go func() { _ = cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		w.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("worker %s output:\n%s", id, w.logs.String())
+		}
+	})
+	return w
+}
+
+func (w *worker) stop(sig syscall.Signal) {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	_ = w.cmd.Process.Signal(sig)
+	select {
+	case <-w.done:
+	case <-time.After(15 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-w.done
+	}
+}
