@@ -4,6 +4,7 @@
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
 //	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
+//	mango-bench -mode turns -turns 100            # one-bash-round turn latency, turns/s with 8 sessions
 //
 // It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
 // operation.
@@ -34,7 +35,8 @@ func run() error {
 	rate := flag.Float64("rate", 50, "operations per second for each measured operation")
 	duration := flag.Duration("duration", 20*time.Second, "measurement duration")
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up at the same rate")
-	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency")
+	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency; turns: agent turn latency (needs a worker)")
+	turns := flag.Int("turns", 100, "turns mode: sequential turns measured")
 	streams := flag.Int("streams", 100, "events mode: open SSE streams on the measured session")
 	senders := flag.Int("senders", 16, "events mode: concurrent senders for the throughput run")
 	flag.Parse()
@@ -46,8 +48,11 @@ func run() error {
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
 	}}
-	if *mode == "events" {
+	switch *mode {
+	case "events":
 		return runEvents(c, *rate, *duration, *streams, *senders)
+	case "turns":
+		return runTurns(c, *turns, 8, *duration)
 	}
 	if _, err := c.createAgent(); err != nil {
 		return err

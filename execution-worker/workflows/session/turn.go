@@ -331,6 +331,13 @@ func (a *TurnActivities) heartbeat(ctx context.Context) func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
 			activity.RecordHeartbeat(ctx)
 			select {
 			case <-stop:

@@ -48,6 +48,10 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 	}
 
 	for !deleted {
+		if ctx.Err() != nil {
+			// Cancelled (the session is being deleted): stop here.
+			return temporal.NewCanceledError("session workflow cancelled")
+		}
 		for {
 			var sig sessionv1.WakeupSignal
 			if !signals.ReceiveAsync(&sig) {
@@ -64,8 +68,9 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue})
 			}
 			var sig sessionv1.WakeupSignal
-			signals.Receive(ctx, &sig)
-			receive(&sig, nil)
+			if signals.Receive(ctx, &sig) {
+				receive(&sig, nil)
+			}
 			continue
 		}
 		pending = false

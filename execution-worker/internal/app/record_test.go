@@ -1,0 +1,98 @@
+package app_test
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
+)
+
+// TestRecordHistories records the histories the workflow replay tests
+// replay (workflows/session/testdata). It runs only when
+// MANGO_RECORD_HISTORIES names the output directory:
+//
+//	MANGO_RECORD_HISTORIES=$PWD/execution-worker/workflows/session/testdata \
+//	  go test ./execution-worker/internal/app -run TestRecordHistories
+//
+// Re-record after a deliberate change to a workflow's commands.
+func TestRecordHistories(t *testing.T) {
+	dir := os.Getenv("MANGO_RECORD_HISTORIES")
+	if dir == "" {
+		t.Skip("MANGO_RECORD_HISTORIES is not set")
+	}
+	srv, env := startStack(t)
+	stop := runWorker(t, env)
+	temporalBin, err := filepath.Abs("../../../bin/temporal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	export := func(name, workflowID string) {
+		t.Helper()
+		out, err := exec.Command(temporalBin, "workflow", "show", "--address", env["MANGO_TEMPORAL_HOSTPORT"],
+			"-w", workflowID, "--output", "json").Output()
+		if err != nil {
+			t.Fatalf("export %s: %v", workflowID, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle := func(session string, n int) []listedEvent {
+		return waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) >= n })
+	}
+
+	// turn: one bash round, then a plain reply in a second turn.
+	turn := srv.NewSession(t, "local")
+	sendMessage(t, srv, turn, `#tool bash {"command":"echo hi"}`)
+	waitIdle(turn, 1)
+	sendMessage(t, srv, turn, "#reply second")
+	waitIdle(turn, 2)
+
+	// park/resume: a custom tool.
+	park := newAgentSession(t, srv, []any{map[string]any{"type": "custom", "name": "lookup", "description": "d",
+		"input_schema": map[string]any{"type": "object"}}})
+	sendMessage(t, srv, park, `#tool lookup {}`)
+	evs := waitIdle(park, 1)
+	sendEvent(t, srv, park, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": lastOf(evs, "agent.custom_tool_use").ID,
+		"content": []any{map[string]any{"type": "text", "text": "found"}}})
+	waitIdle(park, 2)
+
+	// interrupt: a long bash command interrupted.
+	intr := srv.NewSession(t, "local")
+	sendMessage(t, srv, intr, `#tool bash {"command":"sleep 30"}`)
+	waitFor(t, srv, intr, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
+	sendEvent(t, srv, intr, map[string]any{"type": "user.interrupt"})
+	waitIdle(intr, 1)
+
+	// retry and exhaustion.
+	retry := srv.NewSession(t, "local")
+	sendMessage(t, srv, retry, "#error server 1\n#reply ok")
+	waitIdle(retry, 1)
+	exhausted := srv.NewSession(t, "local")
+	sendMessage(t, srv, exhausted, "#error server 3\n#reply never")
+	waitIdle(exhausted, 1)
+
+	// deletion of a session with a sandbox.
+	del := srv.NewSession(t, "local")
+	sendMessage(t, srv, del, `#tool bash {"command":"true"}`)
+	waitIdle(del, 1)
+	srv.Do(t, http.MethodDelete, "/v1/sessions/"+del, nil, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for sessionRows(t, srv, del) != 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	stop() // settle: histories of running workflows end at a stable point
+	export("turn", turn)
+	export("park_resume", park)
+	export("interrupt", intr)
+	export("retry", retry)
+	export("retries_exhausted", exhausted)
+	export("session_deleted", del)
+	export("deletion", "delete/"+del)
+	_ = cptest.Server{}
+}
