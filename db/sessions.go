@@ -61,6 +61,9 @@ type Event struct {
 	Body        json.RawMessage
 	CreatedAt   time.Time
 	ProcessedAt *time.Time
+	// Existed is set in Append's result on an event that was already
+	// stored under its key, so this call did not append it.
+	Existed bool
 }
 
 func eventFromRow(r dbsqlc.Event) Event {
@@ -244,7 +247,9 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		if ev.Key != "" {
 			existing, err := q.EventGetByKey(ctx, dbsqlc.EventGetByKeyParams{SessionID: sessionID, EventKey: &ev.Key})
 			if err == nil {
-				out = append(out, eventFromRow(existing))
+				e := eventFromRow(existing)
+				e.Existed = true
+				out = append(out, e)
 				continue
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
@@ -384,10 +389,10 @@ func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*
 }
 
 // SessionFence marks a session as being deleted: from this commit on no
-// event is admitted and reads answer not found. Streams are notified. When
-// the session has a sandbox binding (or intent), a "delete" outbox row is
-// written in the same transaction so a worker tears the sandbox down and
-// finalizes the deletion; bound reports it. It is idempotent, so an
+// event is admitted and reads answer not found. Streams are notified, and a
+// "delete" outbox row is written in the same transaction: a worker stops
+// the session's workflow, tears down its sandbox if it has one (bound
+// reports that) and finalizes the deletion. It is idempotent, so an
 // interrupted deletion can be resumed.
 func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (sess *Session, bound bool, err error) {
 	err = s.inTx(ctx, "fence session", func(q *dbsqlc.Queries) error {
@@ -401,10 +406,8 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 		if bound, err = q.SessionBindingExists(ctx, id); err != nil {
 			return err
 		}
-		if bound {
-			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
-				return err
-			}
+		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
+			return err
 		}
 		sess, err = sessionFromRow(row)
 		return err

@@ -74,6 +74,15 @@ test_env() {
 
 stack_up() { MANGO_STACK_STARTED_FILE="$STARTED_STACK" "${REPO_ROOT}/scripts/stack.sh" up test; }
 go_vet() { go vet "${PKGS[@]}"; }
+# The Docker sandbox image (FROM scratch + busybox, no registry), for the
+# tests that run a docker worker; skipped without a daemon.
+sandbox_image() {
+	if docker info >/dev/null 2>&1; then
+		"${REPO_ROOT}/scripts/build-sandbox-image.sh"
+	else
+		log "no Docker daemon: docker sandbox tests will skip (or fail with MANGO_REQUIRE_SERVICES=1)"
+	fi
+}
 go_test() { go test -count=1 -race=false -p 2 -timeout 20m "$@" "${PKGS[@]}"; }
 
 step "install tools" "${REPO_ROOT}/scripts/install-tools.sh"
@@ -81,6 +90,7 @@ step "stack up test" stack_up
 test_env
 log "MANGO_TEST_DATABASE_URL=${MANGO_TEST_DATABASE_URL} MANGO_TEST_TEMPORAL_HOSTPORT=${MANGO_TEST_TEMPORAL_HOSTPORT} MANGO_REQUIRE_SERVICES=1"
 step "go vet" go_vet
+step "sandbox image" sandbox_image
 step "go test" go_test "$@"
 step "dev smoke" "${REPO_ROOT}/scripts/dev-smoke.sh"
 step "make verify" "$MAKE" --no-print-directory verify

@@ -1,6 +1,7 @@
 package sessionwf_test
 
 import (
+	"strings"
 	"testing"
 
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
@@ -42,5 +43,29 @@ func TestKindFromOutbox(t *testing.T) {
 		if got != tt.want || ok != tt.wantOK {
 			t.Errorf("KindFromOutbox(%q) = %v, %v; want %v, %v", tt.kind, got, ok, tt.want, tt.wantOK)
 		}
+	}
+}
+
+func TestEventID(t *testing.T) {
+	t.Parallel()
+	a := sessionwf.EventID("sesn_A", "t1/0/message")
+	if a != sessionwf.EventID("sesn_A", "t1/0/message") {
+		t.Fatal("EventID is not deterministic")
+	}
+	if len(a) != len("sevt_")+24 || !strings.HasPrefix(a, "sevt_") {
+		t.Fatalf("EventID = %q, want sevt_ and 24 characters", a)
+	}
+	for _, c := range a[len("sevt_"):] {
+		if !strings.ContainsRune("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", c) {
+			t.Fatalf("EventID = %q has a non-base62 character %q", a, c)
+		}
+	}
+	seen := map[string]bool{a: true}
+	for _, other := range [][2]string{{"sesn_B", "t1/0/message"}, {"sesn_A", "t1/1/message"}, {"sesn_A\x00t1", "0/message"}} {
+		id := sessionwf.EventID(other[0], other[1])
+		if seen[id] {
+			t.Errorf("EventID(%q, %q) = %q collides", other[0], other[1], id)
+		}
+		seen[id] = true
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/outbox"
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -75,6 +76,7 @@ type Server struct {
 	http     *http.Server
 	httpLn   net.Listener
 	hub      *httpapi.Hub
+	previews *preview.Hub
 	relay    *outbox.Relay
 	cp       controlPlane
 }
@@ -138,12 +140,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		return id, err
 	}, 10*time.Second)
 	s.hub = httpapi.NewHub(pool, log.With("component", "event-hub"), reg)
+	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}})
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
-		Hub: s.hub, Providers: providers(cfg), Wake: s.relay.Deliver,
+		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Deliver,
 	})
 	s.http = &http.Server{
 		Handler:           api.Handler(),
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	if err := s.cp.listen(cfg, store, reg, log); err != nil {
+	if err := s.cp.listen(cfg, store, s.previews, reg, log); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -185,6 +188,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	defer stopHub()
 	go s.hub.Run(hubCtx)
+	go s.previews.Run(hubCtx)
 	// The relay stops after the HTTP drain (deferred) and before close.
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	relayDone := make(chan struct{})

@@ -22,9 +22,9 @@ type controlPlane struct {
 }
 
 // listen builds the gRPC server and binds MANGO_GRPC_ADDR.
-func (c *controlPlane) listen(cfg *config.Config, store *db.Store, reg prometheus.Registerer, log *slog.Logger) error {
+func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
-		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg,
+		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // GetRun implements pb.ControlPlaneServer.
@@ -99,7 +102,7 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if len(req.GetEvents()) == 0 {
 		return nil, invalid("events", "at least one is required")
 	}
-	evs, err := newEvents(req.GetEvents())
+	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +123,7 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 	if len(req.GetRequiredActionEventIds()) == 0 && len(req.GetRequiredActionEventKeys()) == 0 {
 		return nil, invalid("required_action_event_ids", "at least one event id or key is required")
 	}
-	evs, err := newEvents(req.GetEvents())
+	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +194,7 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	default:
 		return nil, invalid("outcome", "required")
 	}
-	evs, err := newEvents(req.GetEvents())
+	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +242,9 @@ func allStored(evs []db.NewEvent, stored map[string]string) bool {
 }
 
 // newEvents validates worker events and mints their identifiers.
-func newEvents(in []*pb.NewEvent) ([]db.NewEvent, error) {
+// newEvents validates worker events and gives each the id derived from its
+// key (sessionwf.EventID), the id the worker announced in its previews.
+func newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
 	out := make([]db.NewEvent, 0, len(in))
 	seen := make(map[string]bool, len(in))
 	for i, e := range in {
@@ -259,7 +264,7 @@ func newEvents(in []*pb.NewEvent) ([]db.NewEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, db.NewEvent{ID: ids.New(ids.Event), Type: e.GetType(), Body: body, Key: e.GetKey()})
+		out = append(out, db.NewEvent{ID: sessionwf.EventID(sessionID, e.GetKey()), Type: e.GetType(), Body: body, Key: e.GetKey()})
 	}
 	return out, nil
 }
@@ -267,43 +272,45 @@ func newEvents(in []*pb.NewEvent) ([]db.NewEvent, error) {
 // appendEvents appends evs through Store.Append, with the status change
 // decide returns (if any), and returns the stored events in request order.
 func (s *Server) appendEvents(ctx context.Context, sessionID string, evs []db.NewEvent, decide func(*db.Session) (*db.Change, error)) ([]*pb.Event, *db.Session, error) {
+	if s.previews != nil && slices.ContainsFunc(evs, func(e db.NewEvent) bool { return e.Type == "agent.message" || e.Type == "agent.thinking" }) {
+		// Subscribers on other replicas get the last deltas before the
+		// commit's notification (bounded: previews never hold a commit up
+		// for long).
+		s.previews.Sync(ctx, sessionID, 50*time.Millisecond)
+	}
 	sess, stored, err := s.store.Append(ctx, sessionID, &db.AppendRequest{Events: evs, Decide: decide, Now: s.now()})
 	if err != nil {
 		return nil, nil, err
 	}
 	// Append returns the events already present (in request order), then
-	// the new ones (in request order), then the status event, if any. New
-	// events carry the identifiers minted here.
-	minted := make(map[string]bool, len(evs))
-	for _, e := range evs {
-		minted[e.ID] = true
-	}
-	fresh := 0
+	// the new ones (in request order), then the status event, if any. The
+	// events already present were stored by an earlier call with the same
+	// keys (under the id derived from the key, or under a random id if
+	// stored by an older version); the new ones carry the ids given here.
+	var earlier []*db.Event
+	byID := make(map[string]*db.Event, len(stored))
+	appended := 0
 	for i := range stored {
-		if minted[stored[i].ID] {
-			fresh++
+		if stored[i].Existed {
+			earlier = append(earlier, &stored[i])
+			continue
 		}
-	}
-	earlier := len(evs) - fresh
-	if earlier < 0 || earlier > len(stored) {
-		return nil, nil, fmt.Errorf("append events to session %s: %d events stored for %d requested", sessionID, len(stored), len(evs))
-	}
-	byID := make(map[string]*db.Event, fresh)
-	for i := earlier; i < len(stored); i++ {
 		byID[stored[i].ID] = &stored[i]
+		appended++
 	}
 	out := make([]*pb.Event, 0, len(evs))
-	next := 0
 	for _, e := range evs {
 		ev, ok := byID[e.ID]
 		if !ok {
-			ev = &stored[next]
-			next++
+			if len(earlier) == 0 {
+				return nil, nil, fmt.Errorf("append events to session %s: event %q missing from the stored events", sessionID, e.Key)
+			}
+			ev, earlier = earlier[0], earlier[1:]
 		}
 		out = append(out, eventToPB(ev, e.Key))
 	}
-	if n := len(stored) - earlier; n > 0 {
-		s.metrics.appended.Add(float64(n))
+	if appended > 0 {
+		s.metrics.appended.Add(float64(appended))
 	}
 	return out, sess, nil
 }

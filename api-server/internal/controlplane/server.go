@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
@@ -40,16 +41,28 @@ type Deps struct {
 	Registry prometheus.Registerer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Previews receives the preview frames workers stream; nil drops them.
+	Previews PreviewSink
+}
+
+// PreviewSink receives preview frames (implemented by *preview.Hub). Publish
+// must not block.
+type PreviewSink interface {
+	Publish(frames []preview.Frame)
+	// Sync waits (briefly) until the session's frames received so far
+	// reached the other replicas.
+	Sync(ctx context.Context, sessionID string, maxWait time.Duration)
 }
 
 // Server implements pb.ControlPlaneServer over a [db.Store].
 type Server struct {
 	pb.UnimplementedControlPlaneServer
 
-	store   *db.Store
-	log     *slog.Logger
-	now     func() time.Time
-	metrics *metrics
+	store    *db.Store
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  *metrics
+	previews PreviewSink
 }
 
 // New returns the ControlPlane service.
@@ -64,7 +77,7 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m}, nil
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
@@ -189,11 +190,13 @@ func (s *Server) RecordWorkerHeartbeat(ctx context.Context, req *pb.RecordWorker
 	return &pb.RecordWorkerHeartbeatResponse{ServerTime: timestamppb.New(now)}, nil
 }
 
-// StreamPreviews implements pb.ControlPlaneServer. For now it drains and
-// counts the frames: forwarding them to stream subscribers (the preview
-// hub) comes with the previews issue.
+// StreamPreviews implements pb.ControlPlaneServer. It hands every frame to
+// the preview hub, which never blocks, so a worker's stream is drained as
+// fast as it sends; frames are not checked against the database (they are
+// ephemeral and only reach subscribers of the named session).
 func (s *Server) StreamPreviews(stream pb.ControlPlane_StreamPreviewsServer) error {
 	var n int64
+	var frames []preview.Frame
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -203,6 +206,25 @@ func (s *Server) StreamPreviews(stream pb.ControlPlane_StreamPreviewsServer) err
 			return err
 		}
 		n += int64(len(msg.GetFrames()))
+		if s.previews == nil {
+			continue
+		}
+		frames = frames[:0]
+		for _, f := range msg.GetFrames() {
+			fr := preview.Frame{SessionID: f.GetSessionId(), EventID: f.GetEventId(), EventType: f.GetEventType(),
+				Text: f.GetText(), Index: f.GetIndex()}
+			switch f.GetKind() {
+			case pb.PreviewFrameKind_PREVIEW_FRAME_KIND_START:
+				fr.Kind = preview.KindStart
+			case pb.PreviewFrameKind_PREVIEW_FRAME_KIND_DELTA:
+				fr.Kind = preview.KindDelta
+			}
+			if f.GetProducedAt() != nil {
+				fr.ProducedAt = f.GetProducedAt().AsTime()
+			}
+			frames = append(frames, fr)
+		}
+		s.previews.Publish(frames)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/metrics"
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 )
 
@@ -42,6 +43,9 @@ type Deps struct {
 	Wake func(ctx context.Context, sessionID string)
 	// Hub wakes SSE streams when events are committed (by any replica).
 	Hub *Hub
+	// Previews delivers preview frames to streams that asked for them
+	// with event_deltas[]; nil means streams receive no previews.
+	Previews *preview.Hub
 	// Providers are the sandbox providers sessions may use; the first is
 	// the default (MANGO_SANDBOX).
 	Providers []string

@@ -349,7 +349,7 @@ func (a *API) sessionDelete(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Fence first: from this commit on nothing is admitted, reads answer
 	// 404 and open streams end with session.deleted.
-	s, bound, err := a.deps.Store.SessionFence(ctx, id, a.now())
+	s, _, err := a.deps.Store.SessionFence(ctx, id, a.now())
 	if err != nil {
 		return sessionError(id, err)
 	}
@@ -358,15 +358,12 @@ func (a *API) sessionDelete(c echo.Context) error {
 			return fmt.Errorf("clean up session %s: %w", id, err)
 		}
 	}
-	if bound {
-		// A sandbox exists: a worker tears it down (the fence commit wrote
-		// the outbox row), removes the binding and finalizes the deletion,
-		// retrying until it succeeds, even across worker restarts.
-		if a.deps.Wake != nil {
-			a.deps.Wake(context.WithoutCancel(ctx), id)
-		}
-	} else if err := a.deps.Store.SessionDelete(ctx, id); err != nil && !errors.Is(err, db.ErrNotFound) {
-		return err
+	// A worker finishes the deletion (the fence commit wrote the outbox
+	// row): it stops the session's workflow, tears the sandbox down if
+	// there is one, removes the binding and deletes the row, retrying until
+	// it succeeds, even across worker restarts.
+	if a.deps.Wake != nil {
+		a.deps.Wake(context.WithoutCancel(ctx), id)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "session_deleted"})
 }

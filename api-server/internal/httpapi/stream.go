@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 )
 
@@ -28,7 +30,10 @@ const streamBatch = 500
 // Last-Event-ID receives every event committed after that one, so nothing is
 // lost across reconnects. Without it the stream starts at the end of the
 // log. Comment frames (`: ping`) keep idle connections open. When the
-// session is deleted the stream sends session.deleted and ends.
+// session is deleted the stream sends session.deleted and ends. With
+// event_deltas[] the stream also carries previews (event_start and
+// event_delta frames without id) from the preview hub; they are best
+// effort and may end without a committed event.
 func (a *API) eventStream(c echo.Context) error {
 	id, err := sessionID(c)
 	if err != nil {
@@ -45,12 +50,18 @@ func (a *API) eventStream(c echo.Context) error {
 		}
 		deltas = append(deltas, t)
 	}
-	_ = deltas // previews are delivered by the preview hub (a later issue)
 
 	ctx := c.Request().Context()
 	// Subscribe before reading the position, so no commit falls between.
 	wake, unsubscribe := a.deps.Hub.Subscribe(id)
 	defer unsubscribe()
+	var sub *preview.Subscription
+	var previews <-chan preview.Frame // nil (never ready) without event_deltas
+	if len(deltas) > 0 && a.deps.Previews != nil {
+		sub = a.deps.Previews.Subscribe(id, deltas)
+		defer sub.Close()
+		previews = sub.C
+	}
 	sess, err := a.deps.Store.SessionGet(ctx, id)
 	if err != nil {
 		return sessionError(id, err)
@@ -88,10 +99,51 @@ func (a *API) eventStream(c echo.Context) error {
 		return nil
 	}
 	woken := false
+	// writePreviews writes first (if any) and whatever else is queued, then
+	// flushes. Previews carry no id: they cannot be replayed.
+	var pending []preview.Frame
+	writePreviews := func(first *preview.Frame) error {
+		pending = pending[:0]
+		if first != nil {
+			pending = append(pending, *first)
+		}
+	queued:
+		for len(pending) < 128 {
+			select {
+			case f := <-previews:
+				pending = append(pending, f)
+			default:
+				break queued
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		for i := range pending {
+			if err := writePreview(w, &pending[i]); err != nil {
+				return err
+			}
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		now := time.Now()
+		for i := range pending {
+			sub.Written(pending[i], now)
+		}
+		return nil
+	}
 
 	heartbeat := time.NewTicker(a.heartbeatInterval())
 	defer heartbeat.Stop()
 	for {
+		// Previews received before the wake-up precede the commit that
+		// caused it: write them first.
+		if previews != nil {
+			if err := writePreviews(nil); err != nil {
+				return nil
+			}
+		}
 		// Drain everything committed after seq.
 		delivered := 0
 		for {
@@ -105,6 +157,9 @@ func (a *API) eventStream(c echo.Context) error {
 			for i := range events {
 				if err := writeFrame(w, events[i].ID, events[i].Type, events[i].JSON()); err != nil {
 					return nil
+				}
+				if sub != nil && slices.Contains(previewableTypes, events[i].Type) {
+					sub.Committed(events[i].ID)
 				}
 				seq = events[i].Seq
 			}
@@ -127,22 +182,50 @@ func (a *API) eventStream(c echo.Context) error {
 			}
 		}
 		woken = false
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-a.deps.Hub.Done():
-			return nil // shutting down; the client reconnects elsewhere
-		case <-heartbeat.C:
-			if _, err := w.WriteString(": ping\n\n"); err != nil {
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
 				return nil
+			case <-a.deps.Hub.Done():
+				return nil // shutting down; the client reconnects elsewhere
+			case <-heartbeat.C:
+				if _, err := w.WriteString(": ping\n\n"); err != nil {
+					return nil
+				}
+				if err := flush(); err != nil {
+					return nil
+				}
+				break wait
+			case <-wake:
+				woken = true
+				break wait
+			case f := <-previews:
+				// Nothing was committed: keep waiting without reading the log.
+				if err := writePreviews(&f); err != nil {
+					return nil
+				}
 			}
-			if err := flush(); err != nil {
-				return nil
-			}
-		case <-wake:
-			woken = true
 		}
 	}
+}
+
+// writePreview writes an event_start or event_delta frame in the shapes of
+// the SDK's BetaManagedAgentsStartEvent and BetaManagedAgentsDeltaEvent.
+func writePreview(w *bufio.Writer, f *preview.Frame) error {
+	var b []byte
+	if f.Kind == preview.KindStart {
+		b = fmt.Appendf(nil, `{"type":"event_start","event":{"id":%s,"type":%s}}`, jsonString(f.EventID), jsonString(f.EventType))
+		return writeFrame(w, "", "event_start", b)
+	}
+	b = fmt.Appendf(nil, `{"type":"event_delta","event_id":%s,"delta":{"type":"content_delta","content":{"type":"text","text":%s},"index":%d}}`,
+		jsonString(f.EventID), jsonString(f.Text), f.Index)
+	return writeFrame(w, "", "event_delta", b)
+}
+
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
 }
 
 func writeFrame(w *bufio.Writer, id, typ string, data []byte) error {

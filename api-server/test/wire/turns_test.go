@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
@@ -378,4 +380,87 @@ func sandboxDir(t *testing.T, root string) string {
 	}
 	t.Fatalf("no workspace under %s", root)
 	return ""
+}
+
+// TestTurnOnDockerThroughSDK runs the bash turn with a docker worker: the
+// command runs in the session's container.
+func TestTurnOnDockerThroughSDK(t *testing.T) {
+	t.Parallel()
+	if err := exec.Command("docker", "image", "inspect", "mango-sandbox:latest").Run(); err != nil {
+		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("image mango-sandbox:latest not available (scripts/build-sandbox-image.sh): %v", err)
+		}
+		t.Skip("no Docker daemon or sandbox image")
+	}
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SANDBOX_PROVIDERS", "local,docker"))
+	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+	startWorkerWith(t, srv, "wire-docker-1", e.root, map[string]string{"MANGO_SANDBOX": "docker"})
+	ctx := context.Background()
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "docker-turns",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: fmt.Sprintf("docker-%d", time.Now().UnixNano()),
+		Metadata: map[string]string{"mango.sandbox": "docker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Deleting tears the container down through the worker.
+		_, _ = e.client.Beta.Sessions.Delete(context.Background(), s.ID, anthropic.BetaSessionDeleteParams{})
+		// The row goes once the container is torn down and unbound.
+		pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
+		if err != nil {
+			return
+		}
+		defer pool.Close()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			var n int
+			if pool.QueryRow(context.Background(), "SELECT count(*) FROM sessions WHERE id = $1", s.ID).Scan(&n) == nil && n == 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("session %s not deleted (container teardown) within 60s", s.ID)
+	})
+	events := e.watch(t, s.ID)
+	e.say(t, s.ID, `#tool bash {"command":"echo in-$(pwd); cat /proc/1/cgroup >/dev/null && echo container"}`)
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	inOrder(t, evs, "session.status_running", "span.model_request_start", "agent.tool_use", "agent.tool_result",
+		"agent.message", "span.model_request_end", "session.status_idle")
+	if r := resultText(last(evs, "agent.tool_result")); !strings.Contains(r, "in-/workspace") {
+		t.Errorf("tool result = %q, want it to run in /workspace of the container", r)
+	}
+}
+
+// TestWorkerCrashMidStream kills the worker while the model's reply is
+// streaming: the new worker re-asks the model and commits exactly one
+// agent.message for the turn.
+func TestWorkerCrashMidStream(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.say(t, id, "#slow 200ms\n#reply alpha beta gamma delta epsilon zeta eta theta")
+	until(t, events, "span.model_request_start", 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	e.worker.stop(syscall.SIGKILL)
+	startWorker(t, e.srv, "wire-w1", e.root)
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	if n := count(evs, "agent.message"); n != 1 {
+		t.Errorf("agent.message events = %d, want 1 (%v)", n, typesOf(evs))
+	}
+	if got := resultText(last(evs, "agent.message")); got != "alpha beta gamma delta epsilon zeta eta theta" {
+		t.Errorf("message = %q", got)
+	}
+	if n := count(evs, "session.status_idle"); n != 1 {
+		t.Errorf("idle events = %d, want 1", n)
+	}
 }

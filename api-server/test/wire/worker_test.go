@@ -67,6 +67,13 @@ type worker struct {
 // startWorker runs a worker for srv with the local sandbox rooted at root.
 func startWorker(t *testing.T, srv *testserver.Server, id, root string) *worker {
 	t.Helper()
+	return startWorkerWith(t, srv, id, root, nil)
+}
+
+// startWorkerWith is startWorker with extra environment (e.g. another
+// MANGO_SANDBOX).
+func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extra map[string]string) *worker {
+	t.Helper()
 	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
 	if temporal == "" {
 		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
@@ -81,6 +88,9 @@ func startWorker(t *testing.T, srv *testserver.Server, id, root string) *worker 
 		"MANGO_WORKER_TOKEN=" + srv.WorkerToken, "MANGO_TASK_QUEUE_PREFIX=" + srv.TaskQueuePrefix,
 		"MANGO_SANDBOX=local", "MANGO_MODEL=fake", "MANGO_LOCAL_SANDBOX_ROOT=" + root,
 		"MANGO_WORKER_ID=" + id, "MANGO_SHUTDOWN_TIMEOUT=5s", "MANGO_LOG_LEVEL=warn", "MANGO_RECONCILE_INTERVAL=1h",
+	}
+	for k, v := range extra {
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	w := &worker{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs

@@ -21,6 +21,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
+	"github.com/mangohq/mango/execution-worker/preview"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
@@ -102,12 +103,16 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("model client: %w", err)
 	}
-	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID}
+	// One long-lived preview stream per worker; turns never wait for it.
+	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
+	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
+		Previews: previews.Session}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
 	go reconciler.Run(reconcileCtx)
+	go previews.Run(reconcileCtx)
 	var capabilities []string
 	if c, ok := provider.(sandbox.Capable); ok {
 		capabilities = c.Capabilities()

@@ -30,10 +30,13 @@ func TestRecordHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	export := func(name, workflowID string) {
+	export := func(name, workflowID string, runID ...string) {
 		t.Helper()
-		out, err := exec.Command(temporalBin, "workflow", "show", "--address", env["MANGO_TEMPORAL_HOSTPORT"],
-			"-w", workflowID, "--output", "json").Output()
+		args := []string{"workflow", "show", "--address", env["MANGO_TEMPORAL_HOSTPORT"], "-w", workflowID, "--output", "json"}
+		if len(runID) > 0 {
+			args = append(args, "--run-id", runID[0])
+		}
+		out, err := exec.Command(temporalBin, args...).Output()
 		if err != nil {
 			t.Fatalf("export %s: %v", workflowID, err)
 		}
@@ -86,6 +89,14 @@ func TestRecordHistories(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// continue-as-new: a small history limit.
+	can := srv.NewSession(t, "local")
+	canRun := startSessionWorkflow(t, env, can, 20)
+	for i := 1; i <= 3; i++ {
+		sendMessage(t, srv, can, "#reply again")
+		waitIdle(can, i)
+	}
+
 	stop() // settle: histories of running workflows end at a stable point
 	export("turn", turn)
 	export("park_resume", park)
@@ -94,5 +105,6 @@ func TestRecordHistories(t *testing.T) {
 	export("retries_exhausted", exhausted)
 	export("session_deleted", del)
 	export("deletion", "delete/"+del)
+	export("continue_as_new", can, canRun)
 	_ = cptest.Server{}
 }

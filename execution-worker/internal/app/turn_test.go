@@ -1,8 +1,16 @@
 package app_test
 
 import (
+	"context"
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
+	"go.temporal.io/sdk/client"
+	"os"
+	"path/filepath"
+
 	"encoding/json"
 	"fmt"
+	enums "go.temporal.io/api/enums/v1"
 	"net/http"
 	"strings"
 	"testing"
@@ -307,4 +315,118 @@ func TestInterruptEndsTurn(t *testing.T) {
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "still here" {
 		t.Errorf("after the interrupt: %s", types(evs))
 	}
+}
+
+// TestDeleteStopsWorkflow: deleting a session that has run a turn (no
+// sandbox) stops its workflow and deletes its row.
+func TestDeleteStopsWorkflow(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := newAgentSession(t, srv, []any{})
+	sendMessage(t, srv, session, "#reply hi")
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	srv.Do(t, http.MethodDelete, "/v1/sessions/"+session, nil, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for sessionRows(t, srv, session) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("session row not deleted within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
+	for {
+		desc, err := c.DescribeWorkflow(context.Background(), session, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := desc.Status; st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("session workflow still running after the deletion")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestVanishedSandboxFailsSession: the session's workspace removed behind
+// Mango's back makes the next turn fail with a session.error naming the
+// sandbox; nothing replaces it.
+func TestVanishedSandboxFailsSession(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, `#tool bash {"command":"echo x > kept.txt"}`)
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	root := env["MANGO_LOCAL_SANDBOX_ROOT"]
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
+	errEv := lastOf(evs, "session.error")
+	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "sandbox_unavailable_error" || !strings.Contains(string(errEv.Raw), "no longer exists") {
+		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("a replacement sandbox was created: %v", entries)
+	}
+}
+
+// TestContinueAsNew: a session workflow whose history passes its limit
+// continues as new while idle and keeps serving turns.
+func TestContinueAsNew(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	firstRun := startSessionWorkflow(t, env, session, 20)
+	for i := 1; i <= 3; i++ {
+		sendMessage(t, srv, session, fmt.Sprintf("#reply turn %d", i))
+		waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == i })
+	}
+	// The workflow continues as new once it processed the last turn's
+	// result, just after the idle event: poll.
+	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		desc, err := c.DescribeWorkflow(context.Background(), session, firstRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := desc.Status
+		if st == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first run status = %v, want continued as new", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// And the new run serves the next turn.
+	sendMessage(t, srv, session, "#reply after")
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })
+}
+
+// startSessionWorkflow starts a session's workflow directly with a small
+// history limit (the api-server's outbox then signals this run).
+func startSessionWorkflow(t *testing.T, env map[string]string, session string, limit int32) string {
+	t.Helper()
+	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
+	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID:        session,
+		TaskQueue: sessionwf.Queues{Prefix: env["MANGO_TASK_QUEUE_PREFIX"]}.Provider("local"),
+	}, sessionwf.WorkflowType, &sessionv1.SessionWorkflowInput{SessionId: session, Provider: "local", HistoryLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.GetRunID()
 }

@@ -12,6 +12,8 @@ package temporaltest
 import (
 	"os"
 	"testing"
+
+	"go.temporal.io/sdk/client"
 )
 
 // Environment variables read by [HostPort].
@@ -33,4 +35,15 @@ func HostPort(t testing.TB) string {
 	}
 	t.Skipf("%s not set; skipping test that needs a Temporal server", EnvHostPort)
 	return ""
+}
+
+// Dial returns a Temporal client of hostPort, closed when the test ends.
+func Dial(t testing.TB, hostPort string) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: hostPort})
+	if err != nil {
+		t.Fatalf("dial Temporal at %s: %v", hostPort, err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

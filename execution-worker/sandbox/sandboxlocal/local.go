@@ -524,6 +524,11 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// A workspace removed behind Mango's back is a vanished sandbox, not a
+	// command failure.
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, s.gone()
+	}
 	env, err := s.environ(req.Env)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)

@@ -10,6 +10,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
@@ -40,6 +42,7 @@ const (
 	TurnParked  = "parked"     // requires_action
 	TurnRetry   = "retry"      // transient model error: try again after RetryAfter
 	TurnStopped = "terminated" // unrecoverable
+	TurnGone    = "gone"       // the session was deleted: the workflow ends
 )
 
 // RunTurnResult is what RunTurn reports.
@@ -61,7 +64,7 @@ type TurnActivities struct {
 	Manager      *sandbox.SessionManager
 	Model        model.Client
 	ModelID      string
-	Preview      agentruntime.Previewer
+	Previews     func(sessionID string) agentruntime.Previewer // per-turn preview sink; nil: none
 	MaxRounds    int
 	// HeartbeatEvery spaces heartbeats (which carry cancellation).
 	HeartbeatEvery time.Duration
@@ -84,6 +87,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	defer stopBeat()
 	sid := in.SessionID
 	run, err := a.ControlPlane.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
+	if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
+		// Deleted, or being deleted: nothing more to run, ever.
+		return &RunTurnResult{Outcome: TurnGone}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load run of session %s: %w", sid, err)
 	}
@@ -167,7 +174,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	if err != nil {
 		return nil, err
 	}
-	core := &agentruntime.Core{Model: a.Model, Store: store, Preview: a.Preview, MaxRounds: a.MaxRounds, ModelID: a.ModelID}
+	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID}
+	if a.Previews != nil {
+		core.Preview = a.Previews(sid)
+	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, sandbox.Spec{}) },
@@ -229,8 +239,17 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
 	var vanished *sandbox.VanishedError
 	var me *model.Error
+	if !errors.As(runErr, &vanished) && errors.Is(runErr, sandbox.ErrNotFound) {
+		// The cached sandbox disappeared between turns or mid-turn.
+		a.Manager.Forget(sid)
+		ref := sandbox.Ref{}
+		if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid}); err == nil {
+			ref = sandbox.Ref{Provider: b.GetBinding().GetProvider(), ID: b.GetBinding().GetExternalId()}
+		}
+		vanished = &sandbox.VanishedError{SessionID: sid, Ref: ref}
+	}
 	switch {
-	case errors.As(runErr, &vanished):
+	case vanished != nil:
 		ev := errorEvent(turnKey+"/sandbox_vanished", "sandbox_unavailable_error", vanished.Error(), "")
 		if err := a.markProcessed(ctx, sid, batch); err != nil {
 			return nil, err

@@ -63,14 +63,24 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			break
 		}
 		if !pending {
-			if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
-				return workflow.NewContinueAsNewError(ctx, SessionWorkflow,
-					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue})
+			limit := continueAsNewAfter
+			if l := int(in.GetHistoryLimit()); l > 0 {
+				limit = l
 			}
-			var sig sessionv1.WakeupSignal
-			if signals.Receive(ctx, &sig) {
+			if workflow.GetInfo(ctx).GetCurrentHistoryLength() > limit {
+				return workflow.NewContinueAsNewError(ctx, sessionwf.WorkflowType,
+					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue, HistoryLimit: in.GetHistoryLimit()})
+			}
+			// Wait for a signal or for cancellation (the deletion workflow
+			// cancels this one): a blocking Receive alone ignores the latter.
+			idle := workflow.NewSelector(ctx)
+			idle.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
+				var sig sessionv1.WakeupSignal
+				c.Receive(ctx, &sig)
 				receive(&sig, nil)
-			}
+			})
+			idle.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			idle.Select(ctx)
 			continue
 		}
 		pending = false
@@ -98,6 +108,7 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			c.Receive(ctx, &sig)
 			receive(&sig, cancelTurn)
 		})
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelTurn() })
 		for !finished {
 			sel.Select(ctx)
 		}
@@ -110,6 +121,9 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 		case runErr != nil:
 			return runErr
 		default:
+			if res.Outcome == TurnGone {
+				return nil
+			}
 			if res.TaskQueue != "" {
 				queue = res.TaskQueue
 			}

@@ -109,7 +109,10 @@ type SessionWorkflowInput struct {
 	// Task queue that reaches the session's sandbox, carried across
 	// continue-as-new; empty until the session has a sandbox (turns then run
 	// on the workflow's own queue).
-	TaskQueue     string `protobuf:"bytes,3,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	TaskQueue string `protobuf:"bytes,3,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	// History length (events) after which an idle workflow continues as new;
+	// 0 means the default (4000). Carried across continue-as-new.
+	HistoryLimit  int32 `protobuf:"varint,4,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +166,13 @@ func (x *SessionWorkflowInput) GetTaskQueue() string {
 		return x.TaskQueue
 	}
 	return ""
+}
+
+func (x *SessionWorkflowInput) GetHistoryLimit() int32 {
+	if x != nil {
+		return x.HistoryLimit
+	}
+	return 0
 }
 
 // WakeupSignal is the payload of the "wakeup" signal. It is a hint: the
@@ -246,13 +256,14 @@ var File_mango_session_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_mango_session_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"p\n" +
+	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x01\n" +
 	"\x14SessionWorkflowInput\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
-	"task_queue\x18\x03 \x01(\tR\ttaskQueue\"\xb9\x01\n" +
+	"task_queue\x18\x03 \x01(\tR\ttaskQueue\x12#\n" +
+	"\rhistory_limit\x18\x04 \x01(\x05R\fhistoryLimit\"\xb9\x01\n" +
 	"\fWakeupSignal\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.mango.session.v1.WakeupKindR\x04kind\x12\x1d\n" +
 	"\n" +

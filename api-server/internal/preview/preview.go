@@ -1,0 +1,428 @@
+// Package preview delivers ephemeral preview frames (event_start and
+// event_delta of agent.message / agent.thinking) from execution workers to
+// the SSE streams that asked for them with event_deltas[]. Frames are never
+// stored: a worker sends them over the ControlPlane's StreamPreviews to one
+// api-server replica, whose Hub hands them to its own subscribers at once
+// and relays them to the other replicas through PostgreSQL NOTIFY on
+// [Channel]. Every buffer is bounded and every hand-off is non-blocking:
+// when a subscriber, the relay or PostgreSQL cannot keep up, frames are
+// dropped (and counted), never waited for, so previews cannot slow a turn,
+// the committed event stream or another subscriber.
+package preview
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Channel is the PostgreSQL NOTIFY channel previews are relayed on between
+// api-server replicas. It is separate from the committed events' channel, so
+// preview traffic never wakes event streams.
+const Channel = "mango_previews"
+
+// Kind distinguishes the frames of one previewed event.
+type Kind uint8
+
+// Frame kinds.
+const (
+	// KindStart is an event_start: a previewed event begins.
+	KindStart Kind = 1
+	// KindDelta is an event_delta: more text of a previewed event.
+	KindDelta Kind = 2
+)
+
+// Frame is one preview frame.
+type Frame struct {
+	// SessionID is the session the previewed event belongs to.
+	SessionID string
+	// EventID is the id the committed event will carry.
+	EventID string
+	// Kind says whether the frame starts the event or continues it.
+	Kind Kind
+	// EventType is the previewed event's type ("agent.message", ...).
+	EventType string
+	// Text is the text a delta adds.
+	Text string
+	// Index is the content block the text belongs to.
+	Index int32
+	// ProducedAt is when the worker produced the frame.
+	ProducedAt time.Time
+}
+
+// Buffer sizes. A subscriber's buffer absorbs bursts while its stream
+// writes to a slow client; the relay queue absorbs bursts while PostgreSQL
+// answers the previous NOTIFY.
+const (
+	subscriberBuffer = 256
+	relayBuffer      = 4096
+	// maxTracked bounds the per-subscriber sets of started and broken
+	// events; they are reset when full (a long-lived stream sees many).
+	maxTracked = 1024
+)
+
+// Drop reasons (label values of mango_preview_frames_dropped_total).
+const (
+	DropSubscriberFull = "subscriber_full" // the subscriber's buffer was full
+	DropBroken         = "broken"          // an earlier frame of the event was dropped for the subscriber
+	DropNoStart        = "no_start"        // a delta of an event whose start the subscriber did not see
+	DropCommitted      = "committed"       // the complete event was already written to the subscriber
+	DropRelayFull      = "relay_full"      // the relay queue was full
+	DropRelayError     = "relay_error"     // NOTIFY failed
+	DropInvalid        = "invalid"         // a worker sent a malformed frame
+)
+
+// Hub fans preview frames out to subscribers. Call Run to relay frames
+// between replicas; without Run the Hub delivers locally only.
+type Hub struct {
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	origin string // this replica, so it skips the frames it relayed itself
+	// ownPrefix starts every payload this replica sends.
+	ownPrefix string
+
+	mu   sync.RWMutex
+	subs map[string]map[*Subscription]struct{}
+
+	relay chan Frame
+
+	// Relay progress, for Sync: frames are numbered as they are queued;
+	// published is the number of the last one sent, and relayed is closed
+	// and replaced whenever it moves.
+	relayMu   sync.Mutex
+	queued    uint64
+	published uint64
+	lastOf    map[string]uint64 // session → number of its last queued frame
+	relayed   chan struct{}
+
+	m *metrics
+}
+
+// NewHub returns a Hub relaying through pool (nil: local delivery only)
+// and registering its metrics on reg (nil: none).
+func NewHub(pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Hub {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	h := &Hub{pool: pool, log: log, origin: hex.EncodeToString(b), subs: map[string]map[*Subscription]struct{}{},
+		relay: make(chan Frame, relayBuffer), m: newMetrics(), lastOf: map[string]uint64{}, relayed: make(chan struct{})}
+	h.ownPrefix = `{"o":` + quote(h.origin) + `,`
+	if reg != nil {
+		h.m.register(reg)
+	}
+	return h
+}
+
+// Subscription is one stream's interest in the previews of a session.
+type Subscription struct {
+	// C delivers the frames, in order per event.
+	C <-chan Frame
+
+	c         chan Frame
+	hub       *Hub
+	sessionID string
+	types     []string
+	once      sync.Once
+
+	mu        sync.Mutex
+	started   map[string]bool
+	broken    map[string]bool
+	committed map[string]bool
+}
+
+// Subscribe registers interest in the previews of a session's events of the
+// given types. Close the subscription when the stream ends.
+func (h *Hub) Subscribe(sessionID string, types []string) *Subscription {
+	c := make(chan Frame, subscriberBuffer)
+	s := &Subscription{C: c, c: c, hub: h, sessionID: sessionID, types: slices.Clone(types),
+		started: map[string]bool{}, broken: map[string]bool{}, committed: map[string]bool{}}
+	h.mu.Lock()
+	set := h.subs[sessionID]
+	if set == nil {
+		set = map[*Subscription]struct{}{}
+		h.subs[sessionID] = set
+	}
+	set[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+// Close unregisters the subscription; it is idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		h := s.hub
+		h.mu.Lock()
+		if set := h.subs[s.sessionID]; set != nil {
+			delete(set, s)
+			if len(set) == 0 {
+				delete(h.subs, s.sessionID)
+			}
+		}
+		h.mu.Unlock()
+	})
+}
+
+// Committed tells the subscription that the complete event was written to
+// its stream: later previews of it are stale and dropped.
+func (s *Subscription) Committed(eventID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	track(s.committed, eventID)
+}
+
+// Written records that f was written to the subscriber's client: it counts
+// the frame out and observes its end-to-end latency.
+func (s *Subscription) Written(f Frame, at time.Time) {
+	s.hub.m.out.Inc()
+	if !f.ProducedAt.IsZero() {
+		s.hub.m.latency.Observe(max(at.Sub(f.ProducedAt), 0).Seconds())
+	}
+}
+
+func track(m map[string]bool, id string) {
+	if len(m) >= maxTracked {
+		clear(m)
+	}
+	m[id] = true
+}
+
+// offer hands f to the subscriber without blocking and reports the drop
+// reason, if any. Once a frame of an event is dropped, the rest of that
+// event is dropped too, so a client never sees a preview with a hole in
+// the middle: it sees one that stops, then the complete event.
+func (s *Subscription) offer(f Frame) string {
+	if !slices.Contains(s.types, f.EventType) {
+		return "" // not asked for: not a drop
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.committed[f.EventID]:
+		return DropCommitted
+	case f.Kind == KindStart:
+		// A retried turn previews the event again from the start.
+		delete(s.broken, f.EventID)
+	case s.broken[f.EventID]:
+		return DropBroken
+	case !s.started[f.EventID]:
+		return DropNoStart
+	}
+	select {
+	case s.c <- f:
+		if f.Kind == KindStart {
+			track(s.started, f.EventID)
+		}
+		return ""
+	default:
+		track(s.broken, f.EventID)
+		return DropSubscriberFull
+	}
+}
+
+// Publish delivers frames a worker sent to this replica: to the local
+// subscribers at once, and to the relay for the other replicas. It never
+// blocks.
+func (h *Hub) Publish(frames []Frame) {
+	for _, f := range frames {
+		if f.SessionID == "" || f.EventID == "" || (f.Kind != KindStart && f.Kind != KindDelta) {
+			h.m.dropped.WithLabelValues(DropInvalid).Inc()
+			continue
+		}
+		h.m.in.WithLabelValues("worker").Inc()
+		h.deliver(f)
+		if h.pool == nil {
+			continue
+		}
+		h.relayMu.Lock()
+		select {
+		case h.relay <- f:
+			h.queued++
+			h.lastOf[f.SessionID] = h.queued
+		default:
+			h.m.dropped.WithLabelValues(DropRelayFull).Inc()
+		}
+		h.relayMu.Unlock()
+	}
+}
+
+// Sync waits, at most until ctx ends or maxWait passes, until the frames of
+// a session queued so far have been relayed to the other replicas. The
+// ControlPlane calls it before committing a previewed event, so that other
+// replicas receive the last deltas before the commit notification.
+func (h *Hub) Sync(ctx context.Context, sessionID string, maxWait time.Duration) {
+	if h.pool == nil {
+		return
+	}
+	var timeout <-chan time.Time
+	for {
+		h.relayMu.Lock()
+		target, ok := h.lastOf[sessionID]
+		if !ok || h.published >= target {
+			if ok {
+				delete(h.lastOf, sessionID)
+			}
+			h.relayMu.Unlock()
+			return
+		}
+		wait := h.relayed
+		h.relayMu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(maxWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-wait:
+		case <-timeout:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// markPublished records that n more frames left the relay queue.
+func (h *Hub) markPublished(n int) {
+	h.relayMu.Lock()
+	h.published += uint64(n)
+	if len(h.lastOf) > 10000 { // sessions that never committed a previewed event
+		for id, last := range h.lastOf {
+			if last <= h.published {
+				delete(h.lastOf, id)
+			}
+		}
+	}
+	close(h.relayed)
+	h.relayed = make(chan struct{})
+	h.relayMu.Unlock()
+}
+
+func (h *Hub) deliver(f Frame) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.subs[f.SessionID] {
+		if reason := s.offer(f); reason != "" {
+			h.m.dropped.WithLabelValues(reason).Inc()
+		}
+	}
+}
+
+// Run relays frames between replicas until ctx ends: it publishes this
+// replica's frames with NOTIFY and delivers the other replicas' frames to
+// local subscribers. Both sides reconnect with backoff; frames that arrive
+// while a side is down are dropped.
+func (h *Hub) Run(ctx context.Context) {
+	if h.pool == nil {
+		<-ctx.Done()
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); h.publishLoop(ctx) }()
+	go func() { defer wg.Done(); h.listenLoop(ctx) }()
+	wg.Wait()
+}
+
+func (h *Hub) listenLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("preview hub: listen connection lost; reconnecting", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	pooled, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pooled.Hijack() // left in LISTEN state: out of the pool for good
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(n.Payload, h.ownPrefix) {
+			continue // delivered locally when it was published
+		}
+		origin, frames, err := decode(n.Payload)
+		if err != nil {
+			h.log.Warn("preview hub: undecodable notification", "err", err)
+			continue
+		}
+		if origin == h.origin {
+			continue // delivered locally when it was published
+		}
+		for _, f := range frames {
+			h.m.in.WithLabelValues("relay").Inc()
+			h.deliver(f)
+		}
+	}
+}
+
+// publishLoop sends queued frames with NOTIFY. It takes whatever is queued
+// at once, so under load consecutive deltas of an event are coalesced into
+// one frame and many frames share one notification, without waiting for
+// more (no added latency when idle).
+func (h *Hub) publishLoop(ctx context.Context) {
+	var batch []Frame
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-h.relay:
+			batch = append(batch, f)
+		}
+	drain:
+		for len(batch) < 512 {
+			select {
+			case f := <-h.relay:
+				batch = append(batch, f)
+			default:
+				break drain
+			}
+		}
+		payloads := encode(h.origin, coalesce(batch))
+		taken := len(batch)
+		for i, p := range payloads {
+			if _, err := h.pool.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, p.data); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				lost := 0
+				for _, q := range payloads[i:] {
+					lost += q.frames
+				}
+				h.m.dropped.WithLabelValues(DropRelayError).Add(float64(lost))
+				h.log.Warn("preview hub: notify failed; frames dropped", "err", err, "frames", lost)
+				break
+			}
+			h.m.notifies.Inc()
+		}
+		h.markPublished(taken) // sent or dropped: either way no longer waited for
+	}
+}
