@@ -430,3 +430,39 @@ func startSessionWorkflow(t *testing.T, env map[string]string, session string, l
 	}
 	return run.GetRunID()
 }
+
+// TestHostGoneFailsSession: when the worker holding a session's local
+// sandbox is gone for good, the next turn is not picked up on its host
+// queue; after the host queue timeout the session fails explicitly.
+func TestHostGoneFailsSession(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	stop := runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	startSessionWorkflowWith(t, env, session, &sessionv1.SessionWorkflowInput{SessionId: session, Provider: "local", HostQueueTimeoutSeconds: 2})
+	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	stop()
+	other := map[string]string{}
+	for k, v := range env {
+		other[k] = v
+	}
+	other["MANGO_WORKER_ID"] = "another-host"
+	runWorker(t, other)
+	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
+	errEv := lastOf(evs, "session.error")
+	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "sandbox_unavailable_error" || !strings.Contains(string(errEv.Raw), "turn-w1") {
+		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
+	}
+}
+
+func startSessionWorkflowWith(t *testing.T, env map[string]string, session string, in *sessionv1.SessionWorkflowInput) {
+	t.Helper()
+	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
+	if _, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: session, TaskQueue: sessionwf.Queues{Prefix: env["MANGO_TASK_QUEUE_PREFIX"]}.Provider("local"),
+	}, sessionwf.WorkflowType, in); err != nil {
+		t.Fatal(err)
+	}
+}

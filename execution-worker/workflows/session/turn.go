@@ -70,9 +70,45 @@ type TurnActivities struct {
 	HeartbeatEvery time.Duration
 }
 
-// Register registers RunTurn on w.
+// Register registers RunTurn and HostGone on w.
 func (a *TurnActivities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: RunTurnActivity})
+	w.RegisterActivityWithOptions(a.HostGone, activity.RegisterOptions{Name: HostGoneActivity})
+}
+
+// HostGoneActivity fails a session whose sandbox host stopped serving.
+const HostGoneActivity = "FailSessionHostGone"
+
+// HostGoneInput is the input of HostGone.
+type HostGoneInput struct {
+	SessionID string        `json:"session_id"`
+	TaskQueue string        `json:"task_queue"`
+	Waited    time.Duration `json:"waited"`
+}
+
+// HostGone ends a session whose sandbox lives on a worker that has not
+// picked up work for the host queue timeout: the sandbox is unreachable,
+// so the session terminates with a session.error naming it rather than
+// waiting forever or silently starting over elsewhere.
+func (a *TurnActivities) HostGone(ctx context.Context, in HostGoneInput) error {
+	run, err := a.ControlPlane.GetRun(ctx, &pb.GetRunRequest{SessionId: in.SessionID})
+	if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load run of session %s: %w", in.SessionID, err)
+	}
+	if err := a.markProcessed(ctx, in.SessionID, run.GetPendingTriggers()); err != nil {
+		return err
+	}
+	ref := ""
+	if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: in.SessionID}); err == nil && b.GetBinding() != nil {
+		ref = b.GetBinding().GetProvider() + " sandbox " + b.GetBinding().GetExternalId()
+	}
+	msg := fmt.Sprintf("the worker holding this session's %s (task queue %s) has not picked up work for %s; the sandbox is unreachable",
+		ref, in.TaskQueue, in.Waited)
+	ev := errorEvent("host_gone/"+in.TaskQueue, "sandbox_unavailable_error", msg, "")
+	return a.complete(ctx, in.SessionID, "host_gone/"+in.TaskQueue, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev})
 }
 
 func isAnswer(t string) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -14,6 +15,10 @@ import (
 // continueAsNewAfter bounds a run's history (events) before it continues
 // as new.
 const continueAsNewAfter = 4000
+
+// defaultHostQueueTimeout is how long a turn waits for the worker holding
+// the session's sandbox before the session fails explicitly.
+const defaultHostQueueTimeout = 10 * time.Minute
 
 // SessionWorkflow runs a session's turns, one RunTurn activity per pending
 // trigger, in order. Wake-up signals (sent by the api-server after it
@@ -69,7 +74,8 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			}
 			if workflow.GetInfo(ctx).GetCurrentHistoryLength() > limit {
 				return workflow.NewContinueAsNewError(ctx, sessionwf.WorkflowType,
-					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue, HistoryLimit: in.GetHistoryLimit()})
+					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue,
+						HistoryLimit: in.GetHistoryLimit(), HostQueueTimeoutSeconds: in.GetHostQueueTimeoutSeconds()})
 			}
 			// Wait for a signal or for cancellation (the deletion workflow
 			// cancels this one): a blocking Receive alone ignores the latter.
@@ -93,6 +99,14 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			WaitForCancellation: true,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second},
 		}
+		if queue != "" {
+			// The host holding the sandbox must pick the turn up: if it is
+			// gone for good the session fails instead of waiting forever.
+			opts.ScheduleToStartTimeout = defaultHostQueueTimeout
+			if s := in.GetHostQueueTimeoutSeconds(); s > 0 {
+				opts.ScheduleToStartTimeout = time.Duration(s) * time.Second
+			}
+		}
 		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(turnCtx, opts), RunTurnActivity,
 			RunTurnInput{SessionID: in.GetSessionId(), Attempt: attempt})
 		var res RunTurnResult
@@ -114,7 +128,18 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 		}
 		cancelTurn()
 		var canceled *temporal.CanceledError
+		var timeout *temporal.TimeoutError
 		switch {
+		case errors.As(runErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			// Nobody serves the sandbox's host queue: fail the session
+			// explicitly, from the provider's shared queue.
+			failCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second}})
+			if err := workflow.ExecuteActivity(failCtx, HostGoneActivity, HostGoneInput{SessionID: in.GetSessionId(), TaskQueue: queue,
+				Waited: opts.ScheduleToStartTimeout}).Get(ctx, nil); err != nil {
+				return err
+			}
+			return nil
 		case errors.As(runErr, &canceled):
 			attempt = 0
 			pending = true // the turn was interrupted: look for queued work

@@ -112,9 +112,13 @@ type SessionWorkflowInput struct {
 	TaskQueue string `protobuf:"bytes,3,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
 	// History length (events) after which an idle workflow continues as new;
 	// 0 means the default (4000). Carried across continue-as-new.
-	HistoryLimit  int32 `protobuf:"varint,4,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HistoryLimit int32 `protobuf:"varint,4,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
+	// How long a turn may wait for the worker holding the session's sandbox
+	// (its host queue) before the session fails explicitly; 0 means the
+	// default (10 minutes). Carried across continue-as-new.
+	HostQueueTimeoutSeconds int32 `protobuf:"varint,5,opt,name=host_queue_timeout_seconds,json=hostQueueTimeoutSeconds,proto3" json:"host_queue_timeout_seconds,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SessionWorkflowInput) Reset() {
@@ -171,6 +175,13 @@ func (x *SessionWorkflowInput) GetTaskQueue() string {
 func (x *SessionWorkflowInput) GetHistoryLimit() int32 {
 	if x != nil {
 		return x.HistoryLimit
+	}
+	return 0
+}
+
+func (x *SessionWorkflowInput) GetHostQueueTimeoutSeconds() int32 {
+	if x != nil {
+		return x.HostQueueTimeoutSeconds
 	}
 	return 0
 }
@@ -256,14 +267,15 @@ var File_mango_session_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_mango_session_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x01\n" +
+	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x01\n" +
 	"\x14SessionWorkflowInput\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
 	"task_queue\x18\x03 \x01(\tR\ttaskQueue\x12#\n" +
-	"\rhistory_limit\x18\x04 \x01(\x05R\fhistoryLimit\"\xb9\x01\n" +
+	"\rhistory_limit\x18\x04 \x01(\x05R\fhistoryLimit\x12;\n" +
+	"\x1ahost_queue_timeout_seconds\x18\x05 \x01(\x05R\x17hostQueueTimeoutSeconds\"\xb9\x01\n" +
 	"\fWakeupSignal\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.mango.session.v1.WakeupKindR\x04kind\x12\x1d\n" +
 	"\n" +
