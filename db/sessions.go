@@ -578,3 +578,13 @@ func (s *Store) SessionFinalizeDeletion(ctx context.Context, id string) (bool, e
 	})
 	return deleted, err
 }
+
+// ProviderHasCapability reports whether a worker of provider that sent a
+// heartbeat since `since` reports the capability.
+func (s *Store) ProviderHasCapability(ctx context.Context, provider, capability string, since time.Time) (bool, error) {
+	ok, err := s.q.ProviderHasCapability(ctx, dbsqlc.ProviderHasCapabilityParams{Provider: provider, Capability: capability, Since: since})
+	if err != nil {
+		return false, mapErr("look up provider capabilities", err)
+	}
+	return ok, nil
+}

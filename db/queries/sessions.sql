@@ -106,3 +106,11 @@ SELECT seq FROM events WHERE session_id = $1 AND id = $2;
 
 -- name: SessionBindingExists :one
 SELECT EXISTS (SELECT 1 FROM sandbox_bindings WHERE session_id = $1);
+
+-- name: ProviderHasCapability :one
+-- Whether a worker of the provider seen since a time reports a capability.
+SELECT EXISTS (
+    SELECT 1 FROM workers
+    WHERE provider = sqlc.arg(provider) AND last_seen_at >= sqlc.arg(since)::timestamptz
+      AND sqlc.arg(capability)::text = ANY(capabilities)
+);

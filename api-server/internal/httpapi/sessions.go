@@ -158,6 +158,9 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.checkEgress(ctx, *in.EnvironmentID, provider); err != nil {
+		return err
+	}
 	agentJSON, err := json.Marshal(snapshot)
 	if err != nil {
 		return err
@@ -237,6 +240,37 @@ func (a *API) environmentProvider(ctx context.Context, envID string) (string, er
 			envID, name, SandboxMetadataKey, strings.Join(providers, ", "))
 	}
 	return name, nil
+}
+
+// CapabilityLimitedNetworking is the capability a provider's workers report
+// when they can enforce an environment's limited networking.
+const CapabilityLimitedNetworking = "limited_networking"
+
+// checkEgress refuses (422) a session whose environment limits networking
+// when no live worker of its provider reports egress control: the limits
+// could not be enforced.
+func (a *API) checkEgress(ctx context.Context, envID, provider string) error {
+	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
+	if err != nil {
+		return err
+	}
+	var cfg struct {
+		Networking struct {
+			Type string `json:"type"`
+		} `json:"networking"`
+	}
+	if json.Unmarshal(env.Config, &cfg) != nil || cfg.Networking.Type != "limited" {
+		return nil
+	}
+	ok, err := a.deps.Store.ProviderHasCapability(ctx, provider, CapabilityLimitedNetworking, a.now().Add(-2*time.Minute))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.InvalidRequest,
+			Message: fmt.Sprintf("environment %q limits networking, but the %s sandbox provider cannot enforce egress rules (no live worker of it reports %s); use an environment with unrestricted networking or a provider with egress control", envID, provider, CapabilityLimitedNetworking)}
+	}
+	return nil
 }
 
 func (a *API) sessionGet(c echo.Context) error {

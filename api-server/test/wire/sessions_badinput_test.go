@@ -166,3 +166,35 @@ func TestRequiredActionResumes(t *testing.T) {
 		t.Errorf("after both answers: %s, want running", s)
 	}
 }
+
+// TestLimitedNetworkingNeedsEgressControl: a session whose environment
+// limits networking is refused (422) on a provider whose workers do not
+// report egress control, and accepted once one does.
+func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	client := newClient(t, srv)
+	agent, _ := fixture(t, client)
+	r := do(t, srv, http.MethodPost, "/v1/environments", "application/json",
+		[]byte(`{"name":"locked","config":{"type":"cloud","networking":{"type":"limited","allowed_hosts":["api.example.com"]}}}`), nil)
+	var env struct{ ID string }
+	_ = json.Unmarshal(r.body, &env)
+	body := []byte(fmt.Sprintf(`{"agent":%q,"environment_id":%q}`, agent.ID, env.ID))
+	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
+	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "cannot enforce egress")
+
+	// A worker of the provider reports the capability: accepted.
+	pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-egress", Provider: "local",
+		TaskQueues: []string{"q"}, Capabilities: []string{"limited_networking"}, Version: "test"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("with egress control: %d %s", r.status, r.body)
+	}
+}

@@ -233,6 +233,28 @@ func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) erro
 	return err
 }
 
+const providerHasCapability = `-- name: ProviderHasCapability :one
+SELECT EXISTS (
+    SELECT 1 FROM workers
+    WHERE provider = $1 AND last_seen_at >= $2::timestamptz
+      AND $3::text = ANY(capabilities)
+)
+`
+
+type ProviderHasCapabilityParams struct {
+	Provider   string
+	Since      time.Time
+	Capability string
+}
+
+// Whether a worker of the provider seen since a time reports a capability.
+func (q *Queries) ProviderHasCapability(ctx context.Context, arg ProviderHasCapabilityParams) (bool, error) {
+	row := q.db.QueryRow(ctx, providerHasCapability, arg.Provider, arg.Since, arg.Capability)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const sessionAdvanceSeq = `-- name: SessionAdvanceSeq :one
 UPDATE sessions SET last_seq = last_seq + $1::bigint
 WHERE id = $2
