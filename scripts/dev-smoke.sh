@@ -29,7 +29,7 @@ DOWN_DONE=0
 # collect_started: remember the pids/ports of everything dev-up started.
 collect_started() {
 	local f pid
-	for f in api-server.pid execution-worker.pid; do
+	for f in api-server.pid execution-worker.pid execution-worker-docker.pid; do
 		if pid="$(read_pid "${STATE_DIR}/${f}")"; then PIDS+=("$pid"); fi
 	done
 	if [[ -f "$STACK_RECORD" ]]; then

@@ -29,6 +29,7 @@ API_BIN="${BIN_DIR}/api-server"
 WORKER_BIN="${BIN_DIR}/execution-worker"
 API_PIDFILE="${STATE_DIR}/api-server.pid"
 WORKER_PIDFILE="${STATE_DIR}/execution-worker.pid"
+DOCKER_WORKER_PIDFILE="${STATE_DIR}/execution-worker-docker.pid"
 API_LOG="${STATE_DIR}/api-server.log"
 WORKER_LOG="${STATE_DIR}/execution-worker.log"
 MIGRATE_LOG="${STATE_DIR}/migrate.log"
@@ -69,6 +70,13 @@ setup_env() {
 	export MANGO_SANDBOX="${MANGO_SANDBOX:-local}"
 	export MANGO_MODEL="${MANGO_MODEL:-fake}"
 	export MANGO_BASE_URL="$BASE_URL"
+	# With a Docker daemon, sessions may also choose the docker provider
+	# (environment metadata {"mango.sandbox": "docker"}); a second worker
+	# serves it.
+	if [[ -z "${MANGO_SANDBOX_PROVIDERS:-}" && "$MANGO_SANDBOX" == local ]] && docker_available; then
+		export MANGO_SANDBOX_PROVIDERS=local,docker
+		DOCKER_WORKER=1
+	fi
 }
 
 # ------------------------------------------------------------- build
@@ -143,6 +151,7 @@ wait_ready() {
 }
 
 stop_children() {
+	stop_pidfile execution-worker-docker "$DOCKER_WORKER_PIDFILE" 20
 	stop_pidfile execution-worker "$WORKER_PIDFILE" 20
 	stop_pidfile api-server "$API_PIDFILE" 20
 }
@@ -161,15 +170,19 @@ stack_down_recorded() {
 # ------------------------------------------------------------- docker hook
 docker_available() { command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; }
 
-# HOOK(docker-worker): a second execution-worker with MANGO_SANDBOX=docker.
-# Not started yet (pid file ${STATE_DIR}/execution-worker-docker.pid, stopped
-# in stop_children, when it is). For now this only builds the docker
-# provider's sandbox image (idempotent, no registry needed) when a daemon is
-# reachable, so `MANGO_SANDBOX=docker bin/execution-worker` works right away.
+DOCKER_WORKER=0
+
+# start_docker_worker: when a Docker daemon is reachable, a second
+# execution-worker serves the docker provider (its sandbox image is built
+# first, without any registry). Its log is execution-worker-docker.log.
 start_docker_worker() {
-	if docker_available; then
-		"${REPO_ROOT}/scripts/build-sandbox-image.sh" || warn "building the docker sandbox image failed; the docker provider needs it"
+	((DOCKER_WORKER)) || return 0
+	if ! "${REPO_ROOT}/scripts/build-sandbox-image.sh"; then
+		warn "building the docker sandbox image failed; not starting the docker worker"
+		return 0
 	fi
+	start_bg execution-worker-docker "$DOCKER_WORKER_PIDFILE" "${STATE_DIR}/execution-worker-docker.log" \
+		env MANGO_SANDBOX=docker MANGO_WORKER_ID="$(hostname)-docker" "$WORKER_BIN"
 }
 
 # ------------------------------------------------------------- banner
@@ -206,11 +219,12 @@ banner() {
 
     go run ./api-server/examples/quickstart
 EOF
-	if docker_available; then
+	if ((DOCKER_WORKER)); then
 		cat <<'EOF'
 
-  Docker daemon reachable: a docker-sandbox worker can be started with
-    MANGO_SANDBOX=docker bin/execution-worker   (not started by make dev yet)
+  Docker: a second worker serves the docker sandbox provider. Sessions in an
+  environment with metadata {"mango.sandbox": "docker"} run their tools in a
+  container (image mango-sandbox:latest, no network).
 EOF
 	fi
 	printf '==========================================================================\n\n'
@@ -327,7 +341,7 @@ mode_down() {
 
 mode_status() {
 	local pid pair
-	for pair in "api-server:${API_PIDFILE}" "execution-worker:${WORKER_PIDFILE}"; do
+	for pair in "api-server:${API_PIDFILE}" "execution-worker:${WORKER_PIDFILE}" "execution-worker-docker:${DOCKER_WORKER_PIDFILE}"; do
 		if pid="$(read_pid "${pair#*:}")"; then
 			printf '  %-17s running  pid %s\n' "${pair%%:*}" "$pid"
 		else
