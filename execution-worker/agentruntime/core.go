@@ -265,10 +265,9 @@ func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n 
 	if len(text) > 0 {
 		events = append(events, NewEvent{Key: key + "/message", Type: "agent.message", Body: map[string]any{"content": text}})
 	}
+	// The message events and the span's end in one commit.
+	events = append(events, spanEnd(key, startID, &resp.Usage, false))
 	if err := c.commit(ctx, events); err != nil {
-		return nil, err
-	}
-	if err := c.endSpan(ctx, key, startID, &resp.Usage, false); err != nil {
 		return nil, err
 	}
 	return &msg, nil
@@ -283,6 +282,12 @@ func (c *Core) commit(ctx context.Context, events []NewEvent) error {
 }
 
 func (c *Core) endSpan(ctx context.Context, key, startID string, u *model.Usage, isError bool) error {
+	_, err := c.Store.AppendEvents(ctx, []NewEvent{spanEnd(key, startID, u, isError)})
+	return err
+}
+
+// spanEnd is the span.model_request_end event of message key.
+func spanEnd(key, startID string, u *model.Usage, isError bool) NewEvent {
 	usage := usageBody{}
 	if u != nil {
 		usage = usageBody{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens}
@@ -293,9 +298,8 @@ func (c *Core) endSpan(ctx context.Context, key, startID string, u *model.Usage,
 		// commits its own end.
 		suffix = "/span_end_error/" + startID
 	}
-	_, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + suffix, Type: "span.model_request_end",
-		Body: map[string]any{"model_request_start_id": startID, "is_error": isError, "model_usage": usage}}})
-	return err
+	return NewEvent{Key: key + suffix, Type: "span.model_request_end",
+		Body: map[string]any{"model_request_start_id": startID, "is_error": isError, "model_usage": usage}}
 }
 
 // runTools handles the tool uses of assistant message n: built-ins allowed

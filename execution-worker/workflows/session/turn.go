@@ -33,6 +33,9 @@ type RunTurnInput struct {
 	// Attempt counts earlier tries of the pending turn that ended in a
 	// transient model error (0 on the first try).
 	Attempt int `json:"attempt"`
+	// TaskQueue is the sandbox's queue as the workflow knows it; when set,
+	// RunTurn does not look the binding up again.
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // Turn outcomes reported to the workflow.
@@ -221,7 +224,9 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	// From here on the turn's ending must be recorded even if the activity
 	// was cancelled (an interrupt): use a context that outlives it.
 	done := context.WithoutCancel(ctx)
-	if queue, err := a.bindingQueue(done, sid); err == nil {
+	if in.TaskQueue != "" {
+		res.TaskQueue = in.TaskQueue
+	} else if queue, err := a.bindingQueue(done, sid); err == nil {
 		res.TaskQueue = queue
 	}
 	switch {

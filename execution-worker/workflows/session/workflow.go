@@ -108,7 +108,7 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			}
 		}
 		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(turnCtx, opts), RunTurnActivity,
-			RunTurnInput{SessionID: in.GetSessionId(), Attempt: attempt})
+			RunTurnInput{SessionID: in.GetSessionId(), Attempt: attempt, TaskQueue: queue})
 		var res RunTurnResult
 		var runErr error
 		sel := workflow.NewSelector(ctx)
