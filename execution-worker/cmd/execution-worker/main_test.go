@@ -61,7 +61,27 @@ func TestStartupFailures(t *testing.T) {
 		{
 			name: "unknown provider",
 			env:  map[string]string{"MANGO_SANDBOX": "nonsense"},
-			want: []string{`MANGO_SANDBOX: unknown sandbox provider "nonsense" (known: docker, local)`},
+			want: []string{`MANGO_SANDBOX: unknown sandbox provider "nonsense" (known: `},
+		},
+		{
+			name: "e2b without its key",
+			env:  map[string]string{"MANGO_SANDBOX": "e2b"},
+			want: []string{"E2B_API_KEY"},
+		},
+		{
+			name: "cube without its API and template",
+			env:  map[string]string{"MANGO_SANDBOX": "cube"},
+			want: []string{"CUBE_API_URL", "CUBE_TEMPLATE_ID"},
+		},
+		{
+			name: "daytona without its key",
+			env:  map[string]string{"MANGO_SANDBOX": "daytona"},
+			want: []string{"DAYTONA_API_KEY"},
+		},
+		{
+			name: "opensandbox without its domain",
+			env:  map[string]string{"MANGO_SANDBOX": "opensandbox"},
+			want: []string{"OPEN_SANDBOX_DOMAIN"},
 		},
 		{
 			name: "missing worker token",

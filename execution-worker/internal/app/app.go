@@ -23,8 +23,12 @@ import (
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
 	"github.com/mangohq/mango/execution-worker/preview"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxcube"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdaytona"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxe2b"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -45,6 +49,10 @@ func Providers() *sandbox.Registry {
 	reg := &sandbox.Registry{}
 	reg.Register(sandboxlocal.Name, sandboxlocal.Factory)
 	reg.Register(sandboxdocker.Name, sandboxdocker.Factory)
+	reg.Register(sandboxopensandbox.Name, sandboxopensandbox.Factory)
+	reg.Register(sandboxe2b.Name, sandboxe2b.Factory)
+	reg.Register(sandboxcube.Name, sandboxcube.Factory)
+	reg.Register(sandboxdaytona.Name, sandboxdaytona.Factory)
 	return reg
 }
 
@@ -58,20 +66,20 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, logOut)
-	logger.Info("starting execution worker", "version", Version, "config", cfg)
-	if cfg.UnsafeLocalSandbox() {
-		logger.Warn("a network-backed model is running with a sandbox that executes tools directly on this host; "+
-			"this is unsafe outside development",
-			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
-	}
-
 	provider, err := cfg.SandboxFactory.New(ctx, getenv)
 	if err != nil {
 		return fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
 	}
 	if provider.Name() != cfg.Sandbox {
 		return fmt.Errorf("sandbox provider registered as %q reports name %q", cfg.Sandbox, provider.Name())
+	}
+
+	logger := newLogger(cfg, logOut)
+	logger.Info("starting execution worker", "version", Version, "config", cfg)
+	if cfg.UnsafeLocalSandbox() {
+		logger.Warn("a network-backed model is running with a sandbox that executes tools directly on this host; "+
+			"this is unsafe outside development",
+			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
 	}
 
 	c, err := dial(ctx, cfg, logger)

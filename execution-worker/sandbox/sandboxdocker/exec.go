@@ -40,7 +40,7 @@ rc=$?; rm -f "$d/$2.pid" "$d/$2.cancel"; exit $rc`
 // killer marks the command $1 cancelled and kills its process group.
 const killer = `d=` + execDir + `; mkdir -p "$d" 2>/dev/null; : > "$d/$1.cancel"
 pg=$(cat "$d/$1.pid" 2>/dev/null)
-if [ -n "$pg" ]; then kill -KILL -- "-$pg" 2>/dev/null; rm -f "$d/$1.cancel" 2>/dev/null; fi
+if [ -n "$pg" ]; then kill -KILL "-$pg" 2>/dev/null || kill -KILL -- "-$pg" 2>/dev/null; rm -f "$d/$1.cancel" 2>/dev/null; fi
 exit 0`
 
 // killGrace bounds how long Exec waits for the output streams to close after

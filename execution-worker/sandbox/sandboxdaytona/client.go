@@ -1,0 +1,181 @@
+package sandboxdaytona
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxErrorBody bounds how much of an error response is kept.
+const maxErrorBody = 4 << 10
+
+// maxJSONBody bounds a JSON response (an exec result carries up to twice
+// MaxOutput, base64-encoded).
+const maxJSONBody = 1 << 30
+
+// apiError is a non-2xx answer.
+type apiError struct {
+	Method, URL string
+	Status      int
+	Body        string
+}
+
+func (e *apiError) Error() string {
+	msg := strings.TrimSpace(e.Body)
+	var m struct {
+		Message any `json:"message"`
+		Error   any `json:"error"`
+	}
+	if json.Unmarshal([]byte(e.Body), &m) == nil {
+		switch {
+		case m.Message != nil:
+			msg = fmt.Sprint(m.Message)
+		case m.Error != nil:
+			msg = fmt.Sprint(m.Error)
+		}
+	}
+	return fmt.Sprintf("daytona: %s %s: %d %s: %s", e.Method, e.URL, e.Status, http.StatusText(e.Status), msg)
+}
+
+// statusOf returns the HTTP status of an apiError, or 0.
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// request is one HTTP call.
+type request struct {
+	method string
+	url    string
+	// body returns a fresh body for every attempt (nil: no body).
+	body       func() (io.Reader, string, error)
+	idempotent bool // retried on 5xx, 429 and transport errors
+}
+
+// do runs req with retries and returns the response body (bounded).
+func (p *Provider) do(ctx context.Context, req request) ([]byte, error) {
+	backoff := p.cfg.RetryBase
+	for attempt := 0; ; attempt++ {
+		data, retryAfter, err := p.once(ctx, req)
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		st := statusOf(err)
+		retryable := st == http.StatusTooManyRequests ||
+			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed)))
+		if !retryable || attempt >= p.cfg.Retries {
+			return nil, err
+		}
+		wait := backoff
+		if retryAfter > 0 {
+			wait = min(retryAfter, 30*time.Second)
+		}
+		backoff = min(backoff*2, p.cfg.RetryMax)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errMalformed marks a response that does not follow the protocol; it is
+// never retried.
+var errMalformed = errors.New("malformed response")
+
+func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration, error) {
+	var body io.Reader
+	ctype := ""
+	if req.body != nil {
+		var err error
+		if body, ctype, err = req.body(); err != nil {
+			return nil, 0, err
+		}
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, req.url, body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	hr.Header.Set("Accept", "application/json")
+	if ctype != "" {
+		hr.Header.Set("Content-Type", ctype)
+	}
+	resp, err := p.cfg.HTTPClient.Do(hr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("daytona: %s %s: %w", req.method, redact(req.url), err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, retryAfter(resp.Header.Get("Retry-After")), &apiError{
+			Method: req.method, URL: redact(req.url), Status: resp.StatusCode, Body: string(b),
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+	if err != nil {
+		return nil, 0, fmt.Errorf("daytona: %s %s: read body: %w", req.method, redact(req.url), err)
+	}
+	return data, 0, nil
+}
+
+// retryAfter parses a Retry-After header (seconds or HTTP date).
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// redact drops the query of a URL from error messages (paths in the
+// sandbox are not secret, but keep messages short).
+func redact(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i]
+	}
+	return u
+}
+
+// jsonBody returns a body function for v.
+func jsonBody(v any) func() (io.Reader, string, error) {
+	return func() (io.Reader, string, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", err
+		}
+		return bytes.NewReader(b), "application/json", nil
+	}
+}
+
+// decode unmarshals a JSON response, reporting a protocol error clearly.
+func decode(what string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		snippet := data
+		if len(snippet) > 64 {
+			snippet = snippet[:64]
+		}
+		return fmt.Errorf("daytona: %s: %w: %v (body starts %q)", what, errMalformed, err, snippet)
+	}
+	return nil
+}

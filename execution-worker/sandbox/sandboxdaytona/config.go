@@ -1,0 +1,183 @@
+package sandboxdaytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+// Name is the name the Daytona provider is registered under.
+const Name = "daytona"
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	EnvAPIKey           = "DAYTONA_API_KEY"
+	EnvAPIURL           = "DAYTONA_API_URL"
+	EnvTarget           = "DAYTONA_TARGET"
+	EnvSnapshot         = "DAYTONA_SNAPSHOT"
+	EnvImage            = "DAYTONA_IMAGE"
+	EnvAutoPauseMinutes = "DAYTONA_AUTO_PAUSE_MINUTES"
+	EnvExecTimeout      = "MANGO_SANDBOX_EXEC_TIMEOUT"
+	EnvMaxOutput        = "MANGO_SANDBOX_MAX_OUTPUT"
+)
+
+// Defaults of [Config].
+const (
+	DefaultAPIURL           = "https://app.daytona.io/api"
+	DefaultAutoPauseMinutes = 15
+	DefaultExecTimeout      = 2 * time.Minute
+	DefaultMaxOutput        = 1 << 20
+	DefaultStartTimeout     = 5 * time.Minute
+)
+
+// Config configures the provider. A zero field takes its default.
+type Config struct {
+	// APIKey is the Daytona API key (DAYTONA_API_KEY, required), sent as a
+	// Bearer token to the control plane and the toolbox proxy.
+	APIKey string
+	// APIURL is the control plane's base URL (DAYTONA_API_URL, default
+	// https://app.daytona.io/api).
+	APIURL string
+	// Target is the region sandboxes are created in (DAYTONA_TARGET; empty:
+	// the organisation's default).
+	Target string
+	// Snapshot is the snapshot new sandboxes start from (DAYTONA_SNAPSHOT;
+	// empty: the service's default). Exclusive with Image.
+	Snapshot string
+	// Image is a container image new sandboxes are built from
+	// (DAYTONA_IMAGE), sent as a one-line Dockerfile "FROM <image>". A
+	// Spec.Image overrides it.
+	Image string
+	// AutoPauseMinutes is the idle time after which Daytona stops the
+	// sandbox, keeping its filesystem (DAYTONA_AUTO_PAUSE_MINUTES, default
+	// 15; 0 in the environment disables auto-stop, stored here as -1).
+	AutoPauseMinutes int
+	// ExecTimeout is the default command timeout.
+	ExecTimeout time.Duration
+	// MaxOutput is the default cap of stdout and stderr, each, in bytes.
+	MaxOutput int
+	// StartTimeout bounds waiting for a sandbox to reach "started".
+	StartTimeout time.Duration
+	// PollInterval is the first interval between state polls (default
+	// 250ms, doubling up to 2s).
+	PollInterval time.Duration
+	// RetryBase is the first backoff of a retried request (default 200ms);
+	// RetryMax caps it (default 5s); Retries is the number of retries
+	// (default 4).
+	RetryBase, RetryMax time.Duration
+	Retries             int
+	// HTTPClient is the client used for every call (default: a client
+	// without an overall timeout; contexts bound the calls).
+	HTTPClient *http.Client
+	// Labels are extra labels put on every sandbox (tests use them).
+	Labels map[string]string
+}
+
+// Factory is the registry entry for the Daytona provider. Sandboxes are
+// remote and reachable from any worker. New reads [ConfigFromEnv] and does
+// not contact the service.
+var Factory = sandbox.Factory{
+	Traits: sandbox.Traits{RunsOnHost: false, HostBound: false},
+	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
+		cfg, err := ConfigFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	},
+}
+
+// ConfigFromEnv reads the configuration through getenv. The error names
+// every missing or invalid variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var errs []error
+	cfg := Config{
+		APIKey:   strings.TrimSpace(getenv(EnvAPIKey)),
+		APIURL:   strings.TrimSpace(getenv(EnvAPIURL)),
+		Target:   strings.TrimSpace(getenv(EnvTarget)),
+		Snapshot: strings.TrimSpace(getenv(EnvSnapshot)),
+		Image:    strings.TrimSpace(getenv(EnvImage)),
+	}
+	if cfg.APIKey == "" {
+		errs = append(errs, fmt.Errorf("%s is required for the %s sandbox provider", EnvAPIKey, Name))
+	}
+	if cfg.APIURL != "" && !strings.HasPrefix(cfg.APIURL, "https://") && !strings.HasPrefix(cfg.APIURL, "http://") {
+		errs = append(errs, fmt.Errorf("%s=%q: want an http:// or https:// URL", EnvAPIURL, cfg.APIURL))
+	}
+	if cfg.Snapshot != "" && cfg.Image != "" {
+		errs = append(errs, fmt.Errorf("%s and %s are exclusive: set one", EnvSnapshot, EnvImage))
+	}
+	if v := strings.TrimSpace(getenv(EnvAutoPauseMinutes)); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0:
+			errs = append(errs, fmt.Errorf("%s=%q: want a non-negative number of minutes (0: never)", EnvAutoPauseMinutes, v))
+		case n == 0:
+			cfg.AutoPauseMinutes = -1
+		default:
+			cfg.AutoPauseMinutes = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+		}
+		cfg.ExecTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		}
+		cfg.MaxOutput = n
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	c.APIURL = strings.TrimRight(c.APIURL, "/")
+	switch {
+	case c.AutoPauseMinutes == 0:
+		c.AutoPauseMinutes = DefaultAutoPauseMinutes
+	case c.AutoPauseMinutes < 0:
+		c.AutoPauseMinutes = 0
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 200 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.Retries <= 0 {
+		c.Retries = 4
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c
+}

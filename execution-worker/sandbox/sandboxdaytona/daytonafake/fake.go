@@ -1,0 +1,508 @@
+// Package daytonafake is an offline stand-in for the Daytona control plane
+// and toolbox, for tests. It serves the subset of the published wire
+// protocol the sandboxdaytona adapter uses over HTTP on 127.0.0.1:
+//
+//	GET    /api/sandbox?labels=JSON&cursor=&limit=   list (labels filter)
+//	POST   /api/sandbox                              create (names unique: 409)
+//	GET    /api/sandbox/{idOrName}                   get
+//	DELETE /api/sandbox/{idOrName}                   delete
+//	POST   /api/sandbox/{idOrName}/start             start a stopped sandbox
+//	GET    /toolbox/{id}/work-dir
+//	POST   /toolbox/{id}/process/execute             synchronous, stdout+stderr combined
+//	GET    /toolbox/{id}/files/download?path=
+//	POST   /toolbox/{id}/files/upload?path=          multipart field "file"
+//
+// Every remote sandbox is backed by a real local process sandbox
+// (sandboxlocal), so commands really run, in their own process groups, and
+// files really exist. A new sandbox is "creating" until its first GET, and
+// a started one is "starting" until the next GET, so clients must poll.
+// Faults can be injected: error statuses (with Retry-After) for the next n
+// matching requests, malformed bodies, expiry (the sandbox disappears) and
+// stopping (as Daytona's auto-stop does).
+package daytonafake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+// APIKey is the key the fake accepts.
+const APIKey = "fake-daytona-key"
+
+// Server is the fake service.
+type Server struct {
+	srv *httptest.Server
+	dir string
+
+	mu        sync.Mutex
+	sandboxes map[string]*box // by id
+	faults    []*fault
+	counts    map[string]int
+}
+
+type box struct {
+	ID, Name, State string
+	Labels, Env     map[string]string
+	CreatedAt       time.Time
+	Body            map[string]any // the create request, for inspection
+	local           sandbox.Sandbox
+}
+
+type fault struct {
+	method, contains string
+	n                int
+	status           int
+	retryAfter       string
+	malformed        bool
+}
+
+// New starts a fake whose sandboxes live under dir (for example t.TempDir()).
+// Close stops it.
+func New(dir string) *Server {
+	s := &Server{dir: dir, sandboxes: map[string]*box{}, counts: map[string]int{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close stops the server and removes the local sandboxes.
+func (s *Server) Close() {
+	s.srv.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.sandboxes {
+		_ = b.local.Destroy(context.Background())
+	}
+}
+
+// APIURL is the control plane base URL (DAYTONA_API_URL).
+func (s *Server) APIURL() string { return s.srv.URL + "/api" }
+
+// FailNext makes the next n requests whose method matches (empty: any) and
+// whose path contains contains answer status, with a Retry-After header
+// when retryAfter is set.
+func (s *Server) FailNext(method, contains string, n, status int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{method: method, contains: contains, n: n, status: status, retryAfter: retryAfter})
+}
+
+// MalformNext makes the next n matching requests answer 200 with a body
+// that is not valid JSON.
+func (s *Server) MalformNext(method, contains string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{method: method, contains: contains, n: n, malformed: true})
+}
+
+// Count returns how many requests with method (empty: any) and a path
+// containing contains were received.
+func (s *Server) Count(method, contains string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.counts {
+		m, p, _ := strings.Cut(k, " ")
+		if (method == "" || m == method) && strings.Contains(p, contains) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Expire removes a sandbox as if it had been killed or had expired.
+func (s *Server) Expire(id string) {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	delete(s.sandboxes, id)
+	s.mu.Unlock()
+	if b != nil {
+		_ = b.local.Destroy(context.Background())
+	}
+}
+
+// Stop puts a sandbox in state "stopped", as Daytona's auto-stop does.
+func (s *Server) Stop(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		b.State = "stopped"
+	}
+}
+
+// State returns the state of a sandbox ("" when missing).
+func (s *Server) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		return b.State
+	}
+	return ""
+}
+
+// SetLabel sets a label of a sandbox.
+func (s *Server) SetLabel(id, k, v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		b.Labels[k] = v
+	}
+}
+
+// CreateRequest returns the decoded create request of a sandbox.
+func (s *Server) CreateRequest(id string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		return b.Body
+	}
+	return nil
+}
+
+// IDs returns the ids of the existing sandboxes, sorted.
+func (s *Server) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.sandboxes))
+	for id := range s.sandboxes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.counts[r.Method+" "+r.URL.Path]++
+	var hit *fault
+	for _, f := range s.faults {
+		if f.n > 0 && (f.method == "" || f.method == r.Method) && strings.Contains(r.URL.Path, f.contains) {
+			f.n--
+			hit = f
+			break
+		}
+	}
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+APIKey {
+		writeErr(w, http.StatusUnauthorized, "invalid API key")
+		return
+	}
+	if hit != nil {
+		if hit.malformed {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"exitCode": 0, "result": "\u00`)
+			return
+		}
+		if hit.retryAfter != "" {
+			w.Header().Set("Retry-After", hit.retryAfter)
+		}
+		writeErr(w, hit.status, "injected fault")
+		return
+	}
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/sandbox"):
+		s.controlPlane(w, r, strings.Trim(strings.TrimPrefix(r.URL.Path, "/api/sandbox"), "/"))
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		id, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/toolbox/"), "/")
+		s.toolbox(w, r, id, "/"+rest)
+	default:
+		writeErr(w, http.StatusNotFound, "no route")
+	}
+}
+
+// dto renders a sandbox as Daytona's Sandbox DTO.
+func (s *Server) dto(b *box) map[string]any {
+	return map[string]any{
+		"id": b.ID, "name": b.Name, "state": b.State, "labels": b.Labels, "env": b.Env,
+		"organizationId": "org-fake", "user": "daytona", "target": "fake", "public": false,
+		"networkBlockAll": false, "cpu": 1, "gpu": 0, "memory": 1, "disk": 3,
+		"toolboxProxyUrl": s.srv.URL + "/toolbox",
+		"createdAt":       b.CreatedAt.Format(time.RFC3339Nano),
+	}
+}
+
+// lookup finds a sandbox by id or name; the caller holds mu.
+func (s *Server) lookup(idOrName string) *box {
+	if b := s.sandboxes[idOrName]; b != nil {
+		return b
+	}
+	for _, b := range s.sandboxes {
+		if b.Name == idOrName {
+			return b
+		}
+	}
+	return nil
+}
+
+func (s *Server) controlPlane(w http.ResponseWriter, r *http.Request, rest string) {
+	switch {
+	case rest == "" && r.Method == http.MethodGet:
+		s.list(w, r)
+	case rest == "" && r.Method == http.MethodPost:
+		s.create(w, r)
+	case rest != "" && !strings.Contains(rest, "/"):
+		s.mu.Lock()
+		b := s.lookup(rest)
+		if b == nil {
+			s.mu.Unlock()
+			writeErr(w, http.StatusNotFound, "Sandbox with ID or name "+rest+" not found")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			out := s.dto(b)
+			// Transitional states last until the next poll.
+			switch b.State {
+			case "creating", "starting":
+				b.State = "started"
+			}
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, out)
+		case http.MethodDelete:
+			delete(s.sandboxes, b.ID)
+			b.State = "destroying"
+			out := s.dto(b)
+			s.mu.Unlock()
+			_ = b.local.Destroy(r.Context())
+			writeJSON(w, http.StatusOK, out)
+		default:
+			s.mu.Unlock()
+			writeErr(w, http.StatusMethodNotAllowed, "method not allowed")
+		}
+	case strings.HasSuffix(rest, "/start") && r.Method == http.MethodPost:
+		s.mu.Lock()
+		b := s.lookup(strings.TrimSuffix(rest, "/start"))
+		if b == nil {
+			s.mu.Unlock()
+			writeErr(w, http.StatusNotFound, "sandbox not found")
+			return
+		}
+		if b.State == "stopped" || b.State == "paused" || b.State == "archived" {
+			b.State = "starting"
+		}
+		out := s.dto(b)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+	default:
+		writeErr(w, http.StatusNotFound, "no route")
+	}
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	var want map[string]string
+	if v := r.URL.Query().Get("labels"); v != "" {
+		if err := json.Unmarshal([]byte(v), &want); err != nil {
+			writeErr(w, http.StatusBadRequest, "labels: "+err.Error())
+			return
+		}
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			writeErr(w, http.StatusBadRequest, "limit")
+			return
+		}
+		limit = n
+	}
+	offset, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+	s.mu.Lock()
+	var match []*box
+	for _, b := range s.sandboxes {
+		ok := true
+		for k, v := range want {
+			if b.Labels[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			match = append(match, b)
+		}
+	}
+	sort.Slice(match, func(i, j int) bool { return match[i].ID < match[j].ID })
+	items := []map[string]any{}
+	for i := offset; i < len(match) && i < offset+limit; i++ {
+		items = append(items, s.dto(match[i]))
+	}
+	s.mu.Unlock()
+	var next any
+	if offset+limit < len(match) {
+		next = strconv.Itoa(offset + limit)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeErr(w, http.StatusBadRequest, "body: "+err.Error())
+		return
+	}
+	var req struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+		Env    map[string]string `json:"env"`
+	}
+	raw, _ := json.Marshal(body)
+	_ = json.Unmarshal(raw, &req)
+	id := randomID()
+	if req.Name == "" {
+		req.Name = id
+	}
+	if req.Labels == nil {
+		req.Labels = map[string]string{}
+	}
+	if req.Env == nil {
+		req.Env = map[string]string{}
+	}
+	s.mu.Lock()
+	if s.lookup(req.Name) != nil {
+		s.mu.Unlock()
+		writeErr(w, http.StatusConflict, "Sandbox with name "+req.Name+" already exists")
+		return
+	}
+	b := &box{ID: id, Name: req.Name, State: "creating", Labels: req.Labels, Env: req.Env, CreatedAt: time.Now().UTC(), Body: body}
+	s.sandboxes[id] = b // reserve the name before the slow part
+	s.mu.Unlock()
+
+	local, err := s.newLocal(r.Context(), id)
+	s.mu.Lock()
+	if err != nil {
+		delete(s.sandboxes, id)
+		s.mu.Unlock()
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	b.local = local
+	out := s.dto(b)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) newLocal(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(s.dir, id), MaxOutput: 64 << 20})
+	if err != nil {
+		return nil, err
+	}
+	sb, _, err := p.Create(ctx, id, sandbox.Spec{})
+	return sb, err
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "fake-" + hex.EncodeToString(b)
+}
+
+func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	var local sandbox.Sandbox
+	state := ""
+	if b != nil {
+		local, state = b.local, b.State
+	}
+	s.mu.Unlock()
+	switch {
+	case b == nil || local == nil:
+		writeErr(w, http.StatusNotFound, "sandbox not found")
+		return
+	case state != "started":
+		writeErr(w, http.StatusBadRequest, "sandbox is not running (state "+state+")")
+		return
+	}
+	switch {
+	case op == "/work-dir" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, map[string]string{"dir": local.Root()})
+	case op == "/process/execute" && r.Method == http.MethodPost:
+		s.execute(w, r, local)
+	case op == "/files/download" && r.Method == http.MethodGet:
+		p := r.URL.Query().Get("path")
+		data, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			writeErr(w, http.StatusNotFound, "file not found")
+		case err != nil:
+			writeErr(w, http.StatusBadRequest, err.Error())
+		default:
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(data)
+		}
+	case op == "/files/upload" && r.Method == http.MethodPost:
+		p := r.URL.Query().Get("path")
+		f, _, err := r.FormFile("file")
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "file: "+err.Error())
+			return
+		}
+		defer func() { _ = f.Close() }()
+		data, err := io.ReadAll(f)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		// Like a daemon without mkdir -p: the parent must exist.
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			writeErr(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"message": "File uploaded successfully"})
+	default:
+		writeErr(w, http.StatusNotFound, "no route")
+	}
+}
+
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
+	var req struct {
+		Command string `json:"command"`
+		Cwd     string `json:"cwd"`
+		Timeout int    `json:"timeout"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Command == "" {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("invalid request: %v", err))
+		return
+	}
+	timeout := 10 * time.Second
+	if req.Timeout > 0 {
+		timeout = time.Duration(req.Timeout) * time.Second
+	}
+	cmd := req.Command
+	if req.Cwd != "" {
+		cmd = "cd '" + strings.ReplaceAll(req.Cwd, "'", `'\''`) + "' && " + cmd
+	}
+	// Like the daemon, the command runs to completion (or its own timeout)
+	// even if the client goes away.
+	res, err := local.Exec(context.Background(), sandbox.ExecRequest{Command: cmd, Timeout: timeout})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"exitCode": res.ExitCode, "result": string(res.Stdout) + string(res.Stderr)})
+}

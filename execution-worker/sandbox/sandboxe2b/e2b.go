@@ -1,0 +1,152 @@
+// Package sandboxe2b is the "e2b" sandbox provider: each session gets one
+// E2B sandbox (a Firecracker microVM of the managed E2B service).
+//
+// The provider speaks E2B's published protocol directly (package
+// internal/e2bproto, shared with the "cube" provider): the REST control
+// plane authenticated with X-API-Key (create, connect, get, list, kill,
+// timeout) and envd, the in-sandbox agent at
+// https://49983-<sandboxID>.<domain>, for commands (process.Process/Start,
+// a Connect server stream with the JSON codec) and files (/files).
+//
+//   - Ownership: every sandbox carries the metadata
+//     mango.session_key_hash=<sandbox.KeyHash(key)>; Create finds a
+//     sandbox by it before creating one, Attach verifies it.
+//   - Lifecycle: sandboxes are created with autoPause, so an idle sandbox
+//     pauses (keeping its filesystem) at E2B_IDLE_TIMEOUT instead of dying;
+//     Attach connects, resuming it. The timeout is refreshed while the
+//     session is active (every operation, and periodically during long
+//     commands).
+//   - Commands run as /bin/sh -c in $HOME/workspace under setsid; a
+//     cancellation or timeout kills their process group from a second
+//     process.
+//
+// # Configuration
+//
+// E2B_API_KEY (required), E2B_API_URL (default https://api.e2b.app),
+// E2B_TEMPLATE_ID (default "base"), E2B_DOMAIN (default e2b.app; the
+// domain returned by the service takes precedence), E2B_IDLE_TIMEOUT
+// (default 15m), MANGO_SANDBOX_EXEC_TIMEOUT and MANGO_SANDBOX_MAX_OUTPUT.
+package sandboxe2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+)
+
+// Name is the name the provider is registered under.
+const Name = "e2b"
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	EnvAPIKey      = "E2B_API_KEY"
+	EnvAPIURL      = "E2B_API_URL"
+	EnvTemplateID  = "E2B_TEMPLATE_ID"
+	EnvDomain      = "E2B_DOMAIN"
+	EnvIdleTimeout = "E2B_IDLE_TIMEOUT"
+	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
+	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+)
+
+// Defaults.
+const (
+	DefaultAPIURL     = "https://api.e2b.app"
+	DefaultTemplateID = "base"
+	DefaultDomain     = "e2b.app"
+)
+
+// Factory is the registry entry of the e2b provider: remote, not bound to
+// the worker's host.
+var Factory = sandbox.Factory{
+	Traits: sandbox.Traits{},
+	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
+		cfg, err := ConfigFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	},
+}
+
+// ConfigFromEnv reads the configuration through getenv. The error names
+// every missing or invalid variable.
+func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
+	cfg := Defaults()
+	var errs []error
+	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
+	if cfg.APIKey == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the E2B API key)", EnvAPIKey))
+	}
+	if v := strings.TrimSpace(getenv(EnvAPIURL)); v != "" {
+		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", EnvAPIURL, v))
+		}
+		cfg.APIURL = v
+	}
+	if v := strings.TrimSpace(getenv(EnvTemplateID)); v != "" {
+		cfg.TemplateID = v
+	}
+	if v := strings.TrimSpace(getenv(EnvDomain)); v != "" {
+		cfg.Domain = v
+	}
+	errs = append(errs, ParseCommon(getenv, &cfg, EnvIdleTimeout)...)
+	if len(errs) > 0 {
+		return e2bproto.Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// Defaults returns the e2b configuration without credentials.
+func Defaults() e2bproto.Config {
+	return e2bproto.Config{
+		Name:         Name,
+		APIURL:       DefaultAPIURL,
+		Auth:         e2bproto.AuthAPIKey,
+		TemplateID:   DefaultTemplateID,
+		Domain:       DefaultDomain,
+		EnvdScheme:   "https",
+		AutoPause:    true,
+		UseConnect:   true,
+		ListPath:     "/v2/sandboxes",
+		Capabilities: []string{sandbox.CapabilityPauseResume},
+	}
+}
+
+// ParseCommon reads the idle timeout variable named idleVar and the shared
+// MANGO_SANDBOX_EXEC_TIMEOUT and MANGO_SANDBOX_MAX_OUTPUT into cfg.
+func ParseCommon(getenv func(string) string, cfg *e2bproto.Config, idleVar string) []error {
+	var errs []error
+	if v := strings.TrimSpace(getenv(idleVar)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Second {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration of at least 10s such as 15m", idleVar, v))
+		}
+		cfg.IdleTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+		}
+		cfg.ExecTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		}
+		cfg.MaxOutput = n
+	}
+	return errs
+}
+
+// New returns a provider for cfg (usually from [ConfigFromEnv]).
+func New(cfg e2bproto.Config) (*e2bproto.Provider, error) {
+	return e2bproto.New(cfg)
+}

@@ -1,0 +1,165 @@
+package sandboxopensandbox
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	EnvDomain         = "OPEN_SANDBOX_DOMAIN"
+	EnvAPIKey         = "OPEN_SANDBOX_API_KEY"
+	EnvImage          = "OPEN_SANDBOX_IMAGE"
+	EnvUseServerProxy = "OPEN_SANDBOX_USE_SERVER_PROXY"
+	EnvExecTimeout    = "MANGO_SANDBOX_EXEC_TIMEOUT"
+	EnvMaxOutput      = "MANGO_SANDBOX_MAX_OUTPUT"
+)
+
+// Defaults of [Config].
+const (
+	DefaultImage        = "ubuntu:24.04"
+	DefaultCPU          = "1"
+	DefaultMemory       = "1Gi"
+	DefaultExecTimeout  = 2 * time.Minute
+	DefaultMaxOutput    = 1 << 20
+	DefaultReadyTimeout = 3 * time.Minute
+)
+
+// Config configures the provider. Zero fields take their defaults.
+type Config struct {
+	// Domain is the lifecycle server (OPEN_SANDBOX_DOMAIN), host[:port] or
+	// a URL; without a scheme http is used. Required.
+	Domain string
+	// APIKey is sent as OPEN-SANDBOX-API-KEY (OPEN_SANDBOX_API_KEY).
+	APIKey string
+	// Image is the default image (OPEN_SANDBOX_IMAGE).
+	Image string
+	// UseServerProxy asks for server-proxied execd endpoints
+	// (OPEN_SANDBOX_USE_SERVER_PROXY), for workers that cannot reach
+	// sandboxes directly.
+	UseServerProxy bool
+	// CPU and Memory are the resourceLimits of created sandboxes.
+	CPU, Memory string
+	// ExecTimeout and MaxOutput are the command defaults.
+	ExecTimeout time.Duration
+	MaxOutput   int
+	// ReadyTimeout bounds the wait for a sandbox to become Running.
+	ReadyTimeout time.Duration
+	// PollInterval is the first interval of the Running poll (default
+	// 100ms, doubling up to 1s).
+	PollInterval time.Duration
+	// RetryBase, RetryMax and MaxAttempts shape retries of idempotent
+	// calls on 5xx and 429 (defaults 200ms, 5s, 5).
+	RetryBase, RetryMax time.Duration
+	MaxAttempts         int
+	// HTTPClient is the client used (default: a new http.Client).
+	HTTPClient *http.Client
+	// Labels are extra metadata put on every sandbox and used to scope
+	// List (tests use them to see only their own sandboxes).
+	Labels map[string]string
+}
+
+// ConfigFromEnv reads the configuration through getenv (os.Getenv when
+// nil). Errors name every missing or invalid variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var cfg Config
+	var errs []error
+	cfg.Domain = strings.TrimSpace(getenv(EnvDomain))
+	if cfg.Domain == "" {
+		errs = append(errs, fmt.Errorf("%s is required (the OpenSandbox lifecycle server, e.g. localhost:8080)", EnvDomain))
+	} else if _, err := baseURL(cfg.Domain); err != nil {
+		errs = append(errs, fmt.Errorf("%s=%q: %w", EnvDomain, cfg.Domain, err))
+	}
+	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
+	cfg.Image = strings.TrimSpace(getenv(EnvImage))
+	if v := strings.TrimSpace(getenv(EnvUseServerProxy)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvUseServerProxy, v))
+		}
+		cfg.UseServerProxy = b
+	}
+	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+		}
+		cfg.ExecTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		}
+		cfg.MaxOutput = n
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Image == "" {
+		c.Image = DefaultImage
+	}
+	if c.CPU == "" {
+		c.CPU = DefaultCPU
+	}
+	if c.Memory == "" {
+		c.Memory = DefaultMemory
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 200 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c
+}
+
+// baseURL turns a domain into the server's base URL (no trailing slash).
+func baseURL(domain string) (*url.URL, error) {
+	d := strings.TrimRight(strings.TrimSpace(domain), "/")
+	if !strings.Contains(d, "://") {
+		d = "http://" + d
+	}
+	u, err := url.Parse(d)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("unsupported scheme %q (want http or https)", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("no host")
+	}
+	return u, nil
+}

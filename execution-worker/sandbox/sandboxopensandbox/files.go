@@ -1,0 +1,192 @@
+package sandboxopensandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+// maxFileSize bounds ReadFile, which holds the whole file in memory.
+const maxFileSize = 256 << 20
+
+// resolver prints the physical path of $2 (an absolute path), resolving
+// symbolic links as far as the path exists; with $3 = mkdir it also creates
+// the parent directory when the result lies under the root $1. Exit 3: the
+// path cannot be resolved.
+const resolver = `r="$1"; p="$2"; rest=
+while [ ! -e "$p" ] && [ ! -L "$p" ]; do rest="/${p##*/}$rest"; p="${p%/*}"; [ -z "$p" ] && p=/; done
+q=$(readlink -f -- "$p") || exit 3
+[ "$q" = / ] && q=
+t="$q$rest"; [ -z "$t" ] && t=/
+case "$t/" in "$r"/*) [ "$3" = mkdir ] && { mkdir -p -- "${t%/*}" || exit 4; } ;; esac
+printf '%s' "$t"`
+
+func queryEscape(s string) string { return url.QueryEscape(s) }
+
+// lexical maps p (relative to the root, or absolute under it) to a clean
+// absolute path, or returns ErrPathEscape.
+func (s *remote) lexical(p string) (string, error) {
+	if p == "" || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("invalid path %q", p)
+	}
+	abs := p
+	if !path.IsAbs(p) {
+		abs = path.Join(s.root, p)
+	}
+	abs = path.Clean(abs)
+	if !within(s.root, abs) {
+		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
+	}
+	return abs, nil
+}
+
+func within(root, p string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
+}
+
+// resolve checks p lexically, then resolves it inside the sandbox.
+func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, error) {
+	abs, err := s.lexical(p)
+	if err != nil {
+		return "", err
+	}
+	mode := "check"
+	if mkdir {
+		mode = "mkdir"
+	}
+	res, err := s.run(ctx, "/bin/sh -c "+shq(resolver)+" mango-resolve "+shq(s.root)+" "+shq(abs)+" "+mode, "/", nil)
+	if err != nil {
+		return "", s.mapErr(ctx, err)
+	}
+	switch res.code {
+	case 0:
+	case 3:
+		return "", fmt.Errorf("%q: cannot resolve symbolic links: %w", p, sandbox.ErrPathEscape)
+	default:
+		return "", fmt.Errorf("%q: resolve: exit code %d", p, res.code)
+	}
+	real := res.stdout.String()
+	if !path.IsAbs(real) || path.Clean(real) != real || !within(s.root, real) {
+		return "", fmt.Errorf("%q resolves to %q: %w", p, real, sandbox.ErrPathEscape)
+	}
+	return real, nil
+}
+
+// ReadFile returns the contents of a file under the root.
+func (s *remote) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	if s.destroyed.Load() {
+		return nil, sandbox.ErrDestroyed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	real, err := s.resolve(ctx, p, false)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	data, _, err := s.download(ctx, real, maxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, s.mapErr(ctx, err))
+	}
+	return data, nil
+}
+
+// WriteFile writes a file under the root, creating parent directories.
+func (s *remote) WriteFile(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
+	if s.destroyed.Load() {
+		return sandbox.ErrDestroyed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	real, err := s.resolve(ctx, p, true)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if real == s.root {
+		return fmt.Errorf("write %s: is a directory", p)
+	}
+	if perm == 0 {
+		perm = 0o644
+	}
+	if err := s.upload(ctx, real, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", p, s.mapErr(ctx, err))
+	}
+	return nil
+}
+
+// download fetches at most limit bytes of a file; truncated reports more.
+// A missing file is fs.ErrNotExist.
+func (s *remote) download(ctx context.Context, p string, limit int) ([]byte, bool, error) {
+	hdr := s.hdr.Clone()
+	hdr.Set("Range", "bytes=0-"+strconv.Itoa(limit))
+	resp, err := s.p.do(ctx, "download file", request{
+		method: http.MethodGet, url: s.execd + "/files/download?path=" + queryEscape(p), header: hdr, idempotent: true,
+	})
+	switch {
+	case statusOf(err) == http.StatusRequestedRangeNotSatisfiable:
+		return []byte{}, false, nil // an empty file
+	case statusOf(err) == http.StatusNotFound && codeOf(err) != "SANDBOX_NOT_FOUND":
+		return nil, false, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	case err != nil:
+		return nil, false, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > limit {
+		return data[:limit], true, nil
+	}
+	return data, false, nil
+}
+
+// upload writes a file with execd's multipart upload: a metadata part
+// (JSON) followed by the file part.
+func (s *remote) upload(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
+	mode, _ := strconv.Atoi(strconv.FormatUint(uint64(perm.Perm()), 8))
+	meta, err := json.Marshal(map[string]any{"path": p, "mode": mode})
+	if err != nil {
+		return err
+	}
+	body := func() (io.Reader, string, error) {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		mh := textproto.MIMEHeader{}
+		mh.Set("Content-Disposition", `form-data; name="metadata"`)
+		mh.Set("Content-Type", "application/json")
+		part, err := w.CreatePart(mh)
+		if err != nil {
+			return nil, "", err
+		}
+		_, _ = part.Write(meta)
+		fw, err := w.CreateFormFile("file", path.Base(p))
+		if err != nil {
+			return nil, "", err
+		}
+		_, _ = fw.Write(data)
+		if err := w.Close(); err != nil {
+			return nil, "", err
+		}
+		return &buf, w.FormDataContentType(), nil
+	}
+	resp, err := s.p.do(ctx, "upload file", request{method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr, body: body, idempotent: true})
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	return nil
+}

@@ -1,0 +1,301 @@
+package sandboxopensandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox/opensandboxfake"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
+)
+
+func newProvider(t *testing.T, fake *opensandboxfake.Server) *sandboxopensandbox.Provider {
+	t.Helper()
+	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{
+		Domain:       fake.Host(),
+		APIKey:       fake.APIKey,
+		PollInterval: 5 * time.Millisecond,
+		RetryBase:    10 * time.Millisecond,
+		RetryMax:     50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	fake.APIKey = "test-key"
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New:  func(t *testing.T) sandbox.Provider { return newProvider(t, fake) },
+		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec"}},
+	})
+}
+
+func create(t *testing.T, p *sandboxopensandbox.Provider, key string) (sandbox.Sandbox, sandbox.Ref) {
+	t.Helper()
+	sb, ref, err := p.Create(t.Context(), key, sandbox.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { _ = p.DestroyRef(context.Background(), ref) })
+	return sb, ref
+}
+
+func TestAttachExpiredOrKilled(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, expired := create(t, p, "expired")
+	_, killed := create(t, p, "killed")
+	fake.Expire(expired.ID)
+	fake.Kill(killed.ID)
+	if _, err := p.Attach(t.Context(), "expired", expired); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Attach to an expired sandbox = %v, want ErrNotFound", err)
+	}
+	if _, err := p.Attach(t.Context(), "killed", killed); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Attach to a killed sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+func TestExecAfterRemoteKillIsNotFound(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	sb, ref := create(t, p, "k")
+	fake.Kill(ref.ID)
+	if _, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Exec in a killed sandbox = %v, want ErrNotFound", err)
+	}
+	if _, err := sb.ReadFile(t.Context(), "x"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("ReadFile in a killed sandbox = %v, want ErrNotFound", err)
+	}
+}
+
+func TestForeignLabelRejected(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "owner")
+	fake.SetMetadata(ref.ID, sandboxopensandbox.LabelKeyHash, sandbox.KeyHash("someone else"))
+	if _, err := p.Attach(t.Context(), "owner", ref); !errors.Is(err, sandbox.ErrNotOwned) {
+		t.Errorf("Attach to a sandbox relabelled for another session = %v, want ErrNotOwned", err)
+	}
+	fake.SetMetadata(ref.ID, sandboxopensandbox.LabelKeyHash, sandbox.KeyHash("owner"))
+	fake.SetMetadata(ref.ID, sandboxopensandbox.LabelManaged, "false")
+	if _, err := p.Attach(t.Context(), "owner", ref); !errors.Is(err, sandbox.ErrNotOwned) {
+		t.Errorf("Attach to an unmanaged sandbox = %v, want ErrNotOwned", err)
+	}
+	if err := p.DestroyRef(t.Context(), ref); !errors.Is(err, sandbox.ErrNotOwned) {
+		t.Errorf("DestroyRef of an unmanaged sandbox = %v, want ErrNotOwned", err)
+	}
+	fake.SetMetadata(ref.ID, sandboxopensandbox.LabelManaged, "true")
+}
+
+func TestRetriesTransientErrors(t *testing.T) {
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusInternalServerError} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			fake := opensandboxfake.New(t)
+			p := newProvider(t, fake)
+			_, ref := create(t, p, "retry")
+			before := fake.Requests(http.MethodGet, "/v1/sandboxes/"+ref.ID)
+			fake.Fail(http.MethodGet, "/v1/sandboxes/"+ref.ID, status, 3, "")
+			start := time.Now()
+			if _, err := p.Attach(t.Context(), "retry", ref); err != nil {
+				t.Fatalf("Attach with 3 transient %d answers = %v, want success", status, err)
+			}
+			// 3 failures + 1 success for the GET, plus 1 for the endpoint.
+			if got := fake.Requests(http.MethodGet, "/v1/sandboxes/"+ref.ID) - before; got != 5 {
+				t.Errorf("requests = %d, want 5 (3 failed, 1 retried GET, 1 endpoint)", got)
+			}
+			// Backoff 10ms, 20ms, 40ms.
+			if elapsed := time.Since(start); elapsed < 70*time.Millisecond {
+				t.Errorf("3 retries took %v, want backoff of at least 70ms", elapsed)
+			}
+		})
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "ra")
+	fake.Fail(http.MethodGet, "/v1/sandboxes/"+ref.ID, http.StatusTooManyRequests, 1, "1")
+	start := time.Now()
+	if _, err := p.Attach(t.Context(), "ra", ref); err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < time.Second {
+		t.Errorf("Attach after Retry-After: 1 took %v, want at least 1s", elapsed)
+	}
+}
+
+func TestRetriesGiveUp(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "giveup")
+	fake.Fail(http.MethodGet, "/v1/sandboxes/"+ref.ID, http.StatusBadGateway, 100, "")
+	before := fake.Requests(http.MethodGet, "/v1/sandboxes/"+ref.ID)
+	_, err := p.Attach(t.Context(), "giveup", ref)
+	if err == nil || !strings.Contains(err.Error(), "502") {
+		t.Errorf("Attach against a failing server = %v, want an HTTP 502 error", err)
+	}
+	if got := fake.Requests(http.MethodGet, "/v1/sandboxes/"+ref.ID) - before; got != 5 {
+		t.Errorf("requests = %d, want 5 attempts", got)
+	}
+}
+
+func TestCreateNotRetriedOn500(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	fake.Fail(http.MethodPost, "/v1/sandboxes", http.StatusInternalServerError, 1, "")
+	if _, _, err := p.Create(t.Context(), "c", sandbox.Spec{}); err == nil {
+		t.Fatal("Create with a 500 on POST succeeded, want the error (a create is not idempotent)")
+	}
+	if got := fake.Requests(http.MethodPost, "/v1/sandboxes"); got != 1 {
+		t.Errorf("POST requests = %d, want 1", got)
+	}
+	fake.Fail(http.MethodPost, "/v1/sandboxes", http.StatusTooManyRequests, 1, "")
+	_, ref, err := p.Create(t.Context(), "c", sandbox.Spec{})
+	if err != nil {
+		t.Fatalf("Create after one 429 = %v, want success", err)
+	}
+	_ = p.DestroyRef(t.Context(), ref)
+}
+
+func TestMalformedStream(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	sb, _ := create(t, p, "malformed")
+	fake.SetMalformedStream(true)
+	start := time.Now()
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true", Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "malformed frame") {
+		t.Errorf("Exec with a malformed stream = %v, want a malformed frame error", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("malformed stream took %v to fail, want it quick", elapsed)
+	}
+}
+
+func TestPausedSandboxResumed(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "paused")
+	fake.Pause(ref.ID)
+	sb, err := p.Attach(t.Context(), "paused", ref)
+	if err != nil {
+		t.Fatalf("Attach to a paused sandbox = %v", err)
+	}
+	if res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo ok"}); err != nil || string(res.Stdout) != "ok\n" {
+		t.Errorf("Exec after resume = %v, %v", res, err)
+	}
+}
+
+func TestServerProxy(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{Domain: fake.URL(), UseServerProxy: true, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, p, "proxy")
+	if fake.ProxiedEndpoints() == 0 {
+		t.Error("no endpoint request asked for use_server_proxy=true")
+	}
+}
+
+func TestSetEgress(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "egress")
+	if err := p.SetEgress(t.Context(), ref, []string{"pypi.org", "*.github.com"}); err != nil {
+		t.Fatalf("SetEgress: %v", err)
+	}
+	var got sandboxopensandbox.NetworkPolicy
+	if err := json.Unmarshal(fake.Policy(ref.ID), &got); err != nil {
+		t.Fatalf("recorded policy %q: %v", fake.Policy(ref.ID), err)
+	}
+	want := sandboxopensandbox.EgressPolicy([]string{"pypi.org", "*.github.com"})
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) || got.DefaultAction != "deny" || len(got.Egress) != 2 {
+		t.Errorf("policy = %s, want %s", gb, wb)
+	}
+	if err := p.SetEgress(t.Context(), ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := string(fake.Policy(ref.ID)); !strings.Contains(s, `"defaultAction":"deny"`) || strings.Contains(s, "pypi") {
+		t.Errorf("empty allow-list policy = %s, want deny with no allow rules", s)
+	}
+	if err := p.SetEgress(t.Context(), sandbox.Ref{Provider: "docker", ID: ref.ID}, nil); !errors.Is(err, sandbox.ErrNotOwned) {
+		t.Errorf("SetEgress with a foreign ref = %v, want ErrNotOwned", err)
+	}
+	if caps := p.Capabilities(); len(caps) != 1 || caps[0] != sandbox.CapabilityLimitedNetworking {
+		t.Errorf("Capabilities = %v", caps)
+	}
+}
+
+func TestOwnershipLabelIsHash(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	key := "sesn_raw_key_value"
+	create(t, p, key)
+	if fake.Count(sandboxopensandbox.LabelKeyHash, sandbox.KeyHash(key)) != 1 {
+		t.Error("no sandbox labelled with the key hash")
+	}
+	if fake.Count(sandboxopensandbox.LabelKeyHash, key) != 0 {
+		t.Error("raw session key used as a label")
+	}
+}
+
+func TestFactoryErrors(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	_, err := sandboxopensandbox.Factory.New(t.Context(), env(nil))
+	if err == nil || !strings.Contains(err.Error(), sandboxopensandbox.EnvDomain) {
+		t.Errorf("factory without %s = %v, want an error naming it", sandboxopensandbox.EnvDomain, err)
+	}
+	_, err = sandboxopensandbox.Factory.New(t.Context(), env(map[string]string{
+		sandboxopensandbox.EnvUseServerProxy: "maybe",
+		sandboxopensandbox.EnvExecTimeout:    "soon",
+	}))
+	for _, name := range []string{sandboxopensandbox.EnvDomain, sandboxopensandbox.EnvUseServerProxy, sandboxopensandbox.EnvExecTimeout} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("factory error %v does not name %s", err, name)
+		}
+	}
+	p, err := sandboxopensandbox.Factory.New(t.Context(), env(map[string]string{sandboxopensandbox.EnvDomain: "localhost:1"}))
+	if err != nil || p.Name() != sandboxopensandbox.Name {
+		t.Errorf("factory with a domain = %v, %v; want a provider without contacting the server", p, err)
+	}
+	if sandboxopensandbox.Factory.Traits.RunsOnHost || sandboxopensandbox.Factory.Traits.HostBound {
+		t.Error("remote provider must be neither RunsOnHost nor HostBound")
+	}
+}
+
+// TestLiveConformance runs the suite against a real OpenSandbox server when
+// MANGO_LIVE_OPENSANDBOX=1.
+func TestLiveConformance(t *testing.T) {
+	if os.Getenv("MANGO_LIVE_OPENSANDBOX") != "1" {
+		t.Skip("live OpenSandbox test skipped: set MANGO_LIVE_OPENSANDBOX=1 and OPEN_SANDBOX_DOMAIN (and OPEN_SANDBOX_API_KEY) to run it")
+	}
+	cfg, err := sandboxopensandbox.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		t.Skipf("MANGO_LIVE_OPENSANDBOX=1 but the configuration is incomplete: %v", err)
+	}
+	cfg.Labels = map[string]string{"mango.test": "live-conformance"}
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			p, err := sandboxopensandbox.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec"}},
+	})
+}

@@ -1,0 +1,591 @@
+// Package opensandboxfake is an offline OpenSandbox server for tests: an
+// httptest server on 127.0.0.1 speaking the subset of the lifecycle and
+// execd protocols the adapter uses, backed by a real local process sandbox
+// (sandboxlocal) per remote sandbox. It can inject faults: error statuses
+// n times, a malformed command stream, expired or killed sandboxes.
+package opensandboxfake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+// Token is the execd access token the fake hands out with endpoints.
+const Token = "fake-execd-token"
+
+// Server is the fake OpenSandbox server.
+type Server struct {
+	srv   *httptest.Server
+	local *sandboxlocal.Provider
+
+	// APIKey, when set, is required in OPEN-SANDBOX-API-KEY.
+	APIKey string
+	// ProvisionDelay is how long a new sandbox stays Pending.
+	ProvisionDelay time.Duration
+
+	mu        sync.Mutex
+	seq       int
+	boxes     map[string]*box
+	faults    []*fault
+	counts    map[string]int
+	malformed bool
+	policies  map[string]json.RawMessage
+	proxied   int
+}
+
+type box struct {
+	id       string
+	state    string
+	reason   string
+	metadata map[string]string
+	created  time.Time
+	readyAt  time.Time
+	sb       sandbox.Sandbox
+}
+
+type fault struct {
+	method, prefix string
+	status, n      int
+	retryAfter     string
+}
+
+// New starts a fake server; it is closed when tb ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(tb.TempDir(), "boxes"), ExecTimeout: 10 * time.Minute})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, policies: map[string]json.RawMessage{}, ProvisionDelay: 20 * time.Millisecond}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sandboxes", s.list)
+	mux.HandleFunc("POST /v1/sandboxes", s.create)
+	mux.HandleFunc("GET /v1/sandboxes/{id}", s.get)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.delete)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resume)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/endpoints/{port}", s.endpoint)
+	mux.HandleFunc("POST /sandboxes/{id}/port/44772/command", s.command)
+	mux.HandleFunc("GET /sandboxes/{id}/port/44772/files/download", s.download)
+	mux.HandleFunc("POST /sandboxes/{id}/port/44772/files/upload", s.upload)
+	mux.HandleFunc("DELETE /sandboxes/{id}/port/44772/files", s.removeFiles)
+	mux.HandleFunc("POST /sandboxes/{id}/port/18080/policy", s.policy)
+	s.srv = httptest.NewServer(s.middleware(mux))
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL returns the server's base URL (the OPEN_SANDBOX_DOMAIN).
+func (s *Server) URL() string { return s.srv.URL }
+
+// Host returns host:port of the server.
+func (s *Server) Host() string { return strings.TrimPrefix(s.srv.URL, "http://") }
+
+// Fail answers the next n requests whose method is method ("" any) and
+// whose path starts with prefix with status (and Retry-After when set).
+func (s *Server) Fail(method, prefix string, status, n int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{method: method, prefix: prefix, status: status, n: n, retryAfter: retryAfter})
+}
+
+// Requests counts the requests received whose method is method ("" any)
+// and whose path starts with prefix.
+func (s *Server) Requests(method, prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.counts {
+		m, p, _ := strings.Cut(k, " ")
+		if (method == "" || m == method) && strings.HasPrefix(p, prefix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// SetMalformedStream makes /command answer a malformed frame and then hang.
+func (s *Server) SetMalformedStream(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.malformed = on
+}
+
+// Expire marks a sandbox Terminated by TTL expiry and removes its workspace.
+func (s *Server) Expire(id string) {
+	s.mu.Lock()
+	b := s.boxes[id]
+	if b != nil {
+		b.state, b.reason = "Terminated", "ttl_expiry"
+	}
+	s.mu.Unlock()
+	if b != nil && b.sb != nil {
+		_ = b.sb.Destroy(context0())
+	}
+}
+
+// Kill removes a sandbox as if killed out of band: it no longer exists.
+func (s *Server) Kill(id string) {
+	s.mu.Lock()
+	b := s.boxes[id]
+	delete(s.boxes, id)
+	s.mu.Unlock()
+	if b != nil && b.sb != nil {
+		_ = b.sb.Destroy(context0())
+	}
+}
+
+// SetMetadata changes a sandbox's metadata value (relabelling).
+func (s *Server) SetMetadata(id, key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.boxes[id]; b != nil {
+		b.metadata[key] = value
+	}
+}
+
+// Pause marks a sandbox Paused (resume makes it Running again).
+func (s *Server) Pause(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.boxes[id]; b != nil {
+		b.state = "Paused"
+	}
+}
+
+// Policy returns the last egress policy posted for a sandbox (nil: none).
+func (s *Server) Policy(id string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policies[id]
+}
+
+// ProxiedEndpoints counts endpoint requests with use_server_proxy=true.
+func (s *Server) ProxiedEndpoints() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proxied
+}
+
+// Count returns how many sandboxes (any state) carry metadata key=value.
+func (s *Server) Count(key, value string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, b := range s.boxes {
+		if b.metadata[key] == value {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.counts[r.Method+" "+r.URL.Path]++
+		var hit *fault
+		for _, f := range s.faults {
+			if f.n > 0 && (f.method == "" || f.method == r.Method) && strings.HasPrefix(r.URL.Path, f.prefix) {
+				f.n--
+				hit = f
+				break
+			}
+		}
+		s.mu.Unlock()
+		if hit != nil {
+			if hit.retryAfter != "" {
+				w.Header().Set("Retry-After", hit.retryAfter)
+			}
+			writeError(w, hit.status, "INJECTED", "injected fault")
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/") && s.APIKey != "" && r.Header.Get("OPEN-SANDBOX-API-KEY") != s.APIKey {
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "bad api key")
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/sandboxes/") && strings.Contains(r.URL.Path, "/port/44772/") && r.Header.Get("X-EXECD-ACCESS-TOKEN") != Token {
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "bad execd token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// view renders a box (under s.mu), advancing Pending to Running.
+func (s *Server) view(b *box) map[string]any {
+	if b.state == "Pending" && !time.Now().Before(b.readyAt) {
+		b.state = "Running"
+	}
+	return map[string]any{
+		"id":         b.id,
+		"status":     map[string]string{"state": b.state, "reason": b.reason},
+		"metadata":   maps.Clone(b.metadata),
+		"createdAt":  b.created.Format(time.RFC3339Nano),
+		"entrypoint": []string{"tail", "-f", "/dev/null"},
+	}
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	filter, err := url.ParseQuery(r.URL.Query().Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
+		return
+	}
+	s.mu.Lock()
+	var items []map[string]any
+	ids := slices.Sorted(maps.Keys(s.boxes))
+	for _, id := range ids {
+		b := s.boxes[id]
+		ok := true
+		for k := range filter {
+			if b.metadata[k] != filter.Get(k) {
+				ok = false
+			}
+		}
+		if ok {
+			items = append(items, s.view(b))
+		}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"items":      items,
+		"pagination": map[string]any{"page": 1, "pageSize": len(items), "totalItems": len(items), "totalPages": 1, "hasNextPage": false},
+	})
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Image *struct {
+			URI string `json:"uri"`
+		} `json:"image"`
+		Entrypoint     []string          `json:"entrypoint"`
+		ResourceLimits map[string]string `json:"resourceLimits"`
+		Env            map[string]string `json:"env"`
+		Metadata       map[string]string `json:"metadata"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
+		return
+	}
+	if req.Image == nil || req.Image.URI == "" || len(req.Entrypoint) == 0 || len(req.ResourceLimits) == 0 {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "image, entrypoint and resourceLimits are required")
+		return
+	}
+	s.mu.Lock()
+	s.seq++
+	id := fmt.Sprintf("sbx-%06d", s.seq)
+	s.mu.Unlock()
+	sb, _, err := s.local.Create(r.Context(), id, sandbox.Spec{Env: req.Env})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+		return
+	}
+	s.mu.Lock()
+	now := time.Now().UTC()
+	b := &box{id: id, state: "Pending", metadata: maps.Clone(req.Metadata), created: now, readyAt: now.Add(s.ProvisionDelay), sb: sb}
+	if b.metadata == nil {
+		b.metadata = map[string]string{}
+	}
+	s.boxes[id] = b
+	v := s.view(b)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusAccepted, v)
+}
+
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*box, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxes[r.PathValue("id")]
+	if b == nil {
+		writeError(w, http.StatusNotFound, "SANDBOX_NOT_FOUND", "sandbox not found")
+		return nil, false
+	}
+	return b, true
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	v := s.view(b)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.boxes, b.id)
+	s.mu.Unlock()
+	if b.sb != nil {
+		_ = b.sb.Destroy(r.Context())
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.state != "Paused" {
+		writeError(w, http.StatusConflict, "INVALID_STATE", "not paused")
+		return
+	}
+	b.state = "Running"
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *Server) endpoint(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	port := r.PathValue("port")
+	s.mu.Lock()
+	if r.URL.Query().Get("use_server_proxy") == "true" {
+		s.proxied++
+	}
+	state := s.view(b)["status"].(map[string]string)["state"]
+	s.mu.Unlock()
+	if state != "Running" {
+		writeError(w, http.StatusConflict, "INVALID_STATE", "sandbox is "+state)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"endpoint": s.Host() + "/sandboxes/" + b.id + "/port/" + port,
+		"headers":  map[string]string{"X-EXECD-ACCESS-TOKEN": Token},
+	})
+}
+
+// running returns the local sandbox of a Running box, or answers 404.
+func (s *Server) running(w http.ResponseWriter, r *http.Request) (sandbox.Sandbox, bool) {
+	s.mu.Lock()
+	b := s.boxes[r.PathValue("id")]
+	ok := b != nil && s.view(b)["status"].(map[string]string)["state"] == "Running"
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "SANDBOX_NOT_FOUND", "sandbox not running")
+		return nil, false
+	}
+	return b.sb, true
+}
+
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (s *Server) command(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.running(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Command string            `json:"command"`
+		Cwd     string            `json:"cwd"`
+		Timeout int64             `json:"timeout"`
+		Envs    map[string]string `json:"envs"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Command == "" {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "bad body")
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	send := func(ev map[string]any) {
+		ev["timestamp"] = time.Now().UnixMilli()
+		b, _ := json.Marshal(ev)
+		_, _ = w.Write(append(b, '\n', '\n'))
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	s.mu.Lock()
+	malformed := s.malformed
+	s.mu.Unlock()
+	if malformed {
+		_, _ = io.WriteString(w, "{\"type\":\"stdout\",\"text\":\n\n")
+		if flusher != nil {
+			flusher.Flush()
+		}
+		<-r.Context().Done()
+		return
+	}
+	send(map[string]any{"type": "init", "text": "cmd-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
+	env := maps.Clone(req.Envs)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["MANGO_WORKSPACE"] = sb.Root()
+	cmd := req.Command
+	if req.Cwd != "" {
+		cmd = "cd -- " + shq(req.Cwd) + " || exit 1\n" + cmd
+	}
+	res, err := sb.Exec(r.Context(), sandbox.ExecRequest{Command: cmd, Env: env, Timeout: time.Duration(req.Timeout) * time.Millisecond})
+	if err != nil {
+		send(map[string]any{"type": "error", "error": map[string]any{"ename": "RuntimeError", "evalue": err.Error()}})
+		return
+	}
+	if len(res.Stdout) > 0 {
+		send(map[string]any{"type": "stdout", "text": string(res.Stdout)})
+	}
+	if len(res.Stderr) > 0 {
+		send(map[string]any{"type": "stderr", "text": string(res.Stderr)})
+	}
+	if res.ExitCode != 0 {
+		send(map[string]any{"type": "error", "error": map[string]any{"ename": "CommandExecError", "evalue": strconv.Itoa(res.ExitCode)}})
+		return
+	}
+	send(map[string]any{"type": "execution_complete", "execution_time": res.Duration.Milliseconds()})
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.running(w, r); !ok {
+		return
+	}
+	p := r.URL.Query().Get("path")
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found")
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+		return
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		writeError(w, http.StatusBadRequest, "INVALID_PATH", "not a regular file")
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, filepath.Base(p), fi.ModTime(), f)
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.running(w, r); !ok {
+		return
+	}
+	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error())
+		return
+	}
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	var meta struct {
+		Path string `json:"path"`
+		Mode int    `json:"mode"`
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error())
+			return
+		}
+		switch part.FormName() {
+		case "metadata":
+			if err := json.NewDecoder(part).Decode(&meta); err != nil || meta.Path == "" {
+				writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "bad metadata")
+				return
+			}
+		case "file":
+			if meta.Path == "" {
+				writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "file part before metadata")
+				return
+			}
+			mode := fs.FileMode(0o644)
+			if meta.Mode > 0 {
+				if m, err := strconv.ParseUint(strconv.Itoa(meta.Mode), 8, 32); err == nil {
+					mode = fs.FileMode(m)
+				}
+			}
+			if err := os.MkdirAll(filepath.Dir(meta.Path), 0o755); err != nil {
+				writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+				return
+			}
+			data, err := io.ReadAll(part)
+			if err == nil {
+				err = os.WriteFile(meta.Path, data, mode)
+			}
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+				return
+			}
+			meta.Path = ""
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.running(w, r); !ok {
+		return
+	}
+	for _, p := range r.URL.Query()["path"] {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.running(w, r); !ok {
+		return
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil || !json.Valid(data) {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "bad policy")
+		return
+	}
+	s.mu.Lock()
+	s.policies[r.PathValue("id")] = data
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func context0() context.Context { return context.Background() }
