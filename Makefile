@@ -15,7 +15,7 @@ PKGS    := $(foreach m,$(MODULES),github.com/mangohq/mango/$(m)/...)
 export GOWORK := $(ROOT)/go.work
 export PATH   := $(BIN):$(PATH)
 
-.PHONY: help tools build generate verify lint test dev dev-up dev-down dev-status \
+.PHONY: help tools build generate verify lint test dev dev-up dev-down dev-status dev-env-init \
         stack-up stack-down stack-status test-stack-up test-stack-down migrate bench clean
 
 help: ## Show this help
@@ -88,6 +88,11 @@ bench: ## Run benchmarks (scripts/bench.sh if present, else go test -bench . -be
 	@if [ -x scripts/bench.sh ]; then scripts/bench.sh; \
 	elif [ -f scripts/bench.sh ]; then bash scripts/bench.sh; \
 	else go test -run '^$$' -bench . -benchtime 1x $(PKGS); fi
+
+dev-env-init: ## Create ~/.config/mango/dev.env (mode 0600) from config/dev.env.example for opt-in live tests
+	@f="$${XDG_CONFIG_HOME:-$$HOME/.config}/mango/dev.env"; \
+	if [ -e "$$f" ]; then echo "$$f exists; leaving it alone"; \
+	else mkdir -p "$$(dirname "$$f")" && install -m 600 config/dev.env.example "$$f" && echo "created $$f (mode 0600): fill in the credentials you have"; fi
 
 clean: ## Stop dev/test environments and stacks, remove .mango/ and bin/
 	-@scripts/dev.sh down

@@ -74,6 +74,28 @@ test_env() {
 
 stack_up() { MANGO_STACK_STARTED_FILE="$STARTED_STACK" "${REPO_ROOT}/scripts/stack.sh" up test; }
 go_vet() { go vet "${PKGS[@]}"; }
+# live_gates: with the live switches on but no credentials (an empty HOME),
+# every live conformance test must skip cleanly with a message.
+live_gates() {
+	local home out
+	home="$(mktemp -d)"
+	# A fresh HOME hides any dev.env; keep Go's caches where they are.
+	out="$(cd "${REPO_ROOT}/execution-worker" && GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" \
+		GOPATH="$(go env GOPATH)" HOME="$home" XDG_CONFIG_HOME="$home" \
+		MANGO_LIVE_E2B=1 MANGO_LIVE_CUBE=1 MANGO_LIVE_OPENSANDBOX=1 MANGO_LIVE_DAYTONA=1 \
+		"${REPO_ROOT}/scripts/with-dev-env" env -u E2B_API_KEY -u CUBE_API_URL -u OPEN_SANDBOX_DOMAIN -u DAYTONA_API_KEY \
+		go test -count=1 -run LiveConformance -v ./sandbox/... 2>&1)" || { printf '%s\n' "$out"; rm -rf "$home"; return 1; }
+	rm -rf "$home"
+	local skips
+	skips="$(grep -c -- '--- SKIP: TestLiveConformance' <<<"$out" || true)"
+	if ((skips < 4)); then
+		printf '%s\n' "$out"
+		err "expected the 4 live conformance tests to skip, saw ${skips}"
+		return 1
+	fi
+	grep -B1 -- '--- SKIP: TestLiveConformance' <<<"$out" | grep -v -- '^--' | grep -v -- '--- SKIP' | sed -n 's/^ *//p' | sed -n 1,8p
+}
+
 # The Docker sandbox image (FROM scratch + busybox, no registry), for the
 # tests that run a docker worker; skipped without a daemon.
 sandbox_image() {
@@ -93,5 +115,6 @@ step "go vet" go_vet
 step "sandbox image" sandbox_image
 step "go test" go_test "$@"
 step "dev smoke" "${REPO_ROOT}/scripts/dev-smoke.sh"
+step "live gates skip" live_gates
 step "make verify" "$MAKE" --no-print-directory verify
 step "make lint" "$MAKE" --no-print-directory lint
