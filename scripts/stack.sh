@@ -61,13 +61,10 @@ case "$PROFILE" in
 dev)
 	PG_PORT=15432
 	TEMPORAL_PORT=17233
-	# WAL + synchronous=normal: crash-safe, without an fsync per commit.
-	TEMPORAL_SQLITE_SYNC=normal
 	;;
 test)
 	PG_PORT=25432
 	TEMPORAL_PORT=27233
-	TEMPORAL_SQLITE_SYNC=off
 	;;
 *) die "unknown profile '$PROFILE' (expected dev or test)" ;;
 esac
@@ -258,18 +255,22 @@ temporal_up() {
 	{
 		printf '\n==== %s: starting temporal server start-dev\n' "$(date -Is)"
 	} >>"$TEMPORAL_LOG"
+	# dev keeps its workflows in a file (WAL, synchronous=normal: crash-safe
+	# without an fsync per commit); tests run in memory, fresh every start.
+	local storage=(--db-filename "$TEMPORAL_DB" --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal)
+	if [[ "$PROFILE" == test ]]; then
+		storage=()
+	fi
 	setsid nohup "$TEMPORAL_BIN" server start-dev \
 		--headless \
 		--ip 127.0.0.1 \
 		--port "$TEMPORAL_PORT" \
 		--http-port $((TEMPORAL_PORT + 1)) \
 		--metrics-port $((TEMPORAL_PORT + 2)) \
-		--db-filename "$TEMPORAL_DB" \
+		"${storage[@]}" \
 		--log-level warn \
 		--dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
 		--dynamic-config-value system.enableActivityEagerExecution=true \
-		--sqlite-pragma journal_mode=wal \
-		--sqlite-pragma "synchronous=${TEMPORAL_SQLITE_SYNC}" \
 		</dev/null >>"$TEMPORAL_LOG" 2>&1 9>&- &
 	pid=$!
 	printf '%s\n' "$pid" >"$TEMPORAL_PID"

@@ -23,8 +23,8 @@ const (
 	EnvSnapshot         = "DAYTONA_SNAPSHOT"
 	EnvImage            = "DAYTONA_IMAGE"
 	EnvAutoPauseMinutes = "DAYTONA_AUTO_PAUSE_MINUTES"
-	EnvExecTimeout      = "MANGO_SANDBOX_EXEC_TIMEOUT"
-	EnvMaxOutput        = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvExecTimeout      = sandbox.EnvExecTimeout
+	EnvMaxOutput        = sandbox.EnvMaxOutput
 )
 
 // Defaults of [Config].
@@ -124,19 +124,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			cfg.AutoPauseMinutes = n
 		}
 	}
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		if limits.ExecTimeout > 0 {
+			cfg.ExecTimeout = limits.ExecTimeout
 		}
-		cfg.ExecTimeout = d
-	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		if limits.MaxOutput > 0 {
+			cfg.MaxOutput = limits.MaxOutput
 		}
-		cfg.MaxOutput = n
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	units "github.com/docker/go-units"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
 // Environment variables read by [ConfigFromEnv]. The Docker client itself
@@ -19,8 +21,8 @@ const (
 	EnvMemory      = "MANGO_DOCKER_MEMORY"
 	EnvPids        = "MANGO_DOCKER_PIDS"
 	EnvNetwork     = "MANGO_DOCKER_NETWORK"
-	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
-	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvExecTimeout = sandbox.EnvExecTimeout
+	EnvMaxOutput   = sandbox.EnvMaxOutput
 	EnvDockerCfg   = "DOCKER_CONFIG"
 )
 
@@ -107,19 +109,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, err
 		}
 	}
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v)
-		}
-		cfg.ExecTimeout = d
+	limits, err := sandbox.LimitsFromEnv(getenv)
+	if err != nil {
+		return Config{}, err
 	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := units.RAMInBytes(v)
-		if err != nil || n <= 0 || n > 1<<30 {
-			return Config{}, fmt.Errorf("%s=%q: want a positive size up to 1g, in bytes or such as 1m", EnvMaxOutput, v)
-		}
-		cfg.MaxOutput = int(n)
+	if limits.ExecTimeout > 0 {
+		cfg.ExecTimeout = limits.ExecTimeout
+	}
+	if limits.MaxOutput > 0 {
+		cfg.MaxOutput = limits.MaxOutput
 	}
 	return cfg, nil
 }

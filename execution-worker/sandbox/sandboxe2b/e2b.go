@@ -32,7 +32,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,8 +49,8 @@ const (
 	EnvTemplateID  = "E2B_TEMPLATE_ID"
 	EnvDomain      = "E2B_DOMAIN"
 	EnvIdleTimeout = "E2B_IDLE_TIMEOUT"
-	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
-	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvExecTimeout = sandbox.EnvExecTimeout
+	EnvMaxOutput   = sandbox.EnvMaxOutput
 )
 
 // Defaults.
@@ -129,19 +128,15 @@ func ParseCommon(getenv func(string) string, cfg *e2bproto.Config, idleVar strin
 		}
 		cfg.IdleTimeout = d
 	}
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		if limits.ExecTimeout > 0 {
+			cfg.ExecTimeout = limits.ExecTimeout
 		}
-		cfg.ExecTimeout = d
-	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		if limits.MaxOutput > 0 {
+			cfg.MaxOutput = limits.MaxOutput
 		}
-		cfg.MaxOutput = n
 	}
 	return errs
 }

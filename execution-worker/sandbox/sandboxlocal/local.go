@@ -56,7 +56,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,8 +71,8 @@ const Name = "local"
 // Environment variables read by [ConfigFromEnv].
 const (
 	EnvRoot        = "MANGO_LOCAL_SANDBOX_ROOT"
-	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
-	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvExecTimeout = sandbox.EnvExecTimeout
+	EnvMaxOutput   = sandbox.EnvMaxOutput
 )
 
 // Defaults for a zero [Config] field or an unset variable.
@@ -129,19 +128,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Root = v
 	}
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: invalid duration %q (want a positive Go duration such as 30s or 2m)", EnvExecTimeout, v))
+	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		if limits.ExecTimeout > 0 {
+			cfg.ExecTimeout = limits.ExecTimeout
 		}
-		cfg.ExecTimeout = d
-	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("%s: invalid size %q (want a positive number of bytes such as 1048576)", EnvMaxOutput, v))
+		if limits.MaxOutput > 0 {
+			cfg.MaxOutput = limits.MaxOutput
 		}
-		cfg.MaxOutput = n
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
 // Environment variables read by [ConfigFromEnv].
@@ -17,8 +19,8 @@ const (
 	EnvAPIKey         = "OPEN_SANDBOX_API_KEY"
 	EnvImage          = "OPEN_SANDBOX_IMAGE"
 	EnvUseServerProxy = "OPEN_SANDBOX_USE_SERVER_PROXY"
-	EnvExecTimeout    = "MANGO_SANDBOX_EXEC_TIMEOUT"
-	EnvMaxOutput      = "MANGO_SANDBOX_MAX_OUTPUT"
+	EnvExecTimeout    = sandbox.EnvExecTimeout
+	EnvMaxOutput      = sandbox.EnvMaxOutput
 )
 
 // Defaults of [Config].
@@ -88,19 +90,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.UseServerProxy = b
 	}
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		if limits.ExecTimeout > 0 {
+			cfg.ExecTimeout = limits.ExecTimeout
 		}
-		cfg.ExecTimeout = d
-	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive number of bytes", EnvMaxOutput, v))
+		if limits.MaxOutput > 0 {
+			cfg.MaxOutput = limits.MaxOutput
 		}
-		cfg.MaxOutput = n
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

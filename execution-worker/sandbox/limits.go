@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables every provider reads for its command limits.
+const (
+	EnvExecTimeout = "MANGO_SANDBOX_EXEC_TIMEOUT"
+	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
+)
+
+// Limits are a provider's default command limits. Zero means "not set"
+// (the provider's own default applies).
+type Limits struct {
+	// ExecTimeout is the default command timeout.
+	ExecTimeout time.Duration
+	// MaxOutput caps stdout and stderr, each, in bytes.
+	MaxOutput int
+}
+
+// maxOutputCeiling bounds MANGO_SANDBOX_MAX_OUTPUT.
+const maxOutputCeiling = 1 << 30
+
+// LimitsFromEnv reads the command limits shared by every provider, so the
+// same variable means the same thing whichever provider a worker serves:
+// MANGO_SANDBOX_EXEC_TIMEOUT is a positive Go duration (2m), and
+// MANGO_SANDBOX_MAX_OUTPUT a positive size in bytes, optionally with a k,
+// m or g suffix (binary units), up to 1g. Errors name the variable.
+func LimitsFromEnv(getenv func(string) string) (Limits, error) {
+	var l Limits
+	var errs []error
+	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
+		}
+		l.ExecTimeout = d
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
+		n, err := parseSize(v)
+		if err != nil || n <= 0 || n > maxOutputCeiling {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive size up to 1g, in bytes or such as 512k or 1m", EnvMaxOutput, v))
+		}
+		l.MaxOutput = int(n)
+	}
+	return l, errors.Join(errs...)
+}
+
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToLower(v[len(v)-1:]) {
+	case "k":
+		mult, v = 1<<10, v[:len(v)-1]
+	case "m":
+		mult, v = 1<<20, v[:len(v)-1]
+	case "g":
+		mult, v = 1<<30, v[:len(v)-1]
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n > maxOutputCeiling {
+		return 0, fmt.Errorf("invalid size %q", v)
+	}
+	return n * mult, nil
+}

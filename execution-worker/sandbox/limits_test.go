@@ -1,0 +1,42 @@
+package sandbox_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+func TestLimitsFromEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		timeout, output string
+		want            sandbox.Limits
+		wantErr         string
+	}{
+		{"", "", sandbox.Limits{}, ""},
+		{"30s", "1048576", sandbox.Limits{ExecTimeout: 30 * time.Second, MaxOutput: 1 << 20}, ""},
+		{"2m", "512k", sandbox.Limits{ExecTimeout: 2 * time.Minute, MaxOutput: 512 << 10}, ""},
+		{"", "1m", sandbox.Limits{MaxOutput: 1 << 20}, ""},
+		{"", "1G", sandbox.Limits{MaxOutput: 1 << 30}, ""},
+		{"soon", "", sandbox.Limits{}, "MANGO_SANDBOX_EXEC_TIMEOUT"},
+		{"-1s", "", sandbox.Limits{}, "MANGO_SANDBOX_EXEC_TIMEOUT"},
+		{"", "lots", sandbox.Limits{}, "MANGO_SANDBOX_MAX_OUTPUT"},
+		{"", "0", sandbox.Limits{}, "MANGO_SANDBOX_MAX_OUTPUT"},
+		{"", "2g", sandbox.Limits{}, "MANGO_SANDBOX_MAX_OUTPUT"},
+	}
+	for _, tc := range tests {
+		env := map[string]string{sandbox.EnvExecTimeout: tc.timeout, sandbox.EnvMaxOutput: tc.output}
+		got, err := sandbox.LimitsFromEnv(func(k string) string { return env[k] })
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q/%q: error %v, want one naming %s", tc.timeout, tc.output, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q/%q = %+v, %v; want %+v", tc.timeout, tc.output, got, err, tc.want)
+		}
+	}
+}
