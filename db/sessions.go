@@ -536,16 +536,6 @@ func (s *Store) EventSeq(ctx context.Context, sessionID, eventID string) (int64,
 	return seq, nil
 }
 
-// SessionHasBinding reports whether a sandbox binding or provisioning
-// intent exists for the session.
-func (s *Store) SessionHasBinding(ctx context.Context, id string) (bool, error) {
-	ok, err := s.q.SessionBindingExists(ctx, id)
-	if err != nil {
-		return false, mapErr("look up sandbox binding", err)
-	}
-	return ok, nil
-}
-
 // ErrNotFenced reports a finalization of a session whose deletion has not
 // begun, or that still holds a sandbox binding.
 var ErrNotFenced = fmt.Errorf("session deletion cannot be finalized: %w", ErrConflict)

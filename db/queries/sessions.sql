@@ -6,9 +6,6 @@ RETURNING *;
 -- name: SessionGetByID :one
 SELECT * FROM sessions WHERE id = $1 AND deleting_at IS NULL;
 
--- name: SessionGetByIDAny :one
-SELECT * FROM sessions WHERE id = $1;
-
 -- name: SessionLock :one
 SELECT * FROM sessions WHERE id = $1 FOR UPDATE;
 
@@ -89,10 +86,6 @@ SELECT * FROM events
 WHERE session_id = $1 AND seq > $2
 ORDER BY seq
 LIMIT $3;
-
--- name: EventsMarkProcessed :exec
-UPDATE events SET processed_at = $3
-WHERE session_id = $1 AND id = ANY($2::text[]) AND processed_at IS NULL;
 
 -- name: OutboxInsert :exec
 INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3);

@@ -104,19 +104,19 @@ func clone(s *Spec) *Spec {
 
 func apply(s *Spec, in *Input) (*Spec, error) {
 	if in.Name.Set {
-		if err := checkLen("name", in.Name.Value, 1, MaxNameLen); err != nil {
+		if err := CheckLen("name", in.Name.Value, 1, MaxNameLen); err != nil {
 			return nil, err
 		}
 		s.Name = in.Name.Value
 	}
 	if in.Description.Set {
-		if err := checkLen("description", in.Description.Value, 0, MaxDescriptionLen); err != nil {
+		if err := CheckLen("description", in.Description.Value, 0, MaxDescriptionLen); err != nil {
 			return nil, err
 		}
 		s.Description = in.Description.Value
 	}
 	if in.System.Set {
-		if err := checkLen("system", in.System.Value, 0, MaxSystemLen); err != nil {
+		if err := CheckLen("system", in.System.Value, 0, MaxSystemLen); err != nil {
 			return nil, err
 		}
 		s.System = in.System.Value
@@ -196,14 +196,14 @@ func PatchMetadata(current map[string]string, patch map[string]*string, clear bo
 	slices.Sort(keys)
 	for _, k := range keys {
 		v := patch[k]
-		if err := checkLen("metadata key", k, 1, MaxMetadataKeyLen); err != nil {
+		if err := CheckLen("metadata key", k, 1, MaxMetadataKeyLen); err != nil {
 			return nil, err
 		}
 		if v == nil {
 			delete(out, k)
 			continue
 		}
-		if err := checkLen(fmt.Sprintf("metadata[%q]", k), *v, 0, MaxMetadataValLen); err != nil {
+		if err := CheckLen(fmt.Sprintf("metadata[%q]", k), *v, 0, MaxMetadataValLen); err != nil {
 			return nil, err
 		}
 		out[k] = *v
@@ -214,7 +214,9 @@ func PatchMetadata(current map[string]string, patch map[string]*string, clear bo
 	return out, nil
 }
 
-func checkLen(field, v string, minLen, maxLen int) error {
+// CheckLen checks that v is valid UTF-8 of minLen to maxLen characters,
+// with an error naming field.
+func CheckLen(field, v string, minLen, maxLen int) error {
 	if !utf8.ValidString(v) {
 		return jsonx.Errorf(field, "must be valid UTF-8")
 	}
@@ -240,7 +242,7 @@ func parseModel(raw json.RawMessage) (*Model, error) {
 		if err := json.Unmarshal(raw, &id); err != nil {
 			return nil, jsonx.Errorf("model", "expected a string or an object")
 		}
-		if err := checkLen("model", id, 1, MaxModelIDLen); err != nil {
+		if err := CheckLen("model", id, 1, MaxModelIDLen); err != nil {
 			return nil, err
 		}
 		return &Model{ID: id, Speed: "standard"}, nil
@@ -264,7 +266,7 @@ func parseModel(raw json.RawMessage) (*Model, error) {
 	if in.ID == nil {
 		return nil, jsonx.Errorf("model.id", "is required")
 	}
-	if err := checkLen("model.id", *in.ID, 1, MaxModelIDLen); err != nil {
+	if err := CheckLen("model.id", *in.ID, 1, MaxModelIDLen); err != nil {
 		return nil, err
 	}
 	m := &Model{ID: *in.ID, Speed: "standard"}
@@ -275,7 +277,7 @@ func parseModel(raw json.RawMessage) (*Model, error) {
 		m.Speed = *in.Speed
 	}
 	if in.InferenceGeo != nil {
-		if err := checkLen("model.inference_geo", *in.InferenceGeo, 1, 64); err != nil {
+		if err := CheckLen("model.inference_geo", *in.InferenceGeo, 1, 64); err != nil {
 			return nil, err
 		}
 		m.InferenceGeo = *in.InferenceGeo
@@ -323,7 +325,7 @@ func parseMCPServers(raws []json.RawMessage) ([]MCPServer, error) {
 		if in.Name == nil {
 			return nil, jsonx.Errorf(path+".name", "is required")
 		}
-		if err := checkLen(path+".name", *in.Name, 1, 128); err != nil {
+		if err := CheckLen(path+".name", *in.Name, 1, 128); err != nil {
 			return nil, err
 		}
 		if seen[*in.Name] {
@@ -574,7 +576,7 @@ func parseMCPToolset(raw json.RawMessage, path string) (*MCPToolset, error) {
 		if c.Name == nil {
 			return nil, jsonx.Errorf(cpath+".name", "is required")
 		}
-		if err := checkLen(cpath+".name", *c.Name, 1, 128); err != nil {
+		if err := CheckLen(cpath+".name", *c.Name, 1, 128); err != nil {
 			return nil, err
 		}
 		if seen[*c.Name] {
@@ -616,7 +618,7 @@ func parseCustomTool(raw json.RawMessage, path string) (*CustomTool, error) {
 	if in.Description == nil {
 		return nil, jsonx.Errorf(path+".description", "is required")
 	}
-	if err := checkLen(path+".description", *in.Description, 0, MaxDescriptionLen*4); err != nil {
+	if err := CheckLen(path+".description", *in.Description, 0, MaxDescriptionLen*4); err != nil {
 		return nil, err
 	}
 	if len(in.InputSchema) == 0 || bytes.Equal(bytes.TrimSpace(in.InputSchema), []byte("null")) {
@@ -669,12 +671,12 @@ func parseSkills(raws []json.RawMessage) ([]Skill, error) {
 		if in.Type != "anthropic" && in.Type != "custom" {
 			return nil, jsonx.Errorf(path+".type", "must be \"anthropic\" or \"custom\", got %q", in.Type)
 		}
-		if err := checkLen(path+".skill_id", in.SkillID, 1, 256); err != nil {
+		if err := CheckLen(path+".skill_id", in.SkillID, 1, 256); err != nil {
 			return nil, err
 		}
 		v := "latest"
 		if in.Version != nil {
-			if err := checkLen(path+".version", *in.Version, 1, 64); err != nil {
+			if err := CheckLen(path+".version", *in.Version, 1, 64); err != nil {
 				return nil, err
 			}
 			v = *in.Version

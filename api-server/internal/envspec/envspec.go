@@ -116,13 +116,13 @@ func Update(current *Spec, in *Input) (*Spec, error) {
 
 func apply(s *Spec, in *Input) (*Spec, error) {
 	if in.Name.Set {
-		if err := checkText("name", in.Name.Value, 1, MaxNameLen); err != nil {
+		if err := agentspec.CheckLen("name", in.Name.Value, 1, MaxNameLen); err != nil {
 			return nil, err
 		}
 		s.Name = in.Name.Value
 	}
 	if in.Description.Set {
-		if err := checkText("description", in.Description.Value, 0, MaxDescriptionLen); err != nil {
+		if err := agentspec.CheckLen("description", in.Description.Value, 0, MaxDescriptionLen); err != nil {
 			return nil, err
 		}
 		s.Description = in.Description.Value
@@ -156,17 +156,6 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 		}
 	}
 	return s, nil
-}
-
-func checkText(field, v string, minLen, maxLen int) error {
-	n := len([]rune(v))
-	if n < minLen {
-		return jsonx.Errorf(field, "must not be empty")
-	}
-	if n > maxLen {
-		return jsonx.Errorf(field, "must be at most %d characters, got %d", maxLen, n)
-	}
-	return nil
 }
 
 // ParseConfig validates and resolves an environment config object.

@@ -156,10 +156,8 @@ func (a *API) eventList(c echo.Context) error {
 		}
 		p.Types = append(p.Types, t)
 	}
-	for name, dst := range map[string]**time.Time{"created_at[gt]": &p.CreatedGT, "created_at[gte]": &p.CreatedGTE, "created_at[lt]": &p.CreatedLT, "created_at[lte]": &p.CreatedLTE} {
-		if *dst, err = parseTimeParam(c, name); err != nil {
-			return err
-		}
+	if p.CreatedGT, p.CreatedGTE, p.CreatedLT, p.CreatedLTE, err = parseCreatedRange(c); err != nil {
+		return err
 	}
 	switch order := c.QueryParam("order"); order {
 	case "", "asc":

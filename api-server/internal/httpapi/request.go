@@ -140,3 +140,13 @@ type listResponse[T any] struct {
 	Data     []T     `json:"data"`
 	NextPage *string `json:"next_page"`
 }
+
+// parseCreatedRange reads the created_at[gt|gte|lt|lte] filters.
+func parseCreatedRange(c echo.Context) (gt, gte, lt, lte *time.Time, err error) {
+	for name, dst := range map[string]**time.Time{"created_at[gt]": &gt, "created_at[gte]": &gte, "created_at[lt]": &lt, "created_at[lte]": &lte} {
+		if *dst, err = parseTimeParam(c, name); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	return gt, gte, lt, lte, nil
+}

@@ -436,10 +436,8 @@ func (a *API) sessionList(c echo.Context) error {
 			return apierror.Invalid("statuses[]: unknown status %q (expected idle, running, rescheduling or terminated)", st)
 		}
 	}
-	for name, dst := range map[string]**time.Time{"created_at[gt]": &p.CreatedGT, "created_at[gte]": &p.CreatedGTE, "created_at[lt]": &p.CreatedLT, "created_at[lte]": &p.CreatedLTE} {
-		if *dst, err = parseTimeParam(c, name); err != nil {
-			return err
-		}
+	if p.CreatedGT, p.CreatedGTE, p.CreatedLT, p.CreatedLTE, err = parseCreatedRange(c); err != nil {
+		return err
 	}
 	switch order := c.QueryParam("order"); order {
 	case "", "desc":

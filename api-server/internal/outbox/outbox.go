@@ -270,24 +270,17 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) erro
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
 	defer cancel()
+	input := &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider}
+	var err error
 	if row.Kind == sessionwf.OutboxKindDelete {
 		// Deletion runs in its own workflow (which cancels the session's).
-		_, err := r.temporal.ExecuteWorkflow(sctx, DeletionStartOptions(r.opts.Queues, row.SessionID, row.Provider),
-			sessionwf.DeletionWorkflowType, &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider})
-		if err != nil {
-			r.fail(ctx, row, path, err)
-			return err
-		}
-		r.downUntil.Store(0)
-		r.settle(ctx, row, nil)
-		r.deliveries.WithLabelValues("ok", path).Inc()
-		return nil
+		_, err = r.temporal.ExecuteWorkflow(sctx, DeletionStartOptions(r.opts.Queues, row.SessionID, row.Provider),
+			sessionwf.DeletionWorkflowType, input)
+	} else {
+		_, err = r.temporal.SignalWithStartWorkflow(sctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
+			&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
+			StartOptions(r.opts.Queues, row.SessionID, row.Provider), sessionwf.WorkflowType, input)
 	}
-	_, err := r.temporal.SignalWithStartWorkflow(sctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
-		&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
-		StartOptions(r.opts.Queues, row.SessionID, row.Provider),
-		sessionwf.WorkflowType,
-		&sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider})
 	if err != nil {
 		r.fail(ctx, row, path, err)
 		return err

@@ -193,22 +193,6 @@ func (q *Queries) EventsAfter(ctx context.Context, arg EventsAfterParams) ([]Eve
 	return items, nil
 }
 
-const eventsMarkProcessed = `-- name: EventsMarkProcessed :exec
-UPDATE events SET processed_at = $3
-WHERE session_id = $1 AND id = ANY($2::text[]) AND processed_at IS NULL
-`
-
-type EventsMarkProcessedParams struct {
-	SessionID   string
-	Column2     []string
-	ProcessedAt *time.Time
-}
-
-func (q *Queries) EventsMarkProcessed(ctx context.Context, arg EventsMarkProcessedParams) error {
-	_, err := q.db.Exec(ctx, eventsMarkProcessed, arg.SessionID, arg.Column2, arg.ProcessedAt)
-	return err
-}
-
 const notifySession = `-- name: NotifySession :exec
 SELECT pg_notify('mango_events', $1::text)
 `
@@ -374,34 +358,6 @@ SELECT id, agent_id, agent_version, agent, environment_id, provider, title, meta
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
 	row := q.db.QueryRow(ctx, sessionGetByID, id)
-	var i Session
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.AgentVersion,
-		&i.Agent,
-		&i.EnvironmentID,
-		&i.Provider,
-		&i.Title,
-		&i.Metadata,
-		&i.Status,
-		&i.StopReason,
-		&i.Usage,
-		&i.LastSeq,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ArchivedAt,
-		&i.DeletingAt,
-	)
-	return i, err
-}
-
-const sessionGetByIDAny = `-- name: SessionGetByIDAny :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at FROM sessions WHERE id = $1
-`
-
-func (q *Queries) SessionGetByIDAny(ctx context.Context, id string) (Session, error) {
-	row := q.db.QueryRow(ctx, sessionGetByIDAny, id)
 	var i Session
 	err := row.Scan(
 		&i.ID,
