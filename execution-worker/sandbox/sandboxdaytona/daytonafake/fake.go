@@ -278,9 +278,11 @@ func (s *Server) controlPlane(w http.ResponseWriter, r *http.Request, rest strin
 		switch r.Method {
 		case http.MethodGet:
 			out := s.dto(b)
-			// Transitional states last until the next poll.
-			switch b.State {
-			case "creating", "starting":
+			// Transitional states last until the next poll, and creating
+			// until the backing sandbox exists (a concurrent create may
+			// find the box by name while it is still being made).
+			switch {
+			case b.State == "starting", b.State == "creating" && b.local != nil:
 				b.State = "started"
 			}
 			s.mu.Unlock()
