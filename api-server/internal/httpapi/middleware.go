@@ -3,6 +3,8 @@ package httpapi
 import (
 	"errors"
 	"log/slog"
+	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -114,5 +116,24 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		m.requests.WithLabelValues(route, c.Request().Method, status).Inc()
 		m.latency.WithLabelValues(route, c.Request().Method, status).Observe(time.Since(start).Seconds())
 		return nil
+	}
+}
+
+// recoverPanics turns a panic in a handler into a logged internal error:
+// the client gets the api_error envelope, never a stack trace or a reset
+// connection.
+func (a *API) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				a.deps.Logger.Error("handler panic", "panic", r, "stack", string(debug.Stack()),
+					"method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
+				err = apierror.Internal()
+			}
+		}()
+		return next(c)
 	}
 }

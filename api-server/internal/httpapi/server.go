@@ -83,7 +83,7 @@ func New(deps Deps) *API {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.handleError
-	e.Use(requestID, newHTTPMetrics(deps.Registry).middleware, a.accessLog, a.authenticate)
+	e.Use(requestID, newHTTPMetrics(deps.Registry).middleware, a.accessLog, a.recoverPanics, a.authenticate)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
