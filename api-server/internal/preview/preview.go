@@ -119,8 +119,20 @@ func NewHub(pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Hu
 	h.ownPrefix = `{"o":` + quote(h.origin) + `,`
 	if reg != nil {
 		h.m.register(reg)
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mango_preview_relay_backlog_frames",
+			Help: "Preview frames queued for relay to the other replicas and not yet sent.",
+		}, func() float64 { return float64(h.relayBacklog()) }))
 	}
 	return h
+}
+
+// relayBacklog is the number of frames queued for the relay and not yet
+// published (or dropped).
+func (h *Hub) relayBacklog() uint64 {
+	h.relayMu.Lock()
+	defer h.relayMu.Unlock()
+	return h.queued - h.published
 }
 
 // Subscription is one stream's interest in the previews of a session.

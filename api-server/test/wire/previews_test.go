@@ -246,14 +246,23 @@ func deltaFrame(sessionID, eventID, text string) *pb.PreviewFrame {
 // slowSubscriber opens a stream with previews and never reads it.
 func slowSubscriber(t *testing.T, srv *testserver.Server, sessionID string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
+	// The receive buffer is made small before connecting, so the window
+	// the server may fill is small too (set after the handshake, the
+	// kernel may already have advertised a large scaled window).
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(4096)
-	}
 	_, _ = fmt.Fprintf(conn, "GET /v1/sessions/%s/events/stream?event_deltas[]=agent.message HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\nanthropic-version: 2023-06-01\r\n\r\n",
 		sessionID, srv.APIKey)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -265,9 +274,10 @@ func slowSubscriber(t *testing.T, srv *testserver.Server, sessionID string) {
 
 // TestPreviewsSlowSubscriber: a subscriber that does not read loses
 // previews, and a fast subscriber of the same session still receives every
-// frame within 50 ms of the worker sending it. First 9.6 MB of previews fill
-// the slow subscriber's socket buffers (its stream is then stuck in a
-// write); then the fast subscriber joins and its frames are timed.
+// frame within 50 ms of the worker sending it. First previews are sent until
+// the slow subscriber's socket buffers and hub buffer are full and it loses
+// frames (its stream is then stuck in a write); then the fast subscriber
+// joins and its frames are timed.
 func TestPreviewsSlowSubscriber(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
@@ -279,15 +289,30 @@ func TestPreviewsSlowSubscriber(t *testing.T) {
 	bulk := sessionwf.EventID(id, "slow/0/message")
 	p.send(t, startFrame(id, bulk))
 	pad := strings.Repeat("x", 16<<10)
-	for range 600 { // 9.6 MB: more than socket buffers hold (checked below)
-		p.send(t, deltaFrame(id, bulk, pad))
+	// Kernel buffer sizes differ between machines (tcp_wmem/tcp_rmem), so
+	// send in batches until the hub reports a drop, up to 128 MB.
+	dropped := func() bool {
+		return metricValue(t, srv, `mango_preview_frames_dropped_total{reason="subscriber_full"}`) > 0
 	}
-	for deadline := time.Now().Add(10 * time.Second); metricValue(t, srv, `mango_preview_frames_dropped_total{reason="subscriber_full"}`) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow subscriber lost no frames: it is not stuck (test is ineffective)")
+	for batch := 0; !dropped(); batch++ {
+		if batch == 128 {
+			t.Fatal("the slow subscriber lost no frames after 128 MB: it is not stuck (test is ineffective)")
 		}
-		time.Sleep(10 * time.Millisecond)
+		for range 64 { // 1 MB
+			p.send(t, deltaFrame(id, bulk, pad))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	// The bulk is also relayed to other replicas (NOTIFY through
+	// PostgreSQL), which costs CPU on a small machine; let that finish so
+	// what is timed below is the stuck subscriber's effect alone.
+	for deadline := time.Now().Add(20 * time.Second); metricValue(t, srv, "mango_preview_relay_backlog_frames") > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the preview relay did not drain the bulk within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the replica's own NOTIFYs come back to its listener
 
 	fast := watchPreviews(t, e.client, id, anthropic.BetaManagedAgentsDeltaTypeAgentMessage)
 	time.Sleep(100 * time.Millisecond) // subscribed
