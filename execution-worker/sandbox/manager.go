@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 )
@@ -60,49 +64,84 @@ func (e *VanishedError) Unwrap() error { return ErrNotFound }
 // first use (intent, Create, binding), reuses the cached client later, and
 // after a restart re-attaches through the persisted binding. The in-memory
 // map is only a cache: the binding is the truth.
+//
+// It also enforces the environment's part of a [Spec]: packages are
+// installed while egress is temporarily widened to their registries, then
+// the final egress policy is applied, and only then is the binding
+// published, so tool execution sees only the final policy. The policy is
+// applied again whenever it changes (an MCP-affecting session update) and
+// after every re-attach (a worker restart).
 type SessionManager struct {
 	provider  Provider
 	bindings  Bindings
 	taskQueue string
 
+	installSteps   func(*Packages) []InstallStep
+	installTimeout time.Duration
+
 	mu    sync.Mutex
-	cache map[string]Sandbox
+	cache map[string]*cached
 	group singleflight.Group
+}
+
+// cached is a session's sandbox client and the egress policy it is known
+// to enforce.
+type cached struct {
+	sb Sandbox
+
+	mu     sync.Mutex
+	egress string // egressKey of the applied policy; "" when unknown
 }
 
 // NewSessionManager returns a manager for one provider. taskQueue is the
 // queue recorded in new bindings (the worker's host queue for host-bound
 // providers, the provider queue otherwise).
 func NewSessionManager(p Provider, b Bindings, taskQueue string) *SessionManager {
-	return &SessionManager{provider: p, bindings: b, taskQueue: taskQueue, cache: map[string]Sandbox{}}
+	return &SessionManager{provider: p, bindings: b, taskQueue: taskQueue, cache: map[string]*cached{},
+		installSteps: (*Packages).InstallSteps, installTimeout: DefaultInstallTimeout}
 }
 
-// Acquire returns the session's sandbox, provisioning it on first use.
-// Concurrent calls for one session share one provisioning.
+// SetInstaller replaces the package install commands and their timeout
+// (for images with their own tooling, and for tests); it must be called
+// before the manager is used.
+func (m *SessionManager) SetInstaller(steps func(*Packages) []InstallStep, timeout time.Duration) {
+	m.installSteps, m.installTimeout = steps, timeout
+}
+
+// Acquire returns the session's sandbox, provisioning it on first use, and
+// makes sure it enforces spec.Network. Concurrent calls for one session
+// share one provisioning.
 func (m *SessionManager) Acquire(ctx context.Context, sessionID string, spec Spec) (Sandbox, error) {
-	m.mu.Lock()
-	sb, ok := m.cache[sessionID]
-	m.mu.Unlock()
-	if ok {
-		return sb, nil
+	if _, ok := m.provider.(EgressController); spec.Network != nil && !ok {
+		return nil, &ProvisionError{SessionID: sessionID,
+			Reason: fmt.Sprintf("its environment limits networking, but the %s provider cannot enforce egress rules", m.provider.Name())}
 	}
-	v, err, _ := m.group.Do(sessionID, func() (any, error) {
-		sb, err := m.acquire(ctx, sessionID, spec)
+	m.mu.Lock()
+	c, ok := m.cache[sessionID]
+	m.mu.Unlock()
+	if !ok {
+		v, err, _ := m.group.Do(sessionID, func() (any, error) {
+			c, err := m.acquire(ctx, sessionID, spec)
+			if err != nil {
+				return nil, err
+			}
+			m.mu.Lock()
+			m.cache[sessionID] = c
+			m.mu.Unlock()
+			return c, nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		m.mu.Lock()
-		m.cache[sessionID] = sb
-		m.mu.Unlock()
-		return sb, nil
-	})
-	if err != nil {
+		c = v.(*cached)
+	}
+	if err := m.applyEgress(ctx, sessionID, c, spec.Network); err != nil {
 		return nil, err
 	}
-	return v.(Sandbox), nil
+	return c.sb, nil
 }
 
-func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spec) (Sandbox, error) {
+func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spec) (*cached, error) {
 	b, err := m.bindings.GetBinding(ctx, sessionID)
 	switch {
 	case errors.Is(err, ErrNoBinding):
@@ -122,7 +161,12 @@ func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spe
 		if err != nil {
 			return nil, fmt.Errorf("attach sandbox %s of session %s: %w", ref.ID, sessionID, err)
 		}
-		return sb, nil
+		// The policy it enforces is not known here: Acquire applies it.
+		return &cached{sb: sb}, nil
+	}
+	if !spec.Packages.Empty() && !hasCapability(m.provider, CapabilityPackages) {
+		return nil, &ProvisionError{SessionID: sessionID,
+			Reason: fmt.Sprintf("its environment lists packages, but the %s provider does not install packages", m.provider.Name())}
 	}
 	intent := Binding{SessionID: sessionID, Provider: m.provider.Name(), SpecHash: SpecHash(spec), TaskQueue: m.taskQueue}
 	stored, err := m.bindings.PutIntent(ctx, intent)
@@ -133,9 +177,9 @@ func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spe
 		// Another worker finished provisioning meanwhile.
 		return m.acquire(ctx, sessionID, spec)
 	}
-	sb, ref, err := m.provider.Create(ctx, sessionID, spec)
+	c, ref, err := m.provision(ctx, sessionID, spec)
 	if err != nil {
-		return nil, fmt.Errorf("create %s sandbox for session %s: %w", m.provider.Name(), sessionID, err)
+		return nil, err
 	}
 	intent.ExternalID = ref.ID
 	intent.TaskQueue = stored.TaskQueue
@@ -144,7 +188,94 @@ func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spe
 		// reconciler (or the next Acquire, as Create is idempotent) binds it.
 		return nil, fmt.Errorf("bind sandbox %s to session %s: %w", ref.ID, sessionID, err)
 	}
-	return sb, nil
+	return c, nil
+}
+
+// provision creates the sandbox, installs its packages and applies its
+// final egress policy. During the install, egress is widened to the
+// package registries. Every step is repeated when a crash left an
+// unbound sandbox (Create finds it again; installs are idempotent).
+func (m *SessionManager) provision(ctx context.Context, sessionID string, spec Spec) (*cached, Ref, error) {
+	steps := m.installSteps(spec.Packages)
+	create := spec
+	var widened *Network
+	if spec.Network != nil && len(steps) > 0 {
+		widened = &Network{AllowedHosts: SortHosts(append(slices.Clone(spec.Network.AllowedHosts), spec.Packages.Registries()...))}
+		create.Network = widened
+	}
+	sb, ref, err := m.provider.Create(ctx, sessionID, create)
+	if err != nil {
+		return nil, Ref{}, fmt.Errorf("create %s sandbox for session %s: %w", m.provider.Name(), sessionID, err)
+	}
+	c := &cached{sb: sb}
+	if len(steps) > 0 {
+		// A sandbox found again after a crash may already enforce the
+		// final policy: widen explicitly.
+		if err := m.applyEgress(ctx, sessionID, c, widened); err != nil {
+			return nil, Ref{}, err
+		}
+		if err := m.install(ctx, sessionID, sb, steps); err != nil {
+			return nil, Ref{}, err
+		}
+	}
+	if err := m.applyEgress(ctx, sessionID, c, spec.Network); err != nil {
+		return nil, Ref{}, err
+	}
+	return c, ref, nil
+}
+
+// install runs the package install commands in order.
+func (m *SessionManager) install(ctx context.Context, sessionID string, sb Sandbox, steps []InstallStep) error {
+	for _, st := range steps {
+		res, err := sb.Exec(ctx, ExecRequest{Command: st.Command, Timeout: m.installTimeout, MaxOutput: 64 << 10})
+		if err != nil {
+			return fmt.Errorf("install %s packages for session %s: %w", st.Manager, sessionID, err)
+		}
+		switch {
+		case res.TimedOut:
+			return &ProvisionError{SessionID: sessionID, Reason: fmt.Sprintf("installing its %s packages did not finish within %s", st.Manager, m.installTimeout)}
+		case res.ExitCode != 0:
+			out := res.Stderr
+			if len(bytes.TrimSpace(out)) == 0 {
+				out = res.Stdout
+			}
+			return &ProvisionError{SessionID: sessionID,
+				Reason: fmt.Sprintf("installing its %s packages failed with exit code %d: %s", st.Manager, res.ExitCode, lastLines(out, 5))}
+		}
+	}
+	return nil
+}
+
+// lastLines returns up to n trailing non-empty lines of out.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// applyEgress makes c's sandbox enforce n unless it is known to already
+// (nil: leave the policy alone).
+func (m *SessionManager) applyEgress(ctx context.Context, sessionID string, c *cached, n *Network) error {
+	if n == nil {
+		return nil
+	}
+	key := egressKey(n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.egress == key {
+		return nil
+	}
+	if err := m.provider.(EgressController).SetEgress(ctx, c.sb.Ref(), n.AllowedHosts); err != nil {
+		return fmt.Errorf("apply the egress policy of session %s: %w", sessionID, err)
+	}
+	c.egress = key
+	return nil
+}
+
+func egressKey(n *Network) string {
+	return "deny-except:" + strings.Join(n.AllowedHosts, ",")
 }
 
 // Forget drops the cached client of a session (its sandbox stays).

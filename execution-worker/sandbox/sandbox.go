@@ -57,6 +57,12 @@ type Spec struct {
 	Image string `json:"image,omitempty"`
 	// Env holds extra environment variables for commands.
 	Env map[string]string `json:"env,omitempty"`
+	// Network limits egress (nil: unrestricted). Only providers that are
+	// an [EgressController] accept it.
+	Network *Network `json:"network,omitempty"`
+	// Packages are installed once, when the sandbox is provisioned. Only
+	// providers reporting [CapabilityPackages] accept them.
+	Packages *Packages `json:"packages,omitempty"`
 }
 
 // Provider is a sandbox backend.

@@ -205,9 +205,8 @@ func ParseConfig(raw json.RawMessage) (*Config, error) {
 		}
 		c.Networking = n
 	}
-	if c.Networking.Type == "limited" && c.Packages.count() > 0 && !*c.Networking.AllowPackageManagers {
-		return nil, jsonx.Errorf("config.networking.allow_package_managers", "must be true when packages are specified with limited networking")
-	}
+	// Packages with limited networking and allow_package_managers false
+	// are fine: the registries are reachable only while they install.
 	return c, nil
 }
 
@@ -333,6 +332,7 @@ func parsePackages(raw json.RawMessage) (*Packages, error) {
 	return p, nil
 }
 
-func (p *Packages) count() int {
+// Count returns the number of packages listed.
+func (p *Packages) Count() int {
 	return len(p.Apt) + len(p.Cargo) + len(p.Gem) + len(p.Go) + len(p.Npm) + len(p.Pip)
 }

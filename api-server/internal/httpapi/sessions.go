@@ -15,6 +15,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/agentspec"
 	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/envspec"
 	"github.com/mangohq/mango/api-server/internal/eventspec"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/jsonx"
@@ -158,7 +159,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.checkEgress(ctx, *in.EnvironmentID, provider); err != nil {
+	if err := a.checkEnvironmentSupport(ctx, *in.EnvironmentID, provider); err != nil {
 		return err
 	}
 	agentJSON, err := json.Marshal(snapshot)
@@ -242,33 +243,48 @@ func (a *API) environmentProvider(ctx context.Context, envID string) (string, er
 	return name, nil
 }
 
-// CapabilityLimitedNetworking is the capability a provider's workers report
-// when they can enforce an environment's limited networking.
-const CapabilityLimitedNetworking = "limited_networking"
+// Capabilities a provider's workers report and sessions may need.
+const (
+	// CapabilityLimitedNetworking: the provider enforces an environment's
+	// limited networking.
+	CapabilityLimitedNetworking = "limited_networking"
+	// CapabilityPackages: the provider installs an environment's packages.
+	CapabilityPackages = "packages"
+)
 
-// checkEgress refuses (422) a session whose environment limits networking
-// when no live worker of its provider reports egress control: the limits
-// could not be enforced.
-func (a *API) checkEgress(ctx context.Context, envID, provider string) error {
+// checkEnvironmentSupport refuses (422) a session whose environment asks
+// for what no live worker of its provider can do: limited networking
+// without egress control, or packages without package installation. The
+// environment would otherwise be accepted and silently not applied.
+func (a *API) checkEnvironmentSupport(ctx context.Context, envID, provider string) error {
 	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
 	if err != nil {
 		return err
 	}
-	var cfg struct {
-		Networking struct {
-			Type string `json:"type"`
-		} `json:"networking"`
-	}
-	if json.Unmarshal(env.Config, &cfg) != nil || cfg.Networking.Type != "limited" {
+	var cfg envspec.Config
+	if json.Unmarshal(env.Config, &cfg) != nil {
 		return nil
 	}
-	ok, err := a.deps.Store.ProviderHasCapability(ctx, provider, CapabilityLimitedNetworking, a.now().Add(-2*time.Minute))
-	if err != nil {
-		return err
+	type need struct{ capability, what, cannot, instead string }
+	var needs []need
+	if cfg.Networking != nil && cfg.Networking.Type == "limited" {
+		needs = append(needs, need{CapabilityLimitedNetworking, "limits networking", "cannot enforce egress rules",
+			"use an environment with unrestricted networking or a provider with egress control"})
 	}
-	if !ok {
-		return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.InvalidRequest,
-			Message: fmt.Sprintf("environment %q limits networking, but the %s sandbox provider cannot enforce egress rules (no live worker of it reports %s); use an environment with unrestricted networking or a provider with egress control", envID, provider, CapabilityLimitedNetworking)}
+	if cfg.Packages != nil && cfg.Packages.Count() > 0 {
+		needs = append(needs, need{CapabilityPackages, "lists packages", "does not install packages",
+			"use an environment without packages or a provider that installs them"})
+	}
+	for _, n := range needs {
+		ok, err := a.deps.Store.ProviderHasCapability(ctx, provider, n.capability, a.now().Add(-2*time.Minute))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.InvalidRequest,
+				Message: fmt.Sprintf("environment %q %s, but the %s sandbox provider %s (no live worker of it reports %s); %s",
+					envID, n.what, provider, n.cannot, n.capability, n.instead)}
+		}
 	}
 	return nil
 }

@@ -168,8 +168,9 @@ func TestRequiredActionResumes(t *testing.T) {
 }
 
 // TestLimitedNetworkingNeedsEgressControl: a session whose environment
-// limits networking is refused (422) on a provider whose workers do not
-// report egress control, and accepted once one does.
+// limits networking (or lists packages) is refused (422) on a provider
+// whose workers do not report egress control (package installation), and
+// accepted once one does.
 func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
@@ -196,5 +197,21 @@ func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("with egress control: %d %s", r.status, r.body)
+	}
+
+	// Packages likewise need a provider that installs them.
+	r = do(t, srv, http.MethodPost, "/v1/environments", "application/json",
+		[]byte(`{"name":"tooled","config":{"type":"cloud","packages":{"pip":["requests"]}}}`), nil)
+	_ = json.Unmarshal(r.body, &env)
+	body = []byte(fmt.Sprintf(`{"agent":%q,"environment_id":%q}`, agent.ID, env.ID))
+	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
+	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "does not install packages")
+	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-packages", Provider: "local",
+		TaskQueues: []string{"q"}, Capabilities: []string{"packages"}, Version: "test"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("with package installation: %d %s", r.status, r.body)
 	}
 }

@@ -121,8 +121,10 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Start runs an api-server on a fresh database until the test ends.
-func Start(t testing.TB) *Server {
+// Start runs an api-server on a fresh database until the test ends. env
+// holds extra NAME=value settings; they override the defaults (for example
+// MANGO_SANDBOX_PROVIDERS, local and docker by default).
+func Start(t testing.TB, env ...string) *Server {
 	t.Helper()
 	admin := require(t, "MANGO_TEST_DATABASE_URL")
 	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
@@ -138,11 +140,13 @@ func Start(t testing.TB) *Server {
 		DatabaseURL: dbURL, TemporalHostPort: temporal, TaskQueuePrefix: "t" + randomHex(6)}
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	s.BaseURL, s.GRPCAddr = "http://"+httpAddr, grpcAddr
-	env := append(os.Environ(),
+	extra := env
+	env = append(os.Environ(),
 		"MANGO_DATABASE_URL="+dbURL, "MANGO_TEMPORAL_HOSTPORT="+temporal, "MANGO_HTTP_ADDR="+httpAddr,
 		"MANGO_GRPC_ADDR="+grpcAddr, "MANGO_API_KEY="+s.APIKey, "MANGO_WORKER_TOKEN="+s.WorkerToken,
 		"MANGO_SANDBOX_PROVIDERS=local,docker", "MANGO_LOG_LEVEL=warn", "MANGO_SHUTDOWN_TIMEOUT=5s",
 		"MANGO_TASK_QUEUE_PREFIX="+s.TaskQueuePrefix)
+	env = append(env, extra...) // for a duplicate name, exec uses the last value
 	migrate := exec.Command(bin, "migrate")
 	migrate.Env = env
 	if out, err := migrate.CombinedOutput(); err != nil {
@@ -224,8 +228,23 @@ func createDatabase(t testing.TB, admin string) string {
 }
 
 // Do sends an authenticated JSON request and decodes a 200 response into
-// out (when not nil).
+// out (when not nil); any other status fails the test.
 func (s *Server) Do(t testing.TB, method, path string, body, out any) {
+	t.Helper()
+	status, data := s.Request(t, method, path, body)
+	if status != http.StatusOK {
+		t.Fatalf("%s %s: status %d: %s", method, path, status, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("decode %s %s: %v", method, path, err)
+		}
+	}
+}
+
+// Request sends an authenticated JSON request and returns the response's
+// status and body.
+func (s *Server) Request(t testing.TB, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -249,14 +268,7 @@ func (s *Server) Do(t testing.TB, method, path string, body, out any) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: status %d: %s", method, path, resp.StatusCode, data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("decode %s %s: %v", method, path, err)
-		}
-	}
+	return resp.StatusCode, data
 }
 
 // NewSession creates an agent with the built-in toolset, an environment

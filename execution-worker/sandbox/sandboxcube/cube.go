@@ -76,6 +76,8 @@ func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 		AutoPause:  false,
 		UseConnect: false,
 		ListPath:   "/sandboxes",
+		// Packages install through the sandbox's own network.
+		Capabilities: []string{sandbox.CapabilityPackages},
 	}
 	var errs []error
 	cfg.APIURL = strings.TrimSpace(getenv(EnvAPIURL))

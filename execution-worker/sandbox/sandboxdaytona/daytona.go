@@ -94,8 +94,11 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "daytona".
 func (*Provider) Name() string { return Name }
 
-// Capabilities reports pause/resume (auto-stop with filesystem kept).
-func (*Provider) Capabilities() []string { return []string{sandbox.CapabilityPauseResume} }
+// Capabilities reports pause/resume (auto-stop with filesystem kept) and
+// package installation (sandboxes reach the network).
+func (*Provider) Capabilities() []string {
+	return []string{sandbox.CapabilityPauseResume, sandbox.CapabilityPackages}
+}
 
 // remote is the part of Daytona's Sandbox and SandboxListItem DTOs the
 // provider uses.

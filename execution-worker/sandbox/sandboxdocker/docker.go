@@ -144,9 +144,15 @@ func (p *Provider) Config() Config { return p.cfg }
 // Close releases the client's idle connections. Sandboxes keep running.
 func (p *Provider) Close() error { return p.cli.Close() }
 
-// Capabilities reports no optional capabilities: egress allow-lists,
-// package installation and pause/resume are not implemented.
-func (*Provider) Capabilities() []string { return []string{} }
+// Capabilities reports package installation when containers have a
+// network (MANGO_DOCKER_NETWORK=bridge); egress allow-lists and
+// pause/resume are not implemented.
+func (p *Provider) Capabilities() []string {
+	if p.cfg.Network == "none" {
+		return []string{}
+	}
+	return []string{sandbox.CapabilityPackages}
+}
 
 // ContainerName returns the deterministic container name of a session key.
 func ContainerName(sessionKey string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -411,5 +412,16 @@ func TestDestroyConcurrent(t *testing.T) {
 	}
 	if _, err := cli.ContainerInspect(t.Context(), ref.ID, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("container after Destroy: inspect = %v, want not found", err)
+	}
+}
+
+// TestCapabilities: packages install only where containers have a network.
+func TestCapabilities(t *testing.T) {
+	if caps := newProvider(t, sandboxdocker.Config{}).Capabilities(); len(caps) != 0 {
+		t.Errorf("network none: Capabilities = %v, want none", caps)
+	}
+	caps := newProvider(t, sandboxdocker.Config{Network: "bridge"}).Capabilities()
+	if !slices.Equal(caps, []string{sandbox.CapabilityPackages}) {
+		t.Errorf("bridge: Capabilities = %v, want packages only", caps)
 	}
 }

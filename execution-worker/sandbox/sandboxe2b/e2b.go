@@ -113,7 +113,7 @@ func Defaults() e2bproto.Config {
 		AutoPause:    true,
 		UseConnect:   true,
 		ListPath:     "/v2/sandboxes",
-		Capabilities: []string{sandbox.CapabilityPauseResume},
+		Capabilities: []string{sandbox.CapabilityPauseResume, sandbox.CapabilityPackages},
 	}
 }
 

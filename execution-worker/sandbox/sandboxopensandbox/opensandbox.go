@@ -101,9 +101,10 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "opensandbox".
 func (*Provider) Name() string { return Name }
 
-// Capabilities reports per-sandbox egress allow-lists ([Provider.SetEgress]).
+// Capabilities reports per-sandbox egress allow-lists ([Provider.SetEgress])
+// and package installation (sandboxes reach the network unless limited).
 func (*Provider) Capabilities() []string {
-	return []string{sandbox.CapabilityLimitedNetworking}
+	return []string{sandbox.CapabilityLimitedNetworking, sandbox.CapabilityPackages}
 }
 
 // Wire types of the lifecycle API.
@@ -126,6 +127,9 @@ type (
 		ResourceLimits map[string]string `json:"resourceLimits"`
 		Env            map[string]string `json:"env,omitempty"`
 		Metadata       map[string]string `json:"metadata"`
+		// NetworkPolicy is set for limited networking: the server then
+		// starts the egress sidecar, enforcing it from the first command.
+		NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
 	}
 	status struct {
 		State   string `json:"state"`
@@ -261,6 +265,10 @@ func (p *Provider) createOrFind(ctx context.Context, hash string, spec sandbox.S
 		ResourceLimits: map[string]string{"cpu": p.cfg.CPU, "memory": p.cfg.Memory},
 		Env:            env,
 		Metadata:       p.metadata(hash),
+	}
+	if spec.Network != nil {
+		pol := EgressPolicy(spec.Network.AllowedHosts)
+		req.NetworkPolicy = &pol
 	}
 	var created remoteSandbox
 	if err := p.lifecycle(ctx, "create sandbox", http.MethodPost, "/sandboxes", req, &created, false); err != nil {
@@ -481,4 +489,6 @@ var (
 	_ sandbox.Capable   = (*Provider)(nil)
 	_ sandbox.Lister    = (*Provider)(nil)
 	_ sandbox.Destroyer = (*Provider)(nil)
+
+	_ sandbox.EgressController = (*Provider)(nil)
 )

@@ -2,10 +2,10 @@ package sandboxopensandbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,31 +212,40 @@ func TestServerProxy(t *testing.T) {
 func TestSetEgress(t *testing.T) {
 	fake := opensandboxfake.New(t)
 	p := newProvider(t, fake)
-	_, ref := create(t, p, "egress")
+	// Limited networking is requested at creation: the server then starts
+	// the egress sidecar, deny-by-default from the first command.
+	_, ref, err := p.Create(t.Context(), "egress", sandbox.Spec{Network: &sandbox.Network{AllowedHosts: []string{"pypi.org"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.DestroyRef(context.Background(), ref) })
 	if err := p.SetEgress(t.Context(), ref, []string{"pypi.org", "*.github.com"}); err != nil {
 		t.Fatalf("SetEgress: %v", err)
-	}
-	var got sandboxopensandbox.NetworkPolicy
-	if err := json.Unmarshal(fake.Policy(ref.ID), &got); err != nil {
-		t.Fatalf("recorded policy %q: %v", fake.Policy(ref.ID), err)
-	}
-	want := sandboxopensandbox.EgressPolicy([]string{"pypi.org", "*.github.com"})
-	gb, _ := json.Marshal(got)
-	wb, _ := json.Marshal(want)
-	if string(gb) != string(wb) || got.DefaultAction != "deny" || len(got.Egress) != 2 {
-		t.Errorf("policy = %s, want %s", gb, wb)
 	}
 	if err := p.SetEgress(t.Context(), ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	if s := string(fake.Policy(ref.ID)); !strings.Contains(s, `"defaultAction":"deny"`) || strings.Contains(s, "pypi") {
-		t.Errorf("empty allow-list policy = %s, want deny with no allow rules", s)
+	want := [][]string{{"pypi.org"}, {"pypi.org", "*.github.com"}, nil}
+	pols := fake.Policies(ref.ID)
+	if len(pols) != len(want) {
+		t.Fatalf("policies = %+v, want %d", pols, len(want))
+	}
+	for i, pol := range pols {
+		if pol.DefaultAction != "deny" || !slices.Equal(pol.Allowed(), want[i]) || len(pol.Egress) != len(want[i]) {
+			t.Errorf("policy %d = %+v, want deny except exactly %v", i, pol, want[i])
+		}
 	}
 	if err := p.SetEgress(t.Context(), sandbox.Ref{Provider: "docker", ID: ref.ID}, nil); !errors.Is(err, sandbox.ErrNotOwned) {
 		t.Errorf("SetEgress with a foreign ref = %v, want ErrNotOwned", err)
 	}
-	if caps := p.Capabilities(); len(caps) != 1 || caps[0] != sandbox.CapabilityLimitedNetworking {
-		t.Errorf("Capabilities = %v", caps)
+	// A sandbox created unrestricted has no sidecar to take a policy.
+	_, open := create(t, p, "open")
+	if err := p.SetEgress(t.Context(), open, []string{"x.example"}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("SetEgress on a sandbox without sidecar = %v, want the 404 reported", err)
+	}
+	caps := p.Capabilities()
+	if !slices.Contains(caps, sandbox.CapabilityLimitedNetworking) || !slices.Contains(caps, sandbox.CapabilityPackages) {
+		t.Errorf("Capabilities = %v, want limited_networking and packages", caps)
 	}
 }
 

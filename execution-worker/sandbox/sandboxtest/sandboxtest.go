@@ -32,6 +32,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -812,5 +813,11 @@ func (s *suite) testCapabilities(t *testing.T) {
 		if !known[name] {
 			t.Errorf("Capabilities() includes %q, want only names defined by package sandbox", name)
 		}
+	}
+	// A provider that claims egress control must offer it; one that does
+	// not claim it must not receive a limited Spec.Network.
+	_, controls := p.(sandbox.EgressController)
+	if claims := slices.Contains(c.Capabilities(), sandbox.CapabilityLimitedNetworking); claims != controls {
+		t.Errorf("reports %s = %v but implements sandbox.EgressController = %v", sandbox.CapabilityLimitedNetworking, claims, controls)
 	}
 }

@@ -213,13 +213,17 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	if err != nil {
 		return nil, err
 	}
+	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
+	if err != nil {
+		return nil, err
+	}
 	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID}
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
 	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved,
-		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, sandbox.Spec{}) },
+		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) },
 	})
 	// From here on the turn's ending must be recorded even if the activity
 	// was cancelled (an interrupt): use a context that outlives it.
@@ -276,7 +280,8 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 
 // failTurn records a failed turn: transient model errors are retried by
 // the workflow (session.error retrying + rescheduled) until exhausted; a
-// vanished sandbox or an unrecoverable model error terminates the session.
+// vanished sandbox or an unrecoverable model error terminates the session;
+// a sandbox that cannot be provisioned ends the turn idle.
 func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
 	var vanished *sandbox.VanishedError
 	var me *model.Error
@@ -289,7 +294,21 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		}
 		vanished = &sandbox.VanishedError{SessionID: sid, Ref: ref}
 	}
+	var provision *sandbox.ProvisionError
 	switch {
+	case errors.As(runErr, &provision):
+		// The environment cannot be set up as asked: retrying the turn
+		// would fail the same way. The turn ends; the next message tries
+		// again (the environment may have been fixed meanwhile).
+		ev := errorEvent(turnKey+"/sandbox_provisioning", "sandbox_provisioning_error", provision.Error(), "")
+		if err := a.markProcessed(ctx, sid, batch); err != nil {
+			return nil, err
+		}
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}); err != nil {
+			return nil, err
+		}
+		res.Outcome = TurnIdle
+		return res, nil
 	case vanished != nil:
 		ev := errorEvent(turnKey+"/sandbox_vanished", "sandbox_unavailable_error", vanished.Error(), "")
 		if err := a.markProcessed(ctx, sid, batch); err != nil {

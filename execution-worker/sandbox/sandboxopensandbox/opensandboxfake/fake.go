@@ -50,7 +50,6 @@ type Server struct {
 	faults    []*fault
 	counts    map[string]int
 	malformed bool
-	policies  map[string]json.RawMessage
 	proxied   int
 }
 
@@ -62,6 +61,41 @@ type box struct {
 	created  time.Time
 	readyAt  time.Time
 	sb       sandbox.Sandbox
+	// sidecar: the sandbox was created with a networkPolicy, so the
+	// server started its egress sidecar (port 18080).
+	sidecar  bool
+	policies []Policy    // every policy enforced, oldest first
+	commands []ExecEntry // every command run, with the policy then in force
+}
+
+// Policy is an egress policy as the sidecar's /policy endpoint takes it.
+type Policy struct {
+	DefaultAction string `json:"defaultAction,omitempty"`
+	Egress        []Rule `json:"egress,omitempty"`
+}
+
+// Rule is one egress rule.
+type Rule struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+}
+
+// Allowed returns the targets of the allow rules, in order.
+func (p Policy) Allowed() []string {
+	var out []string
+	for _, r := range p.Egress {
+		if r.Action == "allow" {
+			out = append(out, r.Target)
+		}
+	}
+	return out
+}
+
+// ExecEntry is a command the fake ran and the policy in force then (nil:
+// the sandbox had no egress sidecar).
+type ExecEntry struct {
+	Command string
+	Policy  *Policy
 }
 
 type fault struct {
@@ -77,7 +111,7 @@ func New(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, policies: map[string]json.RawMessage{}, ProvisionDelay: 20 * time.Millisecond}
+	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, ProvisionDelay: 20 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
@@ -173,11 +207,32 @@ func (s *Server) Pause(id string) {
 	}
 }
 
-// Policy returns the last egress policy posted for a sandbox (nil: none).
-func (s *Server) Policy(id string) json.RawMessage {
+// Policies returns every egress policy a sandbox enforced, oldest first:
+// the one it was created with, then each one posted to its sidecar.
+func (s *Server) Policies(id string) []Policy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.policies[id]
+	if b := s.boxes[id]; b != nil {
+		return slices.Clone(b.policies)
+	}
+	return nil
+}
+
+// IDs returns the ids of the sandboxes that exist, sorted.
+func (s *Server) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.boxes))
+}
+
+// Commands returns the commands a sandbox ran, with the policy in force.
+func (s *Server) Commands(id string) []ExecEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.boxes[id]; b != nil {
+		return slices.Clone(b.commands)
+	}
+	return nil
 }
 
 // ProxiedEndpoints counts endpoint requests with use_server_proxy=true.
@@ -295,6 +350,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		ResourceLimits map[string]string `json:"resourceLimits"`
 		Env            map[string]string `json:"env"`
 		Metadata       map[string]string `json:"metadata"`
+		NetworkPolicy  json.RawMessage   `json:"networkPolicy"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
@@ -303,6 +359,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if req.Image == nil || req.Image.URI == "" || len(req.Entrypoint) == 0 || len(req.ResourceLimits) == 0 {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "image, entrypoint and resourceLimits are required")
 		return
+	}
+	var pol *Policy
+	if len(req.NetworkPolicy) > 0 && string(req.NetworkPolicy) != "null" {
+		p, err := parsePolicy(req.NetworkPolicy)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "networkPolicy: "+err.Error())
+			return
+		}
+		pol = &p
 	}
 	s.mu.Lock()
 	s.seq++
@@ -316,6 +381,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	now := time.Now().UTC()
 	b := &box{id: id, state: "Pending", metadata: maps.Clone(req.Metadata), created: now, readyAt: now.Add(s.ProvisionDelay), sb: sb}
+	if pol != nil {
+		b.sidecar, b.policies = true, []Policy{*pol}
+	}
 	if b.metadata == nil {
 		b.metadata = map[string]string{}
 	}
@@ -411,6 +479,22 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) (sandbox.Sandbo
 	return b.sb, true
 }
 
+// logCommand records a command with the policy in force.
+func (s *Server) logCommand(id, command string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.boxes[id]
+	if b == nil {
+		return
+	}
+	e := ExecEntry{Command: command}
+	if n := len(b.policies); n > 0 {
+		p := b.policies[n-1]
+		e.Policy = &p
+	}
+	b.commands = append(b.commands, e)
+}
+
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (s *Server) command(w http.ResponseWriter, r *http.Request) {
@@ -428,6 +512,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "bad body")
 		return
 	}
+	s.logCommand(r.PathValue("id"), req.Command)
 	flusher, _ := w.(http.Flusher)
 	send := func(ev map[string]any) {
 		ev["timestamp"] = time.Now().UnixMilli()
@@ -578,14 +663,48 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data, err := io.ReadAll(r.Body)
-	if err != nil || !json.Valid(data) {
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", "bad policy")
 		return
 	}
+	pol, err := parsePolicy(data)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error())
+		return
+	}
 	s.mu.Lock()
-	s.policies[r.PathValue("id")] = data
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	b := s.boxes[r.PathValue("id")]
+	if b == nil || !b.sidecar {
+		// Only a sandbox created with a networkPolicy has the sidecar.
+		writeError(w, http.StatusNotFound, "SANDBOX::ENDPOINT_NOT_FOUND", "no egress sidecar on port 18080")
+		return
+	}
+	b.policies = append(b.policies, pol)
 	w.WriteHeader(http.StatusOK)
+}
+
+// parsePolicy checks a policy the way the sidecar does: known fields only,
+// actions allow or deny, a target on every rule; an omitted default is deny.
+func parsePolicy(data []byte) (Policy, error) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var p Policy
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("bad policy: %w", err)
+	}
+	if p.DefaultAction == "" {
+		p.DefaultAction = "deny"
+	}
+	if p.DefaultAction != "allow" && p.DefaultAction != "deny" {
+		return p, fmt.Errorf("bad policy: defaultAction %q", p.DefaultAction)
+	}
+	for i, r := range p.Egress {
+		if (r.Action != "allow" && r.Action != "deny") || r.Target == "" {
+			return p, fmt.Errorf("bad policy: egress[%d] = %+v", i, r)
+		}
+	}
+	return p, nil
 }
 
 func context0() context.Context { return context.Background() }
