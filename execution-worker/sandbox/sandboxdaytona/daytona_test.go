@@ -3,6 +3,8 @@ package sandboxdaytona_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -51,6 +53,33 @@ func create(t *testing.T, p *sandboxdaytona.Provider, key string) (sandbox.Sandb
 		t.Fatalf("Create = %v", err)
 	}
 	return sb, ref
+}
+
+// TestListPages: List and Create's lookup by label follow nextCursor
+// through a server that answers at most two sandboxes a page.
+func TestListPages(t *testing.T) {
+	f := newFake(t)
+	f.MaxPageSize = 2
+	p := newProvider(t, f)
+	want := map[sandbox.Ref]bool{}
+	for i := range 5 {
+		_, ref := create(t, p, fmt.Sprintf("sesn_paged_%d", i))
+		want[ref] = true
+	}
+	before := f.Count(http.MethodGet, "/sandbox")
+	owned, err := p.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range owned {
+		delete(want, o.Ref)
+	}
+	if len(owned) != 5 || len(want) != 0 {
+		t.Errorf("List = %d sandboxes, missing %v", len(owned), want)
+	}
+	if pages := f.Count(http.MethodGet, "/sandbox") - before; pages != 3 {
+		t.Errorf("List made %d list requests, want 3 pages", pages)
+	}
 }
 
 func TestCreateRequest(t *testing.T) {

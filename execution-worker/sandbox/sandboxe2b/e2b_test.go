@@ -3,6 +3,7 @@ package sandboxe2b_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -144,6 +145,35 @@ func TestOwnershipLabel(t *testing.T) {
 	}
 	if _, err := p.Attach(t.Context(), key, sandbox.Ref{Provider: "cube", ID: ref2.ID}); !errors.Is(err, sandbox.ErrNotOwned) {
 		t.Errorf("Attach with another provider's name = %v, want ErrNotOwned", err)
+	}
+}
+
+// TestListPages: List and Create's lookup by label follow X-Next-Token
+// through a server that answers at most two sandboxes a page.
+func TestListPages(t *testing.T) {
+	f := e2bfake.New(t, e2bfake.Options{APIKey: testKey, AccessTokens: true, MaxPageSize: 2})
+	p := newProvider(t, fakeConfig(f))
+	want := map[sandbox.Ref]bool{}
+	for i := range 5 {
+		_, ref, err := p.Create(t.Context(), fmt.Sprintf("sesn_paged_%d", i), sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[ref] = true
+	}
+	before := f.Count(e2bfake.RouteList)
+	owned, err := p.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range owned {
+		delete(want, o.Ref)
+	}
+	if len(owned) != 5 || len(want) != 0 {
+		t.Errorf("List = %d sandboxes, missing %v", len(owned), want)
+	}
+	if pages := f.Count(e2bfake.RouteList) - before; pages != 3 {
+		t.Errorf("List made %d list requests, want 3 pages", pages)
 	}
 }
 

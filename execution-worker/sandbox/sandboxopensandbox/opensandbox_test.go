@@ -3,6 +3,7 @@ package sandboxopensandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -259,6 +260,36 @@ func TestOwnershipLabelIsHash(t *testing.T) {
 	}
 	if fake.Count(sandboxopensandbox.LabelKeyHash, key) != 0 {
 		t.Error("raw session key used as a label")
+	}
+}
+
+// TestListPages: the reconciler's List and Create's lookup by label follow
+// the pages of a server that answers at most two sandboxes a page.
+func TestListPages(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	fake.MaxPageSize = 2
+	p := newProvider(t, fake)
+	want := map[sandbox.Ref]bool{}
+	for i := range 5 {
+		_, ref := create(t, p, fmt.Sprintf("paged-%d", i))
+		want[ref] = true
+	}
+	owned, err := p.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range owned {
+		delete(want, o.Ref)
+	}
+	if len(want) != 0 || len(owned) != 5 {
+		t.Errorf("List = %d sandboxes, missing %v", len(owned), want)
+	}
+	// Create for the last key finds its sandbox (on page 3) again.
+	if _, ref := create(t, p, "paged-4"); fake.Count(sandboxopensandbox.LabelKeyHash, sandbox.KeyHash("paged-4")) != 1 {
+		t.Errorf("Create on a later page made a second sandbox (%v)", ref)
+	}
+	if pages := fake.Requests(http.MethodGet, "/v1/sandboxes"); pages < 3 {
+		t.Errorf("%d list requests, want the pages followed", pages)
 	}
 }
 

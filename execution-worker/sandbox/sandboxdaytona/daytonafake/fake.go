@@ -49,6 +49,10 @@ const APIKey = "fake-daytona-key"
 
 // Server is the fake service.
 type Server struct {
+	// MaxPageSize caps the page size of GET /sandbox (0: the client's
+	// limit), to exercise the client's paging with cursors.
+	MaxPageSize int
+
 	srv *httptest.Server
 	dir string
 
@@ -336,6 +340,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	offset, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
 	s.mu.Lock()
+	if s.MaxPageSize > 0 {
+		limit = min(limit, s.MaxPageSize)
+	}
 	var match []*box
 	for _, b := range s.sandboxes {
 		ok := true

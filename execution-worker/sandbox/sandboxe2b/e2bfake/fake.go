@@ -20,6 +20,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,9 @@ type Options struct {
 	// OmitDomain leaves the domain out of answers (the client's configured
 	// domain applies).
 	OmitDomain bool
+	// MaxPageSize caps the page size of GET /v2/sandboxes (0: the
+	// client's limit), to exercise the client's paging with nextToken.
+	MaxPageSize int
 }
 
 // Server is the fake service.
@@ -404,7 +408,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []map[string]any{}
+	var matched []*fakeSandbox
 	for _, sb := range s.sandboxes {
 		ok := true
 		for k := range filter {
@@ -413,8 +417,40 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if ok {
-			out = append(out, s.info(sb, true))
+			matched = append(matched, sb)
 		}
+	}
+	slices.SortFunc(matched, func(a, b *fakeSandbox) int { return strings.Compare(a.id, b.id) })
+	if r.URL.Path == "/v2/sandboxes" {
+		// Pages of at most limit sandboxes; X-Next-Token names the first
+		// sandbox of the next page.
+		limit := 100
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				apiError(w, http.StatusBadRequest, "limit must be 1 to 100")
+				return
+			}
+			limit = n
+		}
+		if s.opts.MaxPageSize > 0 {
+			limit = min(limit, s.opts.MaxPageSize)
+		}
+		if next := r.URL.Query().Get("nextToken"); next != "" {
+			i := slices.IndexFunc(matched, func(sb *fakeSandbox) bool { return sb.id >= next })
+			if i < 0 {
+				i = len(matched)
+			}
+			matched = matched[i:]
+		}
+		if len(matched) > limit {
+			w.Header().Set("X-Next-Token", matched[limit].id)
+			matched = matched[:limit]
+		}
+	}
+	out := []map[string]any{}
+	for _, sb := range matched {
+		out = append(out, s.info(sb, true))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -43,6 +43,9 @@ type Server struct {
 	APIKey string
 	// ProvisionDelay is how long a new sandbox stays Pending.
 	ProvisionDelay time.Duration
+	// MaxPageSize caps the list page size (0: as asked), to exercise
+	// the client's paging.
+	MaxPageSize int
 
 	mu        sync.Mutex
 	seq       int
@@ -334,11 +337,37 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			items = append(items, s.view(b))
 		}
 	}
+	maxSize := s.MaxPageSize
 	s.mu.Unlock()
+	page, size := queryInt(r, "page", 1), queryInt(r, "pageSize", 20)
+	if maxSize > 0 {
+		size = min(size, maxSize)
+	}
+	if page < 1 || size < 1 {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "page and pageSize must be positive")
+		return
+	}
+	total := len(items)
+	from, to := min((page-1)*size, total), min(page*size, total)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"items":      items,
-		"pagination": map[string]any{"page": 1, "pageSize": len(items), "totalItems": len(items), "totalPages": 1, "hasNextPage": false},
+		"items": items[from:to],
+		"pagination": map[string]any{"page": page, "pageSize": size, "totalItems": total,
+			"totalPages": (total + size - 1) / size, "hasNextPage": to < total},
 	})
+}
+
+// queryInt reads an integer query parameter (def when absent or invalid;
+// invalid values are then refused by the range check of the caller).
+func queryInt(r *http.Request, name string, def int) int {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
