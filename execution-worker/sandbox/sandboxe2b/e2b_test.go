@@ -148,6 +148,50 @@ func TestOwnershipLabel(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutRefreshed: while a session uses its sandbox, the
+// sandbox's time to live is pushed back: before a command once a third of
+// the idle timeout has passed, and during a command that outlasts it.
+func TestIdleTimeoutRefreshed(t *testing.T) {
+	f := newFake(t)
+	cfg := fakeConfig(f)
+	cfg.IdleTimeout = 3 * time.Second
+	p := newProvider(t, cfg)
+	sb, ref, err := p.Create(t.Context(), "sesn_active", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := f.EndAt(ref.ID)
+	base := f.Count(e2bfake.RouteTimeout)
+	if _, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(e2bfake.RouteTimeout) - base; n != 0 {
+		t.Errorf("%d refreshes right after creation, want none", n)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(e2bfake.RouteTimeout) - base; n != 1 {
+		t.Errorf("%d refreshes before a command after idle/3, want 1", n)
+	}
+	touched := f.EndAt(ref.ID)
+	if !touched.After(created) {
+		t.Errorf("time to live %v not pushed back from %v", touched, created)
+	}
+	// A command longer than the idle timeout keeps the sandbox alive.
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 3.5; echo done"})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "done" {
+		t.Fatalf("long command = %+v, %v", res, err)
+	}
+	if n := f.Count(e2bfake.RouteTimeout) - base; n < 3 {
+		t.Errorf("%d refreshes after a 3.5s command with a 3s idle timeout, want at least 3", n)
+	}
+	if !f.EndAt(ref.ID).After(touched.Add(2 * time.Second)) {
+		t.Errorf("time to live %v not pushed back during the long command (was %v)", f.EndAt(ref.ID), touched)
+	}
+}
+
 // TestListPages: List and Create's lookup by label follow X-Next-Token
 // through a server that answers at most two sandboxes a page.
 func TestListPages(t *testing.T) {
