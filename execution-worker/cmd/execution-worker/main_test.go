@@ -79,6 +79,11 @@ func TestStartupFailures(t *testing.T) {
 			want: []string{"DAYTONA_API_KEY"},
 		},
 		{
+			name: "k8s without its router",
+			env:  map[string]string{"MANGO_SANDBOX": "k8s", "MANGO_K8S_IMAGE": "runtime:v1"},
+			want: []string{"MANGO_K8S_ROUTER_URL"},
+		},
+		{
 			name: "opensandbox without its domain",
 			env:  map[string]string{"MANGO_SANDBOX": "opensandbox"},
 			want: []string{"OPEN_SANDBOX_DOMAIN"},

@@ -27,6 +27,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdaytona"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxe2b"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxk8s"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
@@ -53,6 +54,7 @@ func Providers() *sandbox.Registry {
 	reg.Register(sandboxe2b.Name, sandboxe2b.Factory)
 	reg.Register(sandboxcube.Name, sandboxcube.Factory)
 	reg.Register(sandboxdaytona.Name, sandboxdaytona.Factory)
+	reg.Register(sandboxk8s.Name, sandboxk8s.Factory)
 	return reg
 }
 

@@ -1,0 +1,260 @@
+package sandboxk8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+// Name is the name the Kubernetes Agent Sandbox provider is registered under.
+const Name = "k8s"
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	EnvNamespace    = "MANGO_K8S_NAMESPACE"
+	EnvWarmPool     = "MANGO_K8S_WARM_POOL"
+	EnvImage        = "MANGO_K8S_IMAGE"
+	EnvRouterURL    = "MANGO_K8S_ROUTER_URL"
+	EnvRouterToken  = "MANGO_K8S_ROUTER_TOKEN"
+	EnvRuntimePort  = "MANGO_K8S_RUNTIME_PORT"
+	EnvKubeconfig   = "MANGO_K8S_KUBECONFIG"
+	EnvReadyTimeout = "MANGO_K8S_READY_TIMEOUT"
+	EnvExecTimeout  = sandbox.EnvExecTimeout
+	EnvMaxOutput    = sandbox.EnvMaxOutput
+)
+
+// Defaults of [Config].
+const (
+	DefaultNamespace    = "default"
+	DefaultRuntimePort  = 8888
+	DefaultReadyTimeout = 5 * time.Minute
+	DefaultExecTimeout  = 2 * time.Minute
+	DefaultMaxOutput    = 1 << 20
+	DefaultPageSize     = 100
+)
+
+// Config configures the provider. A zero field takes its default.
+type Config struct {
+	// Namespace holds the provider's resources (MANGO_K8S_NAMESPACE,
+	// default "default").
+	Namespace string
+	// WarmPool is the SandboxWarmPool a SandboxClaim is made against
+	// (MANGO_K8S_WARM_POOL); the pool names the SandboxTemplate. Exclusive
+	// with Image; one of them is required.
+	WarmPool string
+	// Image is the runtime image of a Sandbox made directly, without a
+	// claim (MANGO_K8S_IMAGE). It must serve the agent-sandbox runtime API
+	// on RuntimePort. A Spec.Image overrides it.
+	Image string
+	// RouterURL is the sandbox router's base URL (MANGO_K8S_ROUTER_URL,
+	// required), for example http://sandbox-router-svc.agent-sandbox:8080.
+	RouterURL string
+	// RouterToken, when set, is sent to the router as a Bearer token
+	// (MANGO_K8S_ROUTER_TOKEN), for a router with --authz-mode=tokenreview.
+	RouterToken string
+	// RuntimePort is the port of the runtime in the pod, sent as
+	// X-Sandbox-Port (MANGO_K8S_RUNTIME_PORT, default 8888).
+	RuntimePort int
+	// Kubeconfig is a kubeconfig file (MANGO_K8S_KUBECONFIG; empty:
+	// KUBECONFIG, ~/.kube/config, then the in-cluster service account).
+	Kubeconfig string
+	// ReadyTimeout bounds waiting for the Ready condition
+	// (MANGO_K8S_READY_TIMEOUT, default 5m).
+	ReadyTimeout time.Duration
+	// ExecTimeout is the default command timeout.
+	ExecTimeout time.Duration
+	// MaxOutput is the default cap of stdout and stderr, each, in bytes.
+	MaxOutput int
+	// REST is the cluster connection (default: loaded from Kubeconfig).
+	REST *rest.Config
+	// HTTPClient is the router client (default: a client without an
+	// overall timeout; contexts bound the calls).
+	HTTPClient *http.Client
+	// PollInterval is the first interval between readiness polls (default
+	// 250ms, doubling up to 2s).
+	PollInterval time.Duration
+	// RetryBase is the first backoff of a retried request (default 200ms);
+	// RetryMax caps it (default 5s); Retries is the number of retries
+	// (default 4).
+	RetryBase, RetryMax time.Duration
+	Retries             int
+	// PageSize is the limit of one list request (default 100).
+	PageSize int
+	// Labels are extra labels put on every resource (tests use them).
+	Labels map[string]string
+}
+
+// Factory is the registry entry for the provider. Sandboxes are remote and
+// reachable from any worker of the cluster. New reads [ConfigFromEnv] and
+// the cluster configuration; it does not contact the cluster.
+var Factory = sandbox.Factory{
+	Traits: sandbox.Traits{RunsOnHost: false, HostBound: false},
+	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
+		cfg, err := ConfigFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	},
+}
+
+// ConfigFromEnv reads the configuration through getenv. The error names
+// every missing or invalid variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var errs []error
+	cfg := Config{
+		Namespace:   strings.TrimSpace(getenv(EnvNamespace)),
+		WarmPool:    strings.TrimSpace(getenv(EnvWarmPool)),
+		Image:       strings.TrimSpace(getenv(EnvImage)),
+		RouterURL:   strings.TrimSpace(getenv(EnvRouterURL)),
+		RouterToken: strings.TrimSpace(getenv(EnvRouterToken)),
+		Kubeconfig:  strings.TrimSpace(getenv(EnvKubeconfig)),
+	}
+	if cfg.RouterURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required for the %s sandbox provider (the sandbox router's base URL)", EnvRouterURL, Name))
+	} else if err := checkURL(cfg.RouterURL); err != nil {
+		errs = append(errs, fmt.Errorf("%s=%q: %w", EnvRouterURL, cfg.RouterURL, err))
+	}
+	switch {
+	case cfg.WarmPool == "" && cfg.Image == "":
+		errs = append(errs, fmt.Errorf("%s or %s is required for the %s sandbox provider", EnvWarmPool, EnvImage, Name))
+	case cfg.WarmPool != "" && cfg.Image != "":
+		errs = append(errs, fmt.Errorf("%s and %s are exclusive: set one", EnvWarmPool, EnvImage))
+	}
+	if cfg.WarmPool != "" && !dnsSubdomain(cfg.WarmPool) {
+		errs = append(errs, fmt.Errorf("%s=%q: want a Kubernetes object name", EnvWarmPool, cfg.WarmPool))
+	}
+	if cfg.Namespace != "" && !dnsLabel(cfg.Namespace) {
+		errs = append(errs, fmt.Errorf("%s=%q: want a Kubernetes namespace name", EnvNamespace, cfg.Namespace))
+	}
+	if v := strings.TrimSpace(getenv(EnvRuntimePort)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a port number", EnvRuntimePort, v))
+		}
+		cfg.RuntimePort = n
+	}
+	if v := strings.TrimSpace(getenv(EnvReadyTimeout)); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 5m", EnvReadyTimeout, v))
+		}
+		cfg.ReadyTimeout = d
+	}
+	if cfg.Kubeconfig != "" {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvKubeconfig, cfg.Kubeconfig, err))
+		}
+	}
+	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.ExecTimeout, cfg.MaxOutput = limits.ExecTimeout, limits.MaxOutput
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func checkURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an http:// or https:// URL")
+	}
+	return nil
+}
+
+// dnsLabel reports whether s is an RFC 1123 label (namespace and
+// sandbox names, and what the router accepts in X-Sandbox-ID).
+func dnsLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsSubdomain reports whether s is an RFC 1123 subdomain (object names).
+func dnsSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if !dnsLabel(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// restConfig loads the cluster configuration: the kubeconfig named by
+// Kubeconfig, else clientcmd's defaults (KUBECONFIG, ~/.kube/config), else
+// the in-cluster service account. It reads files but contacts nothing.
+func (c Config) restConfig() (*rest.Config, error) {
+	if c.REST != nil {
+		return rest.CopyConfig(c.REST), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.Kubeconfig != "" {
+		rules.ExplicitPath = c.Kubeconfig
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no usable Kubernetes cluster configuration for the %s sandbox provider (set %s or KUBECONFIG, or run in a cluster): %w", Name, EnvKubeconfig, err)
+	}
+	return rc, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	c.RouterURL = strings.TrimRight(c.RouterURL, "/")
+	if c.RuntimePort <= 0 {
+		c.RuntimePort = DefaultRuntimePort
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 200 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.Retries <= 0 {
+		c.Retries = 4
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c
+}

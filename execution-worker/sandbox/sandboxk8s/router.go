@@ -1,0 +1,236 @@
+package sandboxk8s
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Router request headers (sandbox-router's proxy/headers.go).
+const (
+	headerSandboxID        = "X-Sandbox-ID"
+	headerSandboxNamespace = "X-Sandbox-Namespace"
+	headerSandboxPort      = "X-Sandbox-Port"
+	headerSandboxPodIP     = "X-Sandbox-Pod-IP"
+	headerSandboxTimeout   = "X-Sandbox-Timeout"
+)
+
+// maxErrorBody bounds how much of an error response is kept.
+const maxErrorBody = 4 << 10
+
+// maxBody bounds a response (an exec envelope carries up to twice
+// MaxOutput, base64-encoded, inside JSON).
+const maxBody = 1 << 30
+
+// route is where the router sends a sandbox's requests.
+type route struct {
+	// id is the Sandbox name (X-Sandbox-ID).
+	id string
+	// podIP is the pod's address (X-Sandbox-Pod-IP), when known.
+	podIP string
+}
+
+// routerError is a non-2xx answer of the router or of the runtime behind it.
+type routerError struct {
+	Method, Path string
+	Status       int
+	Body         string
+}
+
+func (e *routerError) Error() string {
+	msg := strings.TrimSpace(e.Body)
+	var m struct {
+		Detail  any `json:"detail"`
+		Message any `json:"message"`
+	}
+	if json.Unmarshal([]byte(e.Body), &m) == nil {
+		switch {
+		case m.Detail != nil:
+			msg = fmt.Sprint(m.Detail)
+		case m.Message != nil:
+			msg = fmt.Sprint(m.Message)
+		}
+	}
+	return fmt.Sprintf("sandbox router: %s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), msg)
+}
+
+// statusOf returns the HTTP status of a routerError, or 0.
+func statusOf(err error) int {
+	var re *routerError
+	if errors.As(err, &re) {
+		return re.Status
+	}
+	return 0
+}
+
+// request is one call through the router.
+type request struct {
+	method, path string
+	// body returns a fresh body for every attempt (nil: no body).
+	body func() (io.Reader, string, error)
+	// idempotent calls are retried on 5xx and transport errors; every
+	// call is retried on 429.
+	idempotent bool
+	// timeout, when set, is sent as X-Sandbox-Timeout (the Python
+	// router's per-request proxy timeout).
+	timeout time.Duration
+}
+
+// send runs req against rt with retries and returns the (bounded) body.
+func (p *Provider) send(ctx context.Context, rt route, req request) ([]byte, error) {
+	var data []byte
+	err := p.retryWith(ctx, "", func(ctx context.Context) (bool, time.Duration, error) {
+		var wait time.Duration
+		var err error
+		data, wait, err = p.sendOnce(ctx, rt, req)
+		if err == nil {
+			return false, 0, nil
+		}
+		st := statusOf(err)
+		again := st == http.StatusTooManyRequests ||
+			req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))
+		return again, wait, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte, time.Duration, error) {
+	var body io.Reader
+	ctype := ""
+	if req.body != nil {
+		var err error
+		if body, ctype, err = req.body(); err != nil {
+			return nil, 0, err
+		}
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, p.cfg.RouterURL+req.path, body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	hr.Header.Set(headerSandboxID, rt.id)
+	hr.Header.Set(headerSandboxNamespace, p.cfg.Namespace)
+	hr.Header.Set(headerSandboxPort, strconv.Itoa(p.cfg.RuntimePort))
+	if rt.podIP != "" {
+		hr.Header.Set(headerSandboxPodIP, rt.podIP)
+	}
+	if req.timeout > 0 {
+		hr.Header.Set(headerSandboxTimeout, strconv.FormatFloat(req.timeout.Seconds(), 'f', -1, 64))
+	}
+	if p.cfg.RouterToken != "" {
+		hr.Header.Set("Authorization", "Bearer "+p.cfg.RouterToken)
+	}
+	if ctype != "" {
+		hr.Header.Set("Content-Type", ctype)
+	}
+	resp, err := p.cfg.HTTPClient.Do(hr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sandbox router: %s %s: %w", req.method, shortPath(req.path), err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, retryAfter(resp.Header.Get("Retry-After")), &routerError{
+			Method: req.method, Path: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, 0, fmt.Errorf("sandbox router: %s %s: read body: %w", req.method, shortPath(req.path), err)
+	}
+	return data, 0, nil
+}
+
+// shortPath keeps error messages short: the endpoint without the file
+// path of a download.
+func shortPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/download/"); ok && rest != "" {
+		return "/download/..."
+	}
+	return p
+}
+
+// retryAfter parses a Retry-After header (seconds or HTTP date).
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// jsonBody returns a body function for v.
+func jsonBody(v any) func() (io.Reader, string, error) {
+	return func() (io.Reader, string, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", err
+		}
+		return bytes.NewReader(b), "application/json", nil
+	}
+}
+
+// multipartBody returns a body function for an upload: one part "file"
+// whose file name is the path relative to the runtime's root.
+func multipartBody(name string, data []byte) func() (io.Reader, string, error) {
+	return func() (io.Reader, string, error) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, err := mw.CreateFormFile("file", name)
+		if err != nil {
+			return nil, "", err
+		}
+		if _, err := fw.Write(data); err != nil {
+			return nil, "", err
+		}
+		if err := mw.Close(); err != nil {
+			return nil, "", err
+		}
+		return &buf, mw.FormDataContentType(), nil
+	}
+}
+
+// decode unmarshals a JSON response, reporting a protocol error clearly.
+func decode(what string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		snippet := data
+		if len(snippet) > 64 {
+			snippet = snippet[:64]
+		}
+		return fmt.Errorf("sandbox runtime: %s: %w: %v (body starts %q)", what, errMalformed, err, snippet)
+	}
+	return nil
+}
+
+// percentEncode encodes every byte outside the RFC 3986 unreserved set,
+// '/' included, as the agent-sandbox clients do for download paths.
+func percentEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := range len(s) {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0x0f])
+		}
+	}
+	return b.String()
+}
