@@ -82,15 +82,16 @@ live_gates() {
 	# A fresh HOME hides any dev.env; keep Go's caches where they are.
 	out="$(cd "${REPO_ROOT}/execution-worker" && GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" \
 		GOPATH="$(go env GOPATH)" HOME="$home" XDG_CONFIG_HOME="$home" \
-		MANGO_LIVE_E2B=1 MANGO_LIVE_CUBE=1 MANGO_LIVE_OPENSANDBOX=1 MANGO_LIVE_DAYTONA=1 \
+		MANGO_LIVE_E2B=1 MANGO_LIVE_CUBE=1 MANGO_LIVE_OPENSANDBOX=1 MANGO_LIVE_DAYTONA=1 MANGO_LIVE_K8S=1 \
 		"${REPO_ROOT}/scripts/with-dev-env" env -u E2B_API_KEY -u CUBE_API_URL -u OPEN_SANDBOX_DOMAIN -u DAYTONA_API_KEY \
+		-u MANGO_K8S_ROUTER_URL -u KUBECONFIG -u KUBERNETES_SERVICE_HOST \
 		go test -count=1 -run LiveConformance -v ./sandbox/... 2>&1)" || { printf '%s\n' "$out"; rm -rf "$home"; return 1; }
 	rm -rf "$home"
 	local skips
 	skips="$(grep -c -- '--- SKIP: TestLiveConformance' <<<"$out" || true)"
-	if ((skips < 4)); then
+	if ((skips < 5)); then
 		printf '%s\n' "$out"
-		err "expected the 4 live conformance tests to skip, saw ${skips}"
+		err "expected the 5 live conformance tests to skip, saw ${skips}"
 		return 1
 	fi
 	grep -B1 -- '--- SKIP: TestLiveConformance' <<<"$out" | grep -v -- '^--' | grep -v -- '--- SKIP' | sed -n 's/^ *//p' | sed -n 1,8p
