@@ -36,6 +36,10 @@ type Store interface {
 	// RecordToolResult journals a tool result (first write wins) and
 	// returns the stored one.
 	RecordToolResult(ctx context.Context, toolUseID string, r tools.Result) (tools.Result, error)
+	// MarkStarted journals that a tool call is about to run, in one
+	// atomic test-and-set: first is false when it was marked before (an
+	// earlier attempt may have run it).
+	MarkStarted(ctx context.Context, key string) (first bool, err error)
 }
 
 // Previewer receives previews of events being produced (optional).
@@ -357,18 +361,15 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			// Journal the start first: if the worker dies mid-call, the
 			// retry finds a start without a result and reports the call as
 			// ambiguous instead of running it a second time.
-			if _, started, err := c.Store.ToolResult(ctx, useEventID+startedSuffix); err != nil {
+			if first, err := c.Store.MarkStarted(ctx, useEventID+startedSuffix); err != nil {
 				return nil, nil, err
-			} else if started {
+			} else if !first {
 				stored, err := c.Store.RecordToolResult(ctx, useEventID, ambiguous(u.Name))
 				if err != nil {
 					return nil, nil, err
 				}
 				r = &stored
 			} else {
-				if _, err := c.Store.RecordToolResult(ctx, useEventID+startedSuffix, tools.Result{Content: "started"}); err != nil {
-					return nil, nil, err
-				}
 				sb, err := run.Sandbox(ctx)
 				if err != nil {
 					return nil, nil, err

@@ -68,6 +68,18 @@ func (s *cpStore) ToolResult(ctx context.Context, toolUseID string) (*tools.Resu
 	return &r, true, nil
 }
 
+func (s *cpStore) MarkStarted(ctx context.Context, key string) (bool, error) {
+	body, err := json.Marshal(tools.Result{Content: "started"})
+	if err != nil {
+		return false, err
+	}
+	resp, err := s.cp.RecordToolJournal(ctx, &pb.RecordToolJournalRequest{SessionId: s.sessionID, ToolUseId: key, Body: string(body)})
+	if err != nil {
+		return false, fmt.Errorf("record tool start: %w", err)
+	}
+	return resp.GetCreated(), nil
+}
+
 func (s *cpStore) RecordToolResult(ctx context.Context, toolUseID string, r tools.Result) (tools.Result, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
