@@ -232,38 +232,48 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 			return nil, nil, &decideError{err}
 		}
 	}
+	// One lookup for every key: the change's and the events'.
+	var keys []string
 	if change != nil && change.Key != "" {
-		_, err := q.EventGetByKey(ctx, dbsqlc.EventGetByKeyParams{SessionID: sessionID, EventKey: &change.Key})
-		switch {
-		case err == nil:
-			change = nil // already applied
-		case !errors.Is(err, pgx.ErrNoRows):
+		keys = append(keys, change.Key)
+	}
+	for _, ev := range req.Events {
+		if ev.Key != "" {
+			keys = append(keys, ev.Key)
+		}
+	}
+	stored := map[string]dbsqlc.Event{}
+	if len(keys) > 0 {
+		rows, err := q.EventsGetByKeys(ctx, dbsqlc.EventsGetByKeysParams{SessionID: sessionID, Keys: keys})
+		if err != nil {
 			return nil, nil, err
+		}
+		for _, r := range rows {
+			stored[*r.EventKey] = r
+		}
+	}
+	if change != nil && change.Key != "" {
+		if _, ok := stored[change.Key]; ok {
+			change = nil // already applied
 		}
 	}
 	out := make([]Event, 0, len(req.Events)+1)
 	fresh := make([]NewEvent, 0, len(req.Events)+1)
 	for _, ev := range req.Events {
-		if ev.Key != "" {
-			existing, err := q.EventGetByKey(ctx, dbsqlc.EventGetByKeyParams{SessionID: sessionID, EventKey: &ev.Key})
-			if err == nil {
-				e := eventFromRow(existing)
-				e.Existed = true
-				out = append(out, e)
-				continue
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return nil, nil, err
-			}
+		if r, ok := stored[ev.Key]; ev.Key != "" && ok {
+			e := eventFromRow(r)
+			e.Existed = true
+			out = append(out, e)
+			continue
 		}
 		fresh = append(fresh, ev)
 	}
+	setStatus := false
+	var stop []byte
 	if change != nil && change.To == StatusIdle && cur.Status == StatusIdle && len(change.StopReason) > 0 {
 		// Still idle with a new stop reason (required actions partly
 		// answered): announce the remaining ones with a new idle event.
-		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: change.StopReason, UpdatedAt: req.Now}); err != nil {
-			return nil, nil, err
-		}
+		setStatus, stop = true, change.StopReason
 		cur.StopReason = change.StopReason
 		if change.EventID != "" {
 			fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(StatusIdle), Key: change.Key,
@@ -275,67 +285,66 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 			return nil, nil, err
 		}
 		body := json.RawMessage(`{}`)
-		if change.To == StatusIdle {
-			reason := change.StopReason
-			if len(reason) == 0 {
-				reason = json.RawMessage(`{"type":"end_turn"}`)
-			}
-			body = json.RawMessage(`{"stop_reason":` + string(reason) + `}`)
-		}
-		fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
-		var stop []byte
+		stop = nil
 		if change.To == StatusIdle {
 			stop = change.StopReason
 			if len(stop) == 0 {
 				stop = []byte(`{"type":"end_turn"}`)
 			}
+			body = json.RawMessage(`{"stop_reason":` + string(stop) + `}`)
 		}
-		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(change.To), StopReason: stop, UpdatedAt: req.Now}); err != nil {
-			return nil, nil, err
-		}
+		fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
+		setStatus = true
 		cur.Status, cur.StopReason, cur.UpdatedAt = change.To, stop, req.Now
 	}
-	if len(fresh) > 0 {
-		last, err := q.SessionAdvanceSeq(ctx, dbsqlc.SessionAdvanceSeqParams{ID: sessionID, N: int64(len(fresh))})
-		if err != nil {
-			return nil, nil, err
-		}
-		seq := last - int64(len(fresh))
-		for _, ev := range fresh {
-			seq++
-			var processed *time.Time
-			if !ev.Pending {
-				processed = &req.Now
-			}
-			var key *string
-			if ev.Key != "" {
-				k := ev.Key
-				key = &k
-			}
-			body := ev.Body
-			if len(body) == 0 {
-				body = json.RawMessage(`{}`)
-			}
-			if err := q.EventInsert(ctx, dbsqlc.EventInsertParams{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type,
-				Body: body, EventKey: key, CreatedAt: req.Now, ProcessedAt: processed}); err != nil {
+	wake, wakeKind := change != nil && change.Wake, "wakeup"
+	if wake && change.WakeKind != "" {
+		wakeKind = change.WakeKind
+	}
+	if len(fresh) == 0 {
+		// Nothing to number: only the rare writes without an event.
+		if setStatus {
+			if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: stop, UpdatedAt: req.Now}); err != nil {
 				return nil, nil, err
 			}
-			out = append(out, Event{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type, Body: body, CreatedAt: req.Now, ProcessedAt: processed})
 		}
-		cur.LastSeq = last
-		if err := q.NotifySession(ctx, fmt.Sprintf("%s:%d", sessionID, last)); err != nil {
-			return nil, nil, err
+		if wake {
+			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: sessionID, Kind: wakeKind, Payload: json.RawMessage(`{}`)}); err != nil {
+				return nil, nil, err
+			}
 		}
+		return cur, out, nil
 	}
-	if change != nil && change.Wake {
-		kind := change.WakeKind
-		if kind == "" {
-			kind = "wakeup"
+	arg := dbsqlc.EventsAppendParams{SessionID: sessionID, SetStatus: setStatus, Status: string(cur.Status), StopReason: stop,
+		Now: req.Now, Wake: wake, WakeKind: wakeKind}
+	for _, ev := range fresh {
+		body := ev.Body
+		if len(body) == 0 {
+			body = json.RawMessage(`{}`)
 		}
-		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: sessionID, Kind: kind, Payload: json.RawMessage(`{}`)}); err != nil {
-			return nil, nil, err
-		}
+		arg.Ids = append(arg.Ids, ev.ID)
+		arg.Types = append(arg.Types, ev.Type)
+		arg.Bodies = append(arg.Bodies, string(body))
+		arg.Keys = append(arg.Keys, ev.Key)
+		arg.Pending = append(arg.Pending, ev.Pending)
 	}
+	last, err := q.EventsAppend(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if want := cur.LastSeq + int64(len(fresh)); last != want {
+		// The row lock makes this impossible; refuse rather than misnumber.
+		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, last, len(fresh), cur.LastSeq)
+	}
+	for i, ev := range fresh {
+		var processed *time.Time
+		if !ev.Pending {
+			processed = &req.Now
+		}
+		out = append(out, Event{SessionID: sessionID, Seq: cur.LastSeq + int64(i) + 1, ID: ev.ID, Type: ev.Type,
+			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: processed})
+	}
+	cur.LastSeq = last
 	return cur, out, nil
 }
 

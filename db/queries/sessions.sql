@@ -12,11 +12,6 @@ SELECT * FROM sessions WHERE id = $1 FOR UPDATE;
 -- name: SessionSetStatus :exec
 UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4 WHERE id = $1;
 
--- name: SessionAdvanceSeq :one
-UPDATE sessions SET last_seq = last_seq + sqlc.arg(n)::bigint
-WHERE id = sqlc.arg(id)
-RETURNING last_seq;
-
 -- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5
 WHERE id = $1
@@ -59,12 +54,39 @@ ORDER BY
   CASE WHEN NOT sqlc.arg(ascending)::bool THEN id END DESC
 LIMIT sqlc.arg(row_limit);
 
--- name: EventInsert :exec
-INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+-- name: EventsGetByKeys :many
+SELECT * FROM events
+WHERE session_id = sqlc.arg(session_id) AND event_key = ANY(sqlc.arg(keys)::text[]);
 
--- name: EventGetByKey :one
-SELECT * FROM events WHERE session_id = $1 AND event_key = $2;
+-- name: EventsAppend :one
+-- One round trip for an append's writes, under the session's row lock
+-- held by the caller: the session's last_seq (and status, when
+-- set_status), the events numbered after the old last_seq in array
+-- order, the wake-up outbox row (when wake) and the notification.
+WITH s AS (
+    UPDATE sessions SET
+        last_seq    = last_seq + cardinality(sqlc.arg(ids)::text[]),
+        status      = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(status)::text ELSE status END,
+        stop_reason = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.narg(stop_reason)::jsonb ELSE stop_reason END,
+        updated_at  = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(now)::timestamptz ELSE updated_at END
+    WHERE id = sqlc.arg(session_id)
+    RETURNING last_seq
+), ins AS (
+    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
+    SELECT sqlc.arg(session_id), s.last_seq - cardinality(sqlc.arg(ids)::text[]) + i,
+           (sqlc.arg(ids)::text[])[i], (sqlc.arg(types)::text[])[i], ((sqlc.arg(bodies)::text[])[i])::json,
+           NULLIF((sqlc.arg(keys)::text[])[i], ''), sqlc.arg(now)::timestamptz,
+           CASE WHEN (sqlc.arg(pending)::bool[])[i] THEN NULL ELSE sqlc.arg(now)::timestamptz END
+    FROM s, generate_subscripts(sqlc.arg(ids)::text[], 1) AS i
+    RETURNING seq
+), ob AS (
+    INSERT INTO outbox (session_id, kind, payload)
+    SELECT sqlc.arg(session_id), sqlc.arg(wake_kind)::text, '{}'::jsonb
+    WHERE sqlc.arg(wake)::bool
+    RETURNING id
+)
+SELECT s.last_seq::bigint AS last_seq
+FROM s, LATERAL (SELECT pg_notify('mango_events', sqlc.arg(session_id)::text || ':' || s.last_seq)) AS n;
 
 -- name: EventList :many
 SELECT * FROM events

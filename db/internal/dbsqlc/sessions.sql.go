@@ -11,61 +11,6 @@ import (
 	"time"
 )
 
-const eventGetByKey = `-- name: EventGetByKey :one
-SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events WHERE session_id = $1 AND event_key = $2
-`
-
-type EventGetByKeyParams struct {
-	SessionID string
-	EventKey  *string
-}
-
-func (q *Queries) EventGetByKey(ctx context.Context, arg EventGetByKeyParams) (Event, error) {
-	row := q.db.QueryRow(ctx, eventGetByKey, arg.SessionID, arg.EventKey)
-	var i Event
-	err := row.Scan(
-		&i.SessionID,
-		&i.Seq,
-		&i.ID,
-		&i.Type,
-		&i.Body,
-		&i.EventKey,
-		&i.CreatedAt,
-		&i.ProcessedAt,
-	)
-	return i, err
-}
-
-const eventInsert = `-- name: EventInsert :exec
-INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-`
-
-type EventInsertParams struct {
-	SessionID   string
-	Seq         int64
-	ID          string
-	Type        string
-	Body        []byte
-	EventKey    *string
-	CreatedAt   time.Time
-	ProcessedAt *time.Time
-}
-
-func (q *Queries) EventInsert(ctx context.Context, arg EventInsertParams) error {
-	_, err := q.db.Exec(ctx, eventInsert,
-		arg.SessionID,
-		arg.Seq,
-		arg.ID,
-		arg.Type,
-		arg.Body,
-		arg.EventKey,
-		arg.CreatedAt,
-		arg.ProcessedAt,
-	)
-	return err
-}
-
 const eventList = `-- name: EventList :many
 SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
 WHERE session_id = $1
@@ -193,6 +138,111 @@ func (q *Queries) EventsAfter(ctx context.Context, arg EventsAfterParams) ([]Eve
 	return items, nil
 }
 
+const eventsAppend = `-- name: EventsAppend :one
+WITH s AS (
+    UPDATE sessions SET
+        last_seq    = last_seq + cardinality($2::text[]),
+        status      = CASE WHEN $3::bool THEN $4::text ELSE status END,
+        stop_reason = CASE WHEN $3::bool THEN $5::jsonb ELSE stop_reason END,
+        updated_at  = CASE WHEN $3::bool THEN $6::timestamptz ELSE updated_at END
+    WHERE id = $1
+    RETURNING last_seq
+), ins AS (
+    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
+    SELECT $1, s.last_seq - cardinality($2::text[]) + i,
+           ($2::text[])[i], ($7::text[])[i], (($8::text[])[i])::json,
+           NULLIF(($9::text[])[i], ''), $6::timestamptz,
+           CASE WHEN ($10::bool[])[i] THEN NULL ELSE $6::timestamptz END
+    FROM s, generate_subscripts($2::text[], 1) AS i
+    RETURNING seq
+), ob AS (
+    INSERT INTO outbox (session_id, kind, payload)
+    SELECT $1, $11::text, '{}'::jsonb
+    WHERE $12::bool
+    RETURNING id
+)
+SELECT s.last_seq::bigint AS last_seq
+FROM s, LATERAL (SELECT pg_notify('mango_events', $1::text || ':' || s.last_seq)) AS n
+`
+
+type EventsAppendParams struct {
+	SessionID  string
+	Ids        []string
+	SetStatus  bool
+	Status     string
+	StopReason []byte
+	Now        time.Time
+	Types      []string
+	Bodies     []string
+	Keys       []string
+	Pending    []bool
+	WakeKind   string
+	Wake       bool
+}
+
+// One round trip for an append's writes, under the session's row lock
+// held by the caller: the session's last_seq (and status, when
+// set_status), the events numbered after the old last_seq in array
+// order, the wake-up outbox row (when wake) and the notification.
+func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int64, error) {
+	row := q.db.QueryRow(ctx, eventsAppend,
+		arg.SessionID,
+		arg.Ids,
+		arg.SetStatus,
+		arg.Status,
+		arg.StopReason,
+		arg.Now,
+		arg.Types,
+		arg.Bodies,
+		arg.Keys,
+		arg.Pending,
+		arg.WakeKind,
+		arg.Wake,
+	)
+	var last_seq int64
+	err := row.Scan(&last_seq)
+	return last_seq, err
+}
+
+const eventsGetByKeys = `-- name: EventsGetByKeys :many
+SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
+WHERE session_id = $1 AND event_key = ANY($2::text[])
+`
+
+type EventsGetByKeysParams struct {
+	SessionID string
+	Keys      []string
+}
+
+func (q *Queries) EventsGetByKeys(ctx context.Context, arg EventsGetByKeysParams) ([]Event, error) {
+	rows, err := q.db.Query(ctx, eventsGetByKeys, arg.SessionID, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Event
+	for rows.Next() {
+		var i Event
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.Seq,
+			&i.ID,
+			&i.Type,
+			&i.Body,
+			&i.EventKey,
+			&i.CreatedAt,
+			&i.ProcessedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const notifySession = `-- name: NotifySession :exec
 SELECT pg_notify('mango_events', $1::text)
 `
@@ -237,24 +287,6 @@ func (q *Queries) ProviderHasCapability(ctx context.Context, arg ProviderHasCapa
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
-}
-
-const sessionAdvanceSeq = `-- name: SessionAdvanceSeq :one
-UPDATE sessions SET last_seq = last_seq + $1::bigint
-WHERE id = $2
-RETURNING last_seq
-`
-
-type SessionAdvanceSeqParams struct {
-	N  int64
-	ID string
-}
-
-func (q *Queries) SessionAdvanceSeq(ctx context.Context, arg SessionAdvanceSeqParams) (int64, error) {
-	row := q.db.QueryRow(ctx, sessionAdvanceSeq, arg.N, arg.ID)
-	var last_seq int64
-	err := row.Scan(&last_seq)
-	return last_seq, err
 }
 
 const sessionArchive = `-- name: SessionArchive :one
