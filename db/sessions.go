@@ -170,6 +170,9 @@ type AppendRequest struct {
 	Decide func(cur *Session) (*Change, error)
 	// Now is the commit's timestamp.
 	Now time.Time
+	// Transcript entries are stored in the same transaction (keys already
+	// stored are skipped), before the events.
+	Transcript []TranscriptEntry
 }
 
 // Change is a status change made with an append. The store appends the
@@ -225,6 +228,11 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 	}
 	if cur.Deleting {
 		return nil, nil, fmt.Errorf("append to session %s: %w", sessionID, ErrDeleting)
+	}
+	for _, e := range req.Transcript {
+		if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
+			return nil, nil, err
+		}
 	}
 	var change *Change
 	if req.Decide != nil {

@@ -29,6 +29,9 @@ type NewEvent struct {
 type Store interface {
 	// AppendEvents commits events and returns their ids in order.
 	AppendEvents(ctx context.Context, events []NewEvent) ([]string, error)
+	// AppendWithTranscript commits events and stores transcript messages
+	// in one transaction, and returns the events' ids in order.
+	AppendWithTranscript(ctx context.Context, transcript []TranscriptMessage, events []NewEvent) ([]string, error)
 	// RecordMessage appends a message to the provider transcript.
 	RecordMessage(ctx context.Context, key string, msg model.Message) error
 	// ToolResult returns the journaled result of a tool call, if any.
@@ -48,6 +51,12 @@ type Previewer interface {
 	Start(key, eventType string)
 	// Delta carries a text fragment of the event under key.
 	Delta(key, text string)
+}
+
+// TranscriptMessage is a message of the provider transcript and its key.
+type TranscriptMessage struct {
+	Key string
+	Msg model.Message
 }
 
 // Run is one turn's input.
@@ -70,6 +79,10 @@ type Run struct {
 	// Approved holds the agent.tool_use event ids of always_ask tools the
 	// client allowed (user.tool_confirmation with result allow).
 	Approved map[string]bool
+	// Unsaved are the messages at the end of Conversation not stored in
+	// the transcript yet (the trigger's user message): they are stored
+	// with the turn's first commit.
+	Unsaved []TranscriptMessage
 }
 
 // Outcome is how a turn ended.
@@ -124,6 +137,16 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 	conv := append([]model.Message(nil), run.Conversation...)
 	n := run.TurnMessages
 	res := &Result{}
+	// unsaved messages are stored with the next commit (one round trip
+	// for both), or on their own when the turn ends first.
+	unsaved := run.Unsaved
+	end := func(o Outcome) (*Result, error) {
+		if err := c.save(ctx, unsaved); err != nil {
+			return nil, err
+		}
+		res.Outcome = o
+		return res, nil
+	}
 	for {
 		if len(conv) == 0 {
 			return nil, errors.New("empty conversation")
@@ -132,37 +155,49 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 		if last.Role == "assistant" {
 			uses := toolUses(last)
 			if len(uses) == 0 {
-				res.Outcome = OutcomeEndTurn
-				return res, nil
+				return end(OutcomeEndTurn)
 			}
 			results, required, err := c.runTools(ctx, run, n-1, uses)
 			if err != nil {
 				return nil, err
 			}
 			if len(required) > 0 {
-				res.Outcome, res.RequiredEventIDs = OutcomeRequiresAction, required
-				return res, nil
+				res.RequiredEventIDs = required
+				return end(OutcomeRequiresAction)
 			}
 			msg := model.Message{Role: "user", Content: results}
-			if err := c.Store.RecordMessage(ctx, messageKey(run.TurnKey, n), msg); err != nil {
-				return nil, err
-			}
+			unsaved = append(unsaved, TranscriptMessage{Key: messageKey(run.TurnKey, n), Msg: msg})
 			conv = append(conv, msg)
 			n++
 			continue
 		}
 		if c.roundsSoFar(conv, run) >= c.maxRounds() {
-			res.Outcome = OutcomeRoundLimit
-			return res, nil
+			return end(OutcomeRoundLimit)
 		}
-		msg, err := c.callModel(ctx, run, conv, n)
+		msg, err := c.callModel(ctx, run, conv, n, unsaved)
 		res.Rounds++
 		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted: the turn ends here, and what it did (the
+				// user message, tool results) stays in the transcript.
+				err = errors.Join(err, c.save(context.WithoutCancel(ctx), unsaved))
+			}
 			return nil, err
 		}
+		unsaved = nil
 		conv = append(conv, *msg)
 		n++
 	}
+}
+
+// save stores transcript messages (keys already stored are skipped).
+func (c *Core) save(ctx context.Context, msgs []TranscriptMessage) error {
+	for _, m := range msgs {
+		if err := c.Store.RecordMessage(ctx, m.Key, m.Msg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // roundsSoFar counts the assistant messages of this turn.
@@ -221,10 +256,11 @@ type textBlock struct {
 }
 
 // callModel makes one model request (message n of the turn) and commits
-// its events: span start, thinking, the agent message, tool uses, span end.
-func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n int) (*model.Message, error) {
+// its events: span start (with the unsaved transcript messages), thinking,
+// the agent message, tool uses, span end (with the model's message).
+func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n int, unsaved []TranscriptMessage) (*model.Message, error) {
 	key := messageKey(run.TurnKey, n)
-	ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
+	ids, err := c.Store.AppendWithTranscript(ctx, unsaved, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
 	if err != nil {
 		return nil, err
 	}
@@ -251,11 +287,6 @@ func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n 
 		return nil, errors.Join(err, endErr)
 	}
 	msg := model.Message{Role: "assistant", Content: resp.Content}
-	// The transcript first: a retry after this point resumes with the
-	// model's answer instead of asking again.
-	if err := c.Store.RecordMessage(ctx, key, msg); err != nil {
-		return nil, err
-	}
 	var events []NewEvent
 	var text []textBlock
 	for i, b := range resp.Content {
@@ -269,20 +300,14 @@ func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n 
 	if len(text) > 0 {
 		events = append(events, NewEvent{Key: key + "/message", Type: "agent.message", Body: map[string]any{"content": text}})
 	}
-	// The message events and the span's end in one commit.
+	// The model's message in the transcript, its events and the span's
+	// end in one commit: a retry after it resumes with the model's answer
+	// instead of asking again.
 	events = append(events, spanEnd(key, startID, &resp.Usage, false))
-	if err := c.commit(ctx, events); err != nil {
+	if _, err := c.Store.AppendWithTranscript(ctx, []TranscriptMessage{{Key: key, Msg: msg}}, events); err != nil {
 		return nil, err
 	}
 	return &msg, nil
-}
-
-func (c *Core) commit(ctx context.Context, events []NewEvent) error {
-	if len(events) == 0 {
-		return nil
-	}
-	_, err := c.Store.AppendEvents(ctx, events)
-	return err
 }
 
 func (c *Core) endSpan(ctx context.Context, key, startID string, u *model.Usage, isError bool) error {

@@ -524,6 +524,24 @@ func TestTranscriptAndToolJournal(t *testing.T) {
 	if err != nil || tr.Inserted != 1 {
 		t.Fatalf("AppendTranscript retry -> %v, %v; want 1 inserted", tr, err)
 	}
+	// Transcript entries committed with events: together, keys already
+	// stored skipped; a refused append stores neither.
+	if _, err := e.client.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: sid,
+		Events:     []*pb.NewEvent{{Key: "m4/span_start", Type: "span.model_request_start", Body: "{}"}},
+		Transcript: []*pb.TranscriptEntry{{Key: "m3", Body: `{"role":"again"}`}, {Key: "m4", Body: `{"role":"assistant","n":4}`}},
+	}); err != nil {
+		t.Fatalf("AppendEvents with transcript: %v", err)
+	}
+	_, err = e.client.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: sid,
+		Events:     []*pb.NewEvent{{Key: "bad", Type: "user.message", Body: "{}"}},
+		Transcript: []*pb.TranscriptEntry{{Key: "m5", Body: `{}`}},
+	})
+	wantCode(t, "AppendEvents with a refused event", err, codes.InvalidArgument)
+	_, err = e.client.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: sid,
+		Events:     []*pb.NewEvent{{Key: "m6/span_start", Type: "span.model_request_start", Body: "{}"}},
+		Transcript: []*pb.TranscriptEntry{{Key: "m6", Body: `{`}},
+	})
+	wantCode(t, "AppendEvents with an invalid transcript entry", err, codes.InvalidArgument)
 	run, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +550,7 @@ func TestTranscriptAndToolJournal(t *testing.T) {
 	for _, en := range run.Transcript {
 		got = append(got, en.Key+"="+en.Body)
 	}
-	if want := `m1={"role":"user"} m2={"role":"assistant"} m3={"role":"user","n":3}`; strings.Join(got, " ") != want {
+	if want := `m1={"role":"user"} m2={"role":"assistant"} m3={"role":"user","n":3} m4={"role":"assistant","n":4}`; strings.Join(got, " ") != want {
 		t.Errorf("transcript = %s, want %s", strings.Join(got, " "), want)
 	}
 	_, err = e.client.AppendTranscript(ctx, &pb.AppendTranscriptRequest{SessionId: ids.New(ids.Session), Entries: []*pb.TranscriptEntry{{Key: "a", Body: "{}"}}})

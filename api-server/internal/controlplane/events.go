@@ -106,7 +106,11 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.appendEvents(ctx, req.GetSessionId(), evs, nil)
+	transcript, err := transcriptEntries("transcript", req.GetTranscript())
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := s.appendEvents(ctx, req.GetSessionId(), evs, transcript, nil)
 	if err != nil {
 		return nil, s.fail(ctx, "append events", err)
 	}
@@ -159,7 +163,7 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 		return nil, s.fail(ctx, op, err)
 	}
 	retry := allStored(evs, stored)
-	out, sess, err := s.appendEvents(ctx, sid, evs, func(*db.Session) (*db.Change, error) {
+	out, sess, err := s.appendEvents(ctx, sid, evs, nil, func(*db.Session) (*db.Change, error) {
 		if retry {
 			return nil, nil
 		}
@@ -215,7 +219,7 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		key = tk + "/status/" + strings.ToLower(strings.TrimPrefix(req.GetOutcome().String(), "TURN_OUTCOME_"))
 		retry = false // the keyed change is idempotent on its own
 	}
-	out, sess, err := s.appendEvents(ctx, sid, evs, func(cur *db.Session) (*db.Change, error) {
+	out, sess, err := s.appendEvents(ctx, sid, evs, nil, func(cur *db.Session) (*db.Change, error) {
 		if retry || cur.Status == to {
 			// Already there: a retried call, or a turn that ended while an
 			// interrupt was ending it too — exactly one status event.
@@ -269,16 +273,18 @@ func newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
 	return out, nil
 }
 
-// appendEvents appends evs through Store.Append, with the status change
-// decide returns (if any), and returns the stored events in request order.
-func (s *Server) appendEvents(ctx context.Context, sessionID string, evs []db.NewEvent, decide func(*db.Session) (*db.Change, error)) ([]*pb.Event, *db.Session, error) {
+// appendEvents appends evs (and stores transcript) through Store.Append,
+// with the status change decide returns (if any), and returns the stored
+// events in request order.
+func (s *Server) appendEvents(ctx context.Context, sessionID string, evs []db.NewEvent, transcript []db.TranscriptEntry,
+	decide func(*db.Session) (*db.Change, error)) ([]*pb.Event, *db.Session, error) {
 	if s.previews != nil && slices.ContainsFunc(evs, func(e db.NewEvent) bool { return e.Type == "agent.message" || e.Type == "agent.thinking" }) {
 		// Subscribers on other replicas get the last deltas before the
 		// commit's notification (bounded: previews never hold a commit up
 		// for long).
 		s.previews.Sync(ctx, sessionID, 50*time.Millisecond)
 	}
-	sess, stored, err := s.store.Append(ctx, sessionID, &db.AppendRequest{Events: evs, Decide: decide, Now: s.now()})
+	sess, stored, err := s.store.Append(ctx, sessionID, &db.AppendRequest{Events: evs, Decide: decide, Now: s.now(), Transcript: transcript})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,23 +23,33 @@ func (s *Server) AppendTranscript(ctx context.Context, req *pb.AppendTranscriptR
 	if len(req.GetEntries()) == 0 {
 		return nil, invalid("entries", "at least one is required")
 	}
-	entries := make([]db.TranscriptEntry, 0, len(req.GetEntries()))
-	for i, e := range req.GetEntries() {
-		field := fmt.Sprintf("entries[%d]", i)
-		if e.GetKey() == "" {
-			return nil, invalid(field+".key", "required")
-		}
-		body, err := jsonValue(field+".body", e.GetBody())
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, db.TranscriptEntry{Key: e.GetKey(), Body: body})
+	entries, err := transcriptEntries("entries", req.GetEntries())
+	if err != nil {
+		return nil, err
 	}
 	n, err := s.store.TranscriptAppend(ctx, req.GetSessionId(), entries)
 	if err != nil {
 		return nil, s.fail(ctx, "append transcript", err)
 	}
 	return &pb.AppendTranscriptResponse{Inserted: int32(n)}, nil //nolint:gosec // n <= len(entries), bounded by the message size
+}
+
+// transcriptEntries validates transcript entries (field names the request
+// member in errors).
+func transcriptEntries(field string, in []*pb.TranscriptEntry) ([]db.TranscriptEntry, error) {
+	entries := make([]db.TranscriptEntry, 0, len(in))
+	for i, e := range in {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if e.GetKey() == "" {
+			return nil, invalid(f+".key", "required")
+		}
+		body, err := jsonValue(f+".body", e.GetBody())
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, db.TranscriptEntry{Key: e.GetKey(), Body: body})
+	}
+	return entries, nil
 }
 
 // RecordToolJournal implements pb.ControlPlaneServer.

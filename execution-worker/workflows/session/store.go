@@ -21,7 +21,18 @@ type cpStore struct {
 var _ agentruntime.Store = (*cpStore)(nil)
 
 func (s *cpStore) AppendEvents(ctx context.Context, events []agentruntime.NewEvent) ([]string, error) {
+	return s.AppendWithTranscript(ctx, nil, events)
+}
+
+func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentruntime.TranscriptMessage, events []agentruntime.NewEvent) ([]string, error) {
 	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
+	for _, m := range transcript {
+		body, err := json.Marshal(m.Msg)
+		if err != nil {
+			return nil, fmt.Errorf("encode transcript message: %w", err)
+		}
+		req.Transcript = append(req.Transcript, &pb.TranscriptEntry{Key: m.Key, Body: string(body)})
+	}
 	for _, e := range events {
 		body, err := json.Marshal(e.Body)
 		if err != nil {

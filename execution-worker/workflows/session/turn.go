@@ -153,6 +153,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	}
 	var batch []*pb.Event
 	var turnKey string
+	var unsaved []agentruntime.TranscriptMessage
 	approved := map[string]bool{}
 	if isAnswer(pending[0].GetType()) {
 		for _, t := range pending {
@@ -186,9 +187,8 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 			if err != nil {
 				return nil, err
 			}
-			if err := store.RecordMessage(ctx, first, msg); err != nil {
-				return nil, err
-			}
+			// Stored with the turn's first commit.
+			unsaved = append(unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
 			conv, keys = append(conv, msg), append(keys, first)
 		}
 	}
@@ -222,7 +222,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 		core.Preview = a.Previews(sid)
 	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
-		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved,
+		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) },
 	})
 	// From here on the turn's ending must be recorded even if the activity

@@ -748,7 +748,11 @@ type AppendEventsRequest struct {
 	// Session identifier. Required.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Events to append, in order; keys must be distinct. At least one.
-	Events        []*NewEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*NewEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// Transcript entries stored in the same transaction as the events
+	// (entries whose key is already stored are skipped), so a worker commits
+	// a model message and its events in one round trip. Optional.
+	Transcript    []*TranscriptEntry `protobuf:"bytes,3,rep,name=transcript,proto3" json:"transcript,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +797,13 @@ func (x *AppendEventsRequest) GetSessionId() string {
 func (x *AppendEventsRequest) GetEvents() []*NewEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *AppendEventsRequest) GetTranscript() []*TranscriptEntry {
+	if x != nil {
+		return x.Transcript
 	}
 	return nil
 }
@@ -2641,11 +2652,14 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\"U\n" +
 	"\x1dMarkTriggersProcessedResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"m\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"\xb5\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
-	"\x06events\x18\x02 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\"L\n" +
+	"\x06events\x18\x02 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x12F\n" +
+	"\n" +
+	"transcript\x18\x03 \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
+	"transcript\"L\n" +
 	"\x14AppendEventsResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"\xe1\x01\n" +
 	"\x0fParkTurnRequest\x12\x1d\n" +
@@ -2878,65 +2892,66 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	5,  // 4: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
 	3,  // 5: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
 	4,  // 6: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 7: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 8: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 9: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 10: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	1,  // 11: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
-	4,  // 12: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 13: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 14: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	5,  // 15: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	41, // 16: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
-	18, // 17: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	18, // 18: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	41, // 19: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	41, // 20: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 21: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 22: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 23: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 24: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	41, // 25: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 26: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	41, // 27: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	36, // 28: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	6,  // 29: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	8,  // 30: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	10, // 31: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	12, // 32: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	14, // 33: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	16, // 34: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	19, // 35: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	21, // 36: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	24, // 37: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	26, // 38: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	28, // 39: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	30, // 40: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	32, // 41: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	39, // 42: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	34, // 43: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 44: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	7,  // 45: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	9,  // 46: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	11, // 47: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	13, // 48: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	15, // 49: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	17, // 50: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	20, // 51: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	22, // 52: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	25, // 53: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	27, // 54: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	29, // 55: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	31, // 56: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	33, // 57: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	40, // 58: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	35, // 59: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 60: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	45, // [45:61] is the sub-list for method output_type
-	29, // [29:45] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 7: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 8: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 9: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 10: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 11: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	1,  // 12: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
+	4,  // 13: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 14: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 15: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	5,  // 16: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	41, // 17: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	18, // 18: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	18, // 19: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	41, // 20: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	41, // 21: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 22: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 23: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 24: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	23, // 25: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	41, // 26: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 27: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	41, // 28: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	36, // 29: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	6,  // 30: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	8,  // 31: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	10, // 32: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	12, // 33: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	14, // 34: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	16, // 35: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	19, // 36: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	21, // 37: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	24, // 38: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	26, // 39: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	28, // 40: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	30, // 41: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	32, // 42: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	39, // 43: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	34, // 44: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 45: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	7,  // 46: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	9,  // 47: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	11, // 48: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	13, // 49: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	15, // 50: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	17, // 51: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	20, // 52: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	22, // 53: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	25, // 54: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	27, // 55: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	29, // 56: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	31, // 57: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	33, // 58: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	40, // 59: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	35, // 60: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 61: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	46, // [46:62] is the sub-list for method output_type
+	30, // [30:46] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }

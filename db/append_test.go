@@ -1,0 +1,50 @@
+package db_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/db/dbtest"
+)
+
+// TestAppendWithTranscript: transcript entries commit with the events or
+// not at all, and a retry skips what is stored.
+func TestAppendWithTranscript(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	wakeSession(t, store, "sesn_transcript", 0)
+	now := time.Now().UTC()
+	entry := func(key, body string) db.TranscriptEntry { return db.TranscriptEntry{Key: key, Body: json.RawMessage(body)} }
+	refused := errors.New("refused")
+	_, _, err := store.Append(ctx, "sesn_transcript", &db.AppendRequest{
+		Events:     []db.NewEvent{{ID: "sevt_t1", Type: "span.model_request_start", Body: json.RawMessage(`{}`), Key: "t/1"}},
+		Transcript: []db.TranscriptEntry{entry("t/0", `{"role":"user"}`)},
+		Decide:     func(*db.Session) (*db.Change, error) { return nil, refused },
+		Now:        now,
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("refused append = %v", err)
+	}
+	if tr, err := store.Transcript(ctx, "sesn_transcript"); err != nil || len(tr) != 0 {
+		t.Fatalf("transcript after a refused append = %v, %v; want nothing stored", tr, err)
+	}
+	for range 2 { // the second is a retry: nothing new
+		_, evs, err := store.Append(ctx, "sesn_transcript", &db.AppendRequest{
+			Events:     []db.NewEvent{{ID: "sevt_t1", Type: "span.model_request_start", Body: json.RawMessage(`{}`), Key: "t/1"}},
+			Transcript: []db.TranscriptEntry{entry("t/0", `{"role":"user"}`), entry("t/1", `{"role":"assistant"}`)},
+			Now:        now,
+		})
+		if err != nil || len(evs) != 1 || evs[0].Seq != 1 {
+			t.Fatalf("append = %+v, %v; want the one event at seq 1", evs, err)
+		}
+	}
+	tr, err := store.Transcript(ctx, "sesn_transcript")
+	if err != nil || len(tr) != 2 || tr[0].Key != "t/0" || tr[1].Key != "t/1" {
+		t.Fatalf("transcript = %+v, %v; want t/0 then t/1", tr, err)
+	}
+}
