@@ -19,7 +19,9 @@ func TestAppendWithTranscript(t *testing.T) {
 	ctx := context.Background()
 	wakeSession(t, store, "sesn_transcript", 0)
 	now := time.Now().UTC()
-	entry := func(key, body string) db.TranscriptEntry { return db.TranscriptEntry{Key: key, Body: json.RawMessage(body)} }
+	entry := func(key, body string) db.TranscriptEntry {
+		return db.TranscriptEntry{Key: key, Body: json.RawMessage(body)}
+	}
 	refused := errors.New("refused")
 	_, _, err := store.Append(ctx, "sesn_transcript", &db.AppendRequest{
 		Events:     []db.NewEvent{{ID: "sevt_t1", Type: "span.model_request_start", Body: json.RawMessage(`{}`), Key: "t/1"}},
