@@ -173,6 +173,9 @@ type AppendRequest struct {
 	// Transcript entries are stored in the same transaction (keys already
 	// stored are skipped), before the events.
 	Transcript []TranscriptEntry
+	// Processed names trigger events marked processed (at Now, unless
+	// they already are) in the same transaction.
+	Processed []string
 }
 
 // Change is a status change made with an append. The store appends the
@@ -231,6 +234,11 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 	}
 	for _, e := range req.Transcript {
 		if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(req.Processed) > 0 {
+		if _, err := q.EventMarkProcessed(ctx, dbsqlc.EventMarkProcessedParams{SessionID: sessionID, Ids: req.Processed, Now: req.Now}); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -451,11 +451,17 @@ func TestCompleteTurn(t *testing.T) {
 	_, err = e.client.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid})
 	wantCode(t, "CompleteTurn without outcome", err, codes.InvalidArgument)
 
-	// retries_exhausted on a fresh running session.
-	sid2, _ := e.session(t, true)
-	resp, err = e.client.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid2, Outcome: pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED})
+	// retries_exhausted on a fresh running session, consuming its trigger
+	// in the same call.
+	sid2, trigger := e.session(t, true)
+	resp, err = e.client.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid2, Outcome: pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED,
+		ProcessedEventIds: []string{trigger}})
 	if err != nil || !jsonEqual(resp.GetStopReason(), `{"type":"retries_exhausted"}`) {
 		t.Errorf("retries_exhausted -> %s, %v", resp.GetStopReason(), err)
+	}
+	run, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid2})
+	if err != nil || len(run.PendingTriggers) != 0 {
+		t.Errorf("pending triggers after CompleteTurn with processed_event_ids = %v, %v; want none", run.GetPendingTriggers(), err)
 	}
 }
 

@@ -110,7 +110,7 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.appendEvents(ctx, req.GetSessionId(), evs, transcript, nil)
+	out, _, err := s.appendEvents(ctx, req.GetSessionId(), &db.AppendRequest{Events: evs, Transcript: transcript})
 	if err != nil {
 		return nil, s.fail(ctx, "append events", err)
 	}
@@ -163,12 +163,13 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 		return nil, s.fail(ctx, op, err)
 	}
 	retry := allStored(evs, stored)
-	out, sess, err := s.appendEvents(ctx, sid, evs, nil, func(*db.Session) (*db.Change, error) {
+	decide := func(*db.Session) (*db.Change, error) {
 		if retry {
 			return nil, nil
 		}
 		return &db.Change{To: db.StatusIdle, StopReason: reason, EventID: ids.New(ids.Event)}, nil
-	})
+	}
+	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Decide: decide})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -219,14 +220,15 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		key = tk + "/status/" + strings.ToLower(strings.TrimPrefix(req.GetOutcome().String(), "TURN_OUTCOME_"))
 		retry = false // the keyed change is idempotent on its own
 	}
-	out, sess, err := s.appendEvents(ctx, sid, evs, nil, func(cur *db.Session) (*db.Change, error) {
+	decide := func(cur *db.Session) (*db.Change, error) {
 		if retry || cur.Status == to {
 			// Already there: a retried call, or a turn that ended while an
 			// interrupt was ending it too — exactly one status event.
 			return nil, nil
 		}
 		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event), Key: key}, nil
-	})
+	}
+	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -273,18 +275,18 @@ func newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
 	return out, nil
 }
 
-// appendEvents appends evs (and stores transcript) through Store.Append,
-// with the status change decide returns (if any), and returns the stored
-// events in request order.
-func (s *Server) appendEvents(ctx context.Context, sessionID string, evs []db.NewEvent, transcript []db.TranscriptEntry,
-	decide func(*db.Session) (*db.Change, error)) ([]*pb.Event, *db.Session, error) {
+// appendEvents runs req (its Now set here) through Store.Append and
+// returns the stored events in request order.
+func (s *Server) appendEvents(ctx context.Context, sessionID string, req *db.AppendRequest) ([]*pb.Event, *db.Session, error) {
+	evs := req.Events
 	if s.previews != nil && slices.ContainsFunc(evs, func(e db.NewEvent) bool { return e.Type == "agent.message" || e.Type == "agent.thinking" }) {
 		// Subscribers on other replicas get the last deltas before the
 		// commit's notification (bounded: previews never hold a commit up
 		// for long).
 		s.previews.Sync(ctx, sessionID, 50*time.Millisecond)
 	}
-	sess, stored, err := s.store.Append(ctx, sessionID, &db.AppendRequest{Events: evs, Decide: decide, Now: s.now(), Transcript: transcript})
+	req.Now = s.now()
+	sess, stored, err := s.store.Append(ctx, sessionID, req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -101,9 +101,6 @@ func (a *TurnActivities) HostGone(ctx context.Context, in HostGoneInput) error {
 	if err != nil {
 		return fmt.Errorf("load run of session %s: %w", in.SessionID, err)
 	}
-	if err := a.markProcessed(ctx, in.SessionID, run.GetPendingTriggers()); err != nil {
-		return err
-	}
 	ref := ""
 	if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: in.SessionID}); err == nil && b.GetBinding() != nil {
 		ref = b.GetBinding().GetProvider() + " sandbox " + b.GetBinding().GetExternalId()
@@ -111,7 +108,7 @@ func (a *TurnActivities) HostGone(ctx context.Context, in HostGoneInput) error {
 	msg := fmt.Sprintf("the worker holding this session's %s (task queue %s) has not picked up work for %s; the sandbox is unreachable",
 		ref, in.TaskQueue, in.Waited)
 	ev := errorEvent("host_gone/"+in.TaskQueue, "sandbox_unavailable_error", msg, "")
-	return a.complete(ctx, in.SessionID, "host_gone/"+in.TaskQueue, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev})
+	return a.complete(ctx, in.SessionID, "host_gone/"+in.TaskQueue, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, run.GetPendingTriggers()...)
 }
 
 func isAnswer(t string) bool {
@@ -243,21 +240,18 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 				interrupts = append(interrupts, t)
 			}
 		}
-		if err := a.markProcessed(done, sid, interrupts); err != nil {
-			return nil, err
-		}
-		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil); err != nil {
+		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, interrupts...); err != nil {
 			return nil, err
 		}
 		return nil, temporal.NewCanceledError("turn interrupted")
 	default:
 		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
 	}
-	if err := a.markProcessed(done, sid, batch); err != nil {
-		return nil, err
-	}
 	switch result.Outcome {
 	case agentruntime.OutcomeRequiresAction:
+		if err := a.markProcessed(done, sid, batch); err != nil {
+			return nil, err
+		}
 		if _, err := a.ControlPlane.ParkTurn(done, &pb.ParkTurnRequest{SessionId: sid, RequiredActionEventIds: result.RequiredEventIDs}); err != nil {
 			return nil, fmt.Errorf("park turn: %w", err)
 		}
@@ -266,11 +260,11 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	case agentruntime.OutcomeRoundLimit:
 		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
 			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), "")
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}); err != nil {
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
 	default:
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil); err != nil {
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, batch...); err != nil {
 			return nil, err
 		}
 	}
@@ -301,20 +295,14 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		// would fail the same way. The turn ends; the next message tries
 		// again (the environment may have been fixed meanwhile).
 		ev := errorEvent(turnKey+"/sandbox_provisioning", "sandbox_provisioning_error", provision.Error(), "")
-		if err := a.markProcessed(ctx, sid, batch); err != nil {
-			return nil, err
-		}
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}); err != nil {
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
 		res.Outcome = TurnIdle
 		return res, nil
 	case vanished != nil:
 		ev := errorEvent(turnKey+"/sandbox_vanished", "sandbox_unavailable_error", vanished.Error(), "")
-		if err := a.markProcessed(ctx, sid, batch); err != nil {
-			return nil, err
-		}
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}); err != nil {
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
 		res.Outcome = TurnStopped
@@ -323,10 +311,7 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		key := fmt.Sprintf("%s/attempt/%d", turnKey, attempt)
 		if attempt+1 >= MaxModelAttempts {
 			ev := errorEvent(key, me.Type, me.Message, "exhausted")
-			if err := a.markProcessed(ctx, sid, batch); err != nil {
-				return nil, err
-			}
-			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}); err != nil {
+			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}, batch...); err != nil {
 				return nil, err
 			}
 			res.Outcome = TurnIdle
@@ -344,10 +329,7 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		return res, nil
 	case errors.As(runErr, &me):
 		ev := errorEvent(turnKey+"/model_error", me.Type, me.Message, "")
-		if err := a.markProcessed(ctx, sid, batch); err != nil {
-			return nil, err
-		}
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}); err != nil {
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
 		res.Outcome = TurnStopped
@@ -367,8 +349,15 @@ func errorEvent(key, typ, message, retryStatus string) *pb.NewEvent {
 	return &pb.NewEvent{Key: key + "/session_error", Type: "session.error", Body: string(b)}
 }
 
-func (a *TurnActivities) complete(ctx context.Context, sid, turnKey string, outcome pb.TurnOutcome, events []*pb.NewEvent) error {
-	_, err := a.ControlPlane.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: outcome, Events: events, TurnKey: turnKey})
+// complete ends (or reschedules) the turn with events, marking the
+// processed triggers in the same transaction.
+func (a *TurnActivities) complete(ctx context.Context, sid, turnKey string, outcome pb.TurnOutcome, events []*pb.NewEvent, processed ...*pb.Event) error {
+	ids := make([]string, 0, len(processed))
+	for _, e := range processed {
+		ids = append(ids, e.GetId())
+	}
+	_, err := a.ControlPlane.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: outcome, Events: events, TurnKey: turnKey,
+		ProcessedEventIds: ids})
 	if err != nil {
 		return fmt.Errorf("complete turn (%s): %w", outcome, err)
 	}

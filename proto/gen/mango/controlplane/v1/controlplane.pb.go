@@ -1012,9 +1012,12 @@ type CompleteTurnRequest struct {
 	// turn_key, when set, makes the status change idempotent: a retried call
 	// with the same key and outcome changes nothing, even after the session
 	// moved on to another turn.
-	TurnKey       string `protobuf:"bytes,4,opt,name=turn_key,json=turnKey,proto3" json:"turn_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TurnKey string `protobuf:"bytes,4,opt,name=turn_key,json=turnKey,proto3" json:"turn_key,omitempty"`
+	// Trigger events the turn consumed, marked processed in the same
+	// transaction (as MarkTriggersProcessed does). Optional.
+	ProcessedEventIds []string `protobuf:"bytes,5,rep,name=processed_event_ids,json=processedEventIds,proto3" json:"processed_event_ids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CompleteTurnRequest) Reset() {
@@ -1073,6 +1076,13 @@ func (x *CompleteTurnRequest) GetTurnKey() string {
 		return x.TurnKey
 	}
 	return ""
+}
+
+func (x *CompleteTurnRequest) GetProcessedEventIds() []string {
+	if x != nil {
+		return x.ProcessedEventIds
+	}
+	return nil
 }
 
 // CompleteTurnResponse returns the stored events and the resulting session
@@ -2672,13 +2682,14 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
 	"\vstop_reason\x18\x03 \x01(\tR\n" +
-	"stopReason\"\xc6\x01\n" +
+	"stopReason\"\xf6\x01\n" +
 	"\x13CompleteTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12<\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\".mango.controlplane.v1.TurnOutcomeR\aoutcome\x127\n" +
 	"\x06events\x18\x03 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x12\x19\n" +
-	"\bturn_key\x18\x04 \x01(\tR\aturnKey\"\xab\x01\n" +
+	"\bturn_key\x18\x04 \x01(\tR\aturnKey\x12.\n" +
+	"\x13processed_event_ids\x18\x05 \x03(\tR\x11processedEventIds\"\xab\x01\n" +
 	"\x14CompleteTurnResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
