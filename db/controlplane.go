@@ -301,6 +301,20 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, w *Worker, now time.Time) (
 	return workerFromRow(row), nil
 }
 
+// WorkerList returns every worker that ever sent a heartbeat, by provider
+// and id.
+func (s *Store) WorkerList(ctx context.Context) ([]Worker, error) {
+	rows, err := s.q.WorkerList(ctx)
+	if err != nil {
+		return nil, mapErr("list workers", err)
+	}
+	out := make([]Worker, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *workerFromRow(r))
+	}
+	return out, nil
+}
+
 // WorkerGet returns a worker, or ErrNotFound.
 func (s *Store) WorkerGet(ctx context.Context, id string) (*Worker, error) {
 	row, err := s.q.WorkerGet(ctx, id)

@@ -76,3 +76,6 @@ RETURNING *;
 
 -- name: WorkerGet :one
 SELECT * FROM workers WHERE worker_id = $1;
+
+-- name: WorkerList :many
+SELECT * FROM workers ORDER BY provider, worker_id;

@@ -41,6 +41,10 @@ type Config struct {
 	// SandboxProviders are the providers sessions may select
 	// (MANGO_SANDBOX_PROVIDERS, comma-separated; defaults to DefaultSandbox).
 	SandboxProviders []string
+	// RequireLiveWorker refuses (503) new sessions whose provider has no
+	// live worker (MANGO_REQUIRE_LIVE_WORKER, default false: accepted
+	// sessions wait for a worker).
+	RequireLiveWorker bool
 	// MaxBodyBytes caps request bodies (MANGO_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds graceful shutdown (MANGO_SHUTDOWN_TIMEOUT).
@@ -70,6 +74,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		DatabaseMaxConns:  int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
 		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
 		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
+		RequireLiveWorker: r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
 		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
 	}
 	if c.DatabaseURL == "" {

@@ -49,6 +49,9 @@ type Deps struct {
 	// Providers are the sandbox providers sessions may use; the first is
 	// the default (MANGO_SANDBOX).
 	Providers []string
+	// RequireLiveWorker refuses (503) sessions whose provider has no live
+	// worker.
+	RequireLiveWorker bool
 	// Cleanup releases a deleted session's workflow and sandbox; nil skips.
 	Cleanup SessionCleanup
 	// HeartbeatInterval spaces `: ping` comments on idle streams (15s).
@@ -79,6 +82,11 @@ func New(deps Deps) *API {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
 	}
 	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended}
+	if deps.Store != nil {
+		if err := deps.Registry.Register(newProviderCollector(a)); err != nil {
+			panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
+		}
+	}
 	e := a.echo
 	e.HideBanner = true
 	e.HidePort = true
@@ -88,6 +96,8 @@ func New(deps Deps) *API {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{})))
+
+	e.GET("/admin/providers", a.adminProviders)
 
 	v1 := e.Group("/v1")
 	v1.POST("/agents", a.agentCreate)

@@ -162,6 +162,9 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err := a.checkEnvironmentSupport(ctx, *in.EnvironmentID, provider); err != nil {
 		return err
 	}
+	if err := a.checkLiveWorker(ctx, provider); err != nil {
+		return err
+	}
 	agentJSON, err := json.Marshal(snapshot)
 	if err != nil {
 		return err
@@ -276,7 +279,7 @@ func (a *API) checkEnvironmentSupport(ctx context.Context, envID, provider strin
 			"use an environment without packages or a provider that installs them"})
 	}
 	for _, n := range needs {
-		ok, err := a.deps.Store.ProviderHasCapability(ctx, provider, n.capability, a.now().Add(-2*time.Minute))
+		ok, err := a.deps.Store.ProviderHasCapability(ctx, provider, n.capability, a.now().Add(-LiveWorkerWindow))
 		if err != nil {
 			return err
 		}

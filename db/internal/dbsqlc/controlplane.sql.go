@@ -435,6 +435,38 @@ func (q *Queries) WorkerGet(ctx context.Context, workerID string) (Worker, error
 	return i, err
 }
 
+const workerList = `-- name: WorkerList :many
+SELECT worker_id, provider, task_queues, capabilities, version, first_seen_at, last_seen_at FROM workers ORDER BY provider, worker_id
+`
+
+func (q *Queries) WorkerList(ctx context.Context) ([]Worker, error) {
+	rows, err := q.db.Query(ctx, workerList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Worker
+	for rows.Next() {
+		var i Worker
+		if err := rows.Scan(
+			&i.WorkerID,
+			&i.Provider,
+			&i.TaskQueues,
+			&i.Capabilities,
+			&i.Version,
+			&i.FirstSeenAt,
+			&i.LastSeenAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerUpsert = `-- name: WorkerUpsert :one
 INSERT INTO workers (worker_id, provider, task_queues, capabilities, version, first_seen_at, last_seen_at)
 VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz)
