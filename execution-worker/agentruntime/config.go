@@ -7,8 +7,9 @@
 // The default AgentCore sends alternating messages to the model client,
 // streams assistant text as an optional preview, emits each complete event
 // (agent.message, agent.thinking, agent.tool_use, agent.tool_result,
-// agent.custom_tool_use, span.model_request_start/end), executes allowed
-// built-ins in the sandbox and feeds their results back, and repeats until
+// agent.mcp_tool_use, agent.mcp_tool_result, agent.custom_tool_use,
+// span.model_request_start/end), executes allowed built-ins in the sandbox
+// and MCP tools on their servers and feeds their results back, and repeats until
 // the model ends the turn, a tool needs the client (custom tools and
 // always_ask tools park the session), or MaxRounds model calls were made.
 //
@@ -31,7 +32,15 @@ type Agent struct {
 	Model   struct {
 		ID string `json:"id"`
 	} `json:"model"`
-	Tools json.RawMessage `json:"tools"`
+	Tools      json.RawMessage `json:"tools"`
+	MCPServers []MCPServer     `json:"mcp_servers"`
+}
+
+// MCPServer is a remote MCP server of the agent.
+type MCPServer struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
 }
 
 // Permission policies.
@@ -51,6 +60,32 @@ type ToolConfig struct {
 	Custom map[string]CustomTool
 	// Order keeps the declaration order of custom tools.
 	Order []string
+	// MCP are the MCP toolsets, in declaration order.
+	MCP []MCPToolset
+}
+
+// MCPToolset enables the tools of one MCP server, discovered per session.
+type MCPToolset struct {
+	Server string
+	// DefaultEnabled and DefaultPolicy apply to tools without a config.
+	DefaultEnabled bool
+	DefaultPolicy  string
+	// Configs override them per tool name.
+	Configs map[string]ToolSetting
+}
+
+// ToolSetting is one tool's configuration.
+type ToolSetting struct {
+	Enabled bool
+	Policy  string
+}
+
+// Setting returns whether tool is enabled and its permission policy.
+func (ts *MCPToolset) Setting(tool string) ToolSetting {
+	if c, ok := ts.Configs[tool]; ok {
+		return c
+	}
+	return ToolSetting{Enabled: ts.DefaultEnabled, Policy: ts.DefaultPolicy}
 }
 
 // CustomTool is a client-executed tool.
@@ -107,11 +142,55 @@ func ParseToolConfig(raw json.RawMessage) (*ToolConfig, error) {
 			}
 			tc.Custom[ct.Name] = ct
 			tc.Order = append(tc.Order, ct.Name)
+		case "mcp_toolset":
+			ts, err := parseMCPToolset(e)
+			if err != nil {
+				return nil, err
+			}
+			tc.MCP = append(tc.MCP, ts)
 		}
-		// mcp_toolset: MCP tools are discovered per session (not yet
-		// supported by this runtime; they are not offered to the model).
 	}
 	return tc, nil
+}
+
+// parseMCPToolset parses an mcp_toolset entry. Without a default_config,
+// tools are enabled and always_ask, as the API resolves them.
+func parseMCPToolset(raw json.RawMessage) (MCPToolset, error) {
+	type setting struct {
+		Name             string `json:"name"`
+		Enabled          *bool  `json:"enabled"`
+		PermissionPolicy *struct {
+			Type string `json:"type"`
+		} `json:"permission_policy"`
+	}
+	var in struct {
+		Server  string    `json:"mcp_server_name"`
+		Default *setting  `json:"default_config"`
+		Configs []setting `json:"configs"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return MCPToolset{}, fmt.Errorf("parse mcp_toolset: %w", err)
+	}
+	ts := MCPToolset{Server: in.Server, DefaultEnabled: true, DefaultPolicy: AlwaysAsk, Configs: map[string]ToolSetting{}}
+	if d := in.Default; d != nil {
+		if d.Enabled != nil {
+			ts.DefaultEnabled = *d.Enabled
+		}
+		if d.PermissionPolicy != nil && d.PermissionPolicy.Type != "" {
+			ts.DefaultPolicy = d.PermissionPolicy.Type
+		}
+	}
+	for _, c := range in.Configs {
+		st := ToolSetting{Enabled: ts.DefaultEnabled, Policy: ts.DefaultPolicy}
+		if c.Enabled != nil {
+			st.Enabled = *c.Enabled
+		}
+		if c.PermissionPolicy != nil && c.PermissionPolicy.Type != "" {
+			st.Policy = c.PermissionPolicy.Type
+		}
+		ts.Configs[c.Name] = st
+	}
+	return ts, nil
 }
 
 // NeedsSandbox reports whether the configuration has tools that run in the

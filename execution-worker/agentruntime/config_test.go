@@ -17,7 +17,9 @@ func TestParseToolConfig(t *testing.T) {
 	     {"name":"web_search","type":"web_search","enabled":true,"permission_policy":{"type":"always_allow"}},
 	     {"name":"web_fetch","type":"web_fetch","enabled":false,"permission_policy":{"type":"always_allow"}}]},
 	  {"type":"custom","name":"lookup","description":"d","input_schema":{"type":"object"}},
-	  {"type":"mcp_toolset","mcp_server_name":"docs","default_config":{"enabled":true,"permission_policy":{"type":"always_ask"}},"configs":[]}
+	  {"type":"mcp_toolset","mcp_server_name":"docs","default_config":{"enabled":true,"permission_policy":{"type":"always_ask"}},
+	   "configs":[{"name":"search","enabled":true,"permission_policy":{"type":"always_allow"}},{"name":"drop","enabled":false}]},
+	  {"type":"mcp_toolset","mcp_server_name":"bare"}
 	]`)
 	tc, err := ParseToolConfig(raw)
 	if err != nil {
@@ -31,6 +33,22 @@ func TestParseToolConfig(t *testing.T) {
 	}
 	if _, ok := tc.Custom["lookup"]; !ok || !reflect.DeepEqual(tc.Order, []string{"lookup"}) {
 		t.Errorf("custom = %v %v", tc.Custom, tc.Order)
+	}
+	if len(tc.MCP) != 2 || tc.MCP[0].Server != "docs" || tc.MCP[1].Server != "bare" {
+		t.Fatalf("mcp toolsets = %+v", tc.MCP)
+	}
+	docs := tc.MCP[0]
+	for tool, want := range map[string]ToolSetting{
+		"search": {Enabled: true, Policy: AlwaysAllow},
+		"drop":   {Enabled: false, Policy: AlwaysAsk}, // policy from the default
+		"other":  {Enabled: true, Policy: AlwaysAsk},
+	} {
+		if got := docs.Setting(tool); got != want {
+			t.Errorf("docs %s = %+v, want %+v", tool, got, want)
+		}
+	}
+	if got := tc.MCP[1].Setting("x"); got != (ToolSetting{Enabled: true, Policy: AlwaysAsk}) {
+		t.Errorf("toolset without default_config: %+v, want enabled always_ask", got)
 	}
 	if !tc.NeedsSandbox() || !reflect.DeepEqual(tc.BuiltinNames(), []string{"bash", "read"}) {
 		t.Errorf("needs sandbox %v, names %v", tc.NeedsSandbox(), tc.BuiltinNames())

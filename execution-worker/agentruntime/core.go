@@ -83,6 +83,8 @@ type Run struct {
 	// the transcript yet (the trigger's user message): they are stored
 	// with the turn's first commit.
 	Unsaved []TranscriptMessage
+
+	mcp *mcpCatalog // the MCP tools of this run, set by Run
 }
 
 // Outcome is how a turn ended.
@@ -112,9 +114,11 @@ type Runtime interface {
 
 // Core is the default AgentRuntime.
 type Core struct {
-	Model     model.Client
-	Store     Store
-	Preview   Previewer
+	Model   model.Client
+	Store   Store
+	Preview Previewer
+	// MCP reaches the agent's MCP servers; nil offers no MCP tools.
+	MCP       MCPClient
 	MaxRounds int
 	MaxTokens int
 	// ModelID, when set, overrides the agent's model id.
@@ -134,6 +138,11 @@ func (c *Core) maxRounds() int {
 // model.Retryable) after the span events are committed; the caller decides
 // on retries, which resume from the transcript.
 func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
+	cat, err := c.mcpCatalog(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	run.mcp = cat
 	conv := append([]model.Message(nil), run.Conversation...)
 	n := run.TurnMessages
 	res := &Result{}
@@ -238,6 +247,11 @@ func (c *Core) request(run *Run, conv []model.Message) *model.Request {
 	for _, name := range run.Tools.Order {
 		ct := run.Tools.Custom[name]
 		req.Tools = append(req.Tools, model.ToolDef{Name: ct.Name, Description: ct.Description, InputSchema: ct.InputSchema})
+	}
+	if run.mcp != nil {
+		for _, name := range run.mcp.order {
+			req.Tools = append(req.Tools, run.mcp.byName[name].def)
+		}
 	}
 	req.Tools = append(req.Tools, tools.ServerTools(run.Tools.Web)...)
 	return req
@@ -363,56 +377,50 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			required = append(required, ids[0])
 			continue
 		}
+		if t, ok := run.mcpTool(u.Name); ok {
+			r, useEventID, asked, err := c.useTool(ctx, run, key+"/mcp_tool_use/"+u.ID, "agent.mcp_tool_use",
+				map[string]any{"name": t.name, "mcp_server_name": t.server, "input": inputObj, "evaluated_permission": evaluated(t.setting.Policy)},
+				t.setting.Policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
+					return c.mcpResult(ctx, run, t, useEventID, input)
+				})
+			if err != nil {
+				return nil, nil, err
+			}
+			if asked {
+				required = append(required, useEventID)
+				continue
+			}
+			if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/mcp_tool_result/" + u.ID, Type: "agent.mcp_tool_result",
+				Body: map[string]any{"mcp_tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
+				return nil, nil, err
+			}
+			results = append(results, toolResultBlock(u.ID, *r))
+			continue
+		}
 		policy, builtin := run.Tools.Builtins[u.Name]
 		if !builtin {
 			results = append(results, toolResultBlock(u.ID, tools.Result{Content: fmt.Sprintf("tool %q is not available to this agent", u.Name), IsError: true}))
 			continue
 		}
-		ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_use/" + u.ID, Type: "agent.tool_use",
-			Body: map[string]any{"name": u.Name, "input": inputObj, "evaluated_permission": evaluated(policy)}}})
-		if err != nil {
-			return nil, nil, err
-		}
-		useEventID := ids[0]
-		r, done, err := c.Store.ToolResult(ctx, useEventID)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !done && policy == AlwaysAsk && !run.Approved[useEventID] {
-			required = append(required, useEventID)
-			continue
-		}
-		if !done {
-			// Journal the start first: if the worker dies mid-call, the
-			// retry finds a start without a result and reports the call as
-			// ambiguous instead of running it a second time.
-			if first, err := c.Store.MarkStarted(ctx, useEventID+startedSuffix); err != nil {
-				return nil, nil, err
-			} else if !first {
-				stored, err := c.Store.RecordToolResult(ctx, useEventID, ambiguous(u.Name))
-				if err != nil {
-					return nil, nil, err
-				}
-				r = &stored
-			} else {
+		r, useEventID, asked, err := c.useTool(ctx, run, key+"/tool_use/"+u.ID, "agent.tool_use",
+			map[string]any{"name": u.Name, "input": inputObj, "evaluated_permission": evaluated(policy)},
+			policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
 				sb, err := run.Sandbox(ctx)
 				if err != nil {
-					return nil, nil, err
+					return tools.Result{}, err
 				}
 				out, err := tools.Execute(ctx, sb, u.Name, input)
 				if err != nil {
-					return nil, nil, err
+					return tools.Result{}, err
 				}
-				out, err = spillLarge(ctx, sb, useEventID, out)
-				if err != nil {
-					return nil, nil, err
-				}
-				stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
-				if err != nil {
-					return nil, nil, err
-				}
-				r = &stored
-			}
+				return spillLarge(ctx, sb, useEventID, out)
+			})
+		if err != nil {
+			return nil, nil, err
+		}
+		if asked {
+			required = append(required, useEventID)
+			continue
 		}
 		if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
 			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
@@ -421,6 +429,71 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 		results = append(results, toolResultBlock(u.ID, *r))
 	}
 	return results, required, nil
+}
+
+// useTool announces a tool use (event typ under key) and runs it at most
+// once: a result journaled earlier (by a previous attempt, or a client's
+// denial) is returned as is; an always_ask use the client has not
+// approved is returned as asked (the session parks); otherwise the start
+// is journaled first, so that a worker dying mid-call makes the retry
+// report the call as ambiguous instead of running it a second time.
+func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[string]any, policy, name string,
+	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
+	ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key, Type: typ, Body: body}})
+	if err != nil {
+		return nil, "", false, err
+	}
+	useEventID = ids[0]
+	r, done, err := c.Store.ToolResult(ctx, useEventID)
+	if err != nil || done {
+		return r, useEventID, false, err
+	}
+	if policy == AlwaysAsk && !run.Approved[useEventID] {
+		return nil, useEventID, true, nil
+	}
+	first, err := c.Store.MarkStarted(ctx, useEventID+startedSuffix)
+	if err != nil {
+		return nil, "", false, err
+	}
+	out := ambiguous(name)
+	if first {
+		if out, err = exec(ctx, useEventID); err != nil {
+			return nil, "", false, err
+		}
+	}
+	stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
+	if err != nil {
+		return nil, "", false, err
+	}
+	return &stored, useEventID, false, nil
+}
+
+// mcpTool returns the MCP tool offered under a model-facing name.
+func (r *Run) mcpTool(name string) (*mcpTool, bool) {
+	if r.mcp == nil {
+		return nil, false
+	}
+	t, ok := r.mcp.byName[name]
+	return t, ok
+}
+
+// mcpResult calls an MCP tool; a result too large for the model goes to a
+// file in the sandbox when the session has one, else it is cut.
+func (c *Core) mcpResult(ctx context.Context, run *Run, t *mcpTool, useEventID string, input json.RawMessage) (tools.Result, error) {
+	out, err := c.callMCP(ctx, t, input)
+	if err != nil || len([]rune(out.Content)) <= MaxToolResultChars {
+		return out, err
+	}
+	if run.Tools.NeedsSandbox() {
+		sb, err := run.Sandbox(ctx)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		return spillLarge(ctx, sb, useEventID, out)
+	}
+	total := len([]rune(out.Content))
+	out.Content = fmt.Sprintf("%s\n\n[The result was cut at %d of %d characters.]", string([]rune(out.Content)[:MaxToolResultChars]), MaxToolResultChars, total)
+	return out, nil
 }
 
 func evaluated(policy string) string {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
+	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
 	"github.com/mangohq/mango/execution-worker/preview"
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -116,7 +117,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
-		Previews: previews.Session}
+		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0)}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)

@@ -69,6 +69,8 @@ type TurnActivities struct {
 	ModelID      string
 	Previews     func(sessionID string) agentruntime.Previewer // per-turn preview sink; nil: none
 	MaxRounds    int
+	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
+	MCP agentruntime.MCPClient
 	// HeartbeatEvery spaces heartbeats (which carry cancellation).
 	HeartbeatEvery time.Duration
 }
@@ -214,7 +216,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurn
 	if err != nil {
 		return nil, err
 	}
-	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID}
+	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP}
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
 	}
