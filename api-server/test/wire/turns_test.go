@@ -394,7 +394,9 @@ func TestTurnOnDockerThroughSDK(t *testing.T) {
 	}
 	srv := testserver.Start(t, testserver.WithEnv("MANGO_SANDBOX_PROVIDERS", "local,docker"))
 	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
-	startWorkerWith(t, srv, "wire-docker-1", e.root, map[string]string{"MANGO_SANDBOX": "docker"})
+	// Labelled apart, so that its reconciler never touches the containers
+	// of tests running beside it on the same daemon.
+	startWorkerWith(t, srv, "wire-docker-1", e.root, map[string]string{"MANGO_SANDBOX": "docker", "MANGO_DOCKER_LABELS": "mango.test=" + srv.TaskQueuePrefix})
 	ctx := context.Background()
 	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "docker-turns",
 		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset})

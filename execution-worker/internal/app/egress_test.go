@@ -51,7 +51,9 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 		t.Fatal("no Docker daemon")
 	}
 	if dockerUp {
-		worker("egress-docker-1", map[string]string{"MANGO_SANDBOX": "docker"})
+		// Labelled apart, so that its reconciler never touches the
+		// containers of tests running beside it on the same daemon.
+		worker("egress-docker-1", map[string]string{"MANGO_SANDBOX": "docker", "MANGO_DOCKER_LABELS": "mango.test=" + srv.TaskQueuePrefix})
 	}
 	worker("egress-local-1", map[string]string{"MANGO_SANDBOX": "local", "MANGO_LOCAL_SANDBOX_ROOT": t.TempDir()})
 	waitWorkers(t, srv, dockerUp)

@@ -21,6 +21,7 @@ const (
 	EnvMemory      = "MANGO_DOCKER_MEMORY"
 	EnvPids        = "MANGO_DOCKER_PIDS"
 	EnvNetwork     = "MANGO_DOCKER_NETWORK"
+	EnvLabels      = "MANGO_DOCKER_LABELS"
 	EnvExecTimeout = sandbox.EnvExecTimeout
 	EnvMaxOutput   = sandbox.EnvMaxOutput
 	EnvDockerCfg   = "DOCKER_CONFIG"
@@ -65,8 +66,10 @@ type Config struct {
 	// DockerConfig is the directory holding config.json for registry
 	// credentials (DOCKER_CONFIG; empty: ~/.docker at pull time).
 	DockerConfig string
-	// Labels are extra labels put on every container (not configurable by
-	// environment; tests use them to find what they created).
+	// Labels are extra labels put on every container, and required of
+	// every container the provider lists (MANGO_DOCKER_LABELS, "k=v,k2=v2").
+	// Installations (and tests) sharing one Docker daemon set different
+	// values, so that each reconciler sees only its own containers.
 	Labels map[string]string
 }
 
@@ -109,6 +112,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, err
 		}
 	}
+	if v := strings.TrimSpace(getenv(EnvLabels)); v != "" {
+		labels, err := parseLabels(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s=%q: %w", EnvLabels, v, err)
+		}
+		cfg.Labels = labels
+	}
 	limits, err := sandbox.LimitsFromEnv(getenv)
 	if err != nil {
 		return Config{}, err
@@ -129,6 +139,24 @@ func unlimitedIfZero(f float64) float64 {
 		return -1
 	}
 	return f
+}
+
+// parseLabels parses "k=v,k2=v2"; the provider's own label keys are
+// refused.
+func parseLabels(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok || k == "" || strings.TrimSpace(val) == "":
+			return nil, fmt.Errorf("want comma-separated key=value pairs, got %q", pair)
+		case k == LabelManaged || k == LabelKeyHash || k == LabelCreatedAt:
+			return nil, fmt.Errorf("label %q is set by the provider", k)
+		}
+		out[k] = strings.TrimSpace(val)
+	}
+	return out, nil
 }
 
 func checkNetwork(v string) error {

@@ -43,6 +43,10 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "tiny memory", env: map[string]string{"MANGO_DOCKER_MEMORY": "1k"}, wantErr: "MANGO_DOCKER_MEMORY"},
 		{name: "bad pids", env: map[string]string{"MANGO_DOCKER_PIDS": "1.5"}, wantErr: "MANGO_DOCKER_PIDS"},
 		{name: "bad network", env: map[string]string{"MANGO_DOCKER_NETWORK": "host"}, wantErr: "MANGO_DOCKER_NETWORK"},
+		{name: "labels", env: map[string]string{"MANGO_DOCKER_LABELS": "install=eu-1, team = infra"},
+			want: sandboxdocker.Config{Labels: map[string]string{"install": "eu-1", "team": "infra"}}},
+		{name: "bad labels", env: map[string]string{"MANGO_DOCKER_LABELS": "install"}, wantErr: "MANGO_DOCKER_LABELS"},
+		{name: "reserved label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.managed=false"}, wantErr: "set by the provider"},
 		{name: "bad timeout", env: map[string]string{"MANGO_SANDBOX_EXEC_TIMEOUT": "2"}, wantErr: "MANGO_SANDBOX_EXEC_TIMEOUT"},
 		{name: "zero output", env: map[string]string{"MANGO_SANDBOX_MAX_OUTPUT": "0"}, wantErr: "MANGO_SANDBOX_MAX_OUTPUT"},
 	}
