@@ -146,4 +146,3 @@ func (p *providerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(p.known, prometheus.GaugeValue, float64(len(h.Workers)), h.Provider)
 	}
 }
-
