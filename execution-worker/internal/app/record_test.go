@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 )
 
 // TestRecordHistories records the histories the workflow replay tests
@@ -97,6 +99,19 @@ func TestRecordHistories(t *testing.T) {
 		waitIdle(can, i)
 	}
 
+	// host gone: the worker holding the sandbox stops for good; the next
+	// turn is not picked up on its host queue and the session fails.
+	gone := srv.NewSession(t, "local")
+	startSessionWorkflowWith(t, env, gone, &sessionv1.SessionWorkflowInput{SessionId: gone, Provider: "local", HostQueueTimeoutSeconds: 2})
+	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
+	waitIdle(gone, 1)
+	stop()
+	other := maps.Clone(env)
+	other["MANGO_WORKER_ID"] = "another-host"
+	stop = runWorker(t, other)
+	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
+	waitFor(t, srv, gone, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
+
 	stop() // settle: histories of running workflows end at a stable point
 	export("turn", turn)
 	export("park_resume", park)
@@ -106,5 +121,6 @@ func TestRecordHistories(t *testing.T) {
 	export("session_deleted", del)
 	export("deletion", "delete/"+del)
 	export("continue_as_new", can, canRun)
+	export("host_gone", gone)
 	_ = cptest.Server{}
 }
