@@ -129,6 +129,11 @@ func TestStartupFailures(t *testing.T) {
 			want: []string{`MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX: invalid boolean "yes" (want 1, true, 0 or false)`},
 		},
 		{
+			name: "invalid metrics address",
+			env:  map[string]string{"MANGO_METRICS_ADDR": "everywhere"},
+			want: []string{`MANGO_METRICS_ADDR: invalid address "everywhere"`},
+		},
+		{
 			name: "invalid duration",
 			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "soon"},
 			want: []string{`MANGO_SHUTDOWN_TIMEOUT: invalid duration "soon"`},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
+	"github.com/mangohq/mango/execution-worker/internal/metrics"
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
 	"github.com/mangohq/mango/execution-worker/preview"
@@ -118,6 +119,17 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
 		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0)}
+	if cfg.MetricsAddr != "" {
+		l, err := metrics.Listen(cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("%s=%s: %w", config.EnvMetricsAddr, cfg.MetricsAddr, err)
+		}
+		m := metrics.New(cfg.Sandbox, Version, previews)
+		turnActs.OnTurn = m.Turn
+		metricsCtx, stopMetrics := context.WithCancel(ctx)
+		defer stopMetrics()
+		go m.Serve(metricsCtx, l, logger.With("component", "metrics"))
+	}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)

@@ -44,6 +44,7 @@ const (
 	EnvLogLevel               = "MANGO_LOG_LEVEL"
 	EnvLogFormat              = "MANGO_LOG_FORMAT"
 	EnvShutdownTimeout        = "MANGO_SHUTDOWN_TIMEOUT"
+	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
 )
 
 // Defaults for variables that are not set.
@@ -162,6 +163,9 @@ type Config struct {
 	// ShutdownTimeout bounds graceful shutdown after SIGINT or SIGTERM
 	// (MANGO_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// MetricsAddr, when set, is the host:port serving Prometheus metrics
+	// on /metrics (MANGO_METRICS_ADDR; empty: none).
+	MetricsAddr string
 }
 
 // LogValue implements slog.LogValuer. Secrets are reported only as set or
@@ -173,6 +177,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("sandbox", c.Sandbox),
 		slog.String("model", string(c.Model)),
 		slog.String("model_base_url", c.ModelBaseURL),
+		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
 		slog.String("model_auth", string(c.ModelAuth)),
 		slog.String("model_id", c.ModelID),
@@ -259,6 +264,9 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		ReconcileInterval:       p.duration(EnvReconcileInterval, time.Minute),
 		TaskQueuePrefix:         p.str(EnvTaskQueuePrefix, sessionwf.TaskQueuePrefix),
 		ReconcileGrace:          p.duration(EnvReconcileGrace, time.Minute),
+	}
+	if p.get(EnvMetricsAddr) != "" {
+		c.MetricsAddr = p.hostPort(EnvMetricsAddr, "")
 	}
 
 	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {

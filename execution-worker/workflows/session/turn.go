@@ -71,6 +71,9 @@ type TurnActivities struct {
 	MaxRounds    int
 	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
 	MCP agentruntime.MCPClient
+	// OnTurn, when set, is told how each RunTurn ended ("error" when it
+	// failed) and how long it took.
+	OnTurn func(outcome string, took time.Duration)
 	// HeartbeatEvery spaces heartbeats (which carry cancellation).
 	HeartbeatEvery time.Duration
 }
@@ -120,7 +123,17 @@ func isAnswer(t string) bool {
 // RunTurn runs the oldest pending trigger of a session to the end of its
 // turn. It is safe to retry: effects are keyed and the transcript lets a
 // retry resume.
-func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (*RunTurnResult, error) {
+func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *RunTurnResult, failed error) {
+	if a.OnTurn != nil {
+		start := time.Now()
+		defer func() {
+			outcome := "error"
+			if failed == nil && ended != nil {
+				outcome = ended.Outcome
+			}
+			a.OnTurn(outcome, time.Since(start))
+		}()
+	}
 	stopBeat := a.heartbeat(ctx)
 	defer stopBeat()
 	sid := in.SessionID

@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWorkerMetrics: with MANGO_METRICS_ADDR the worker serves Prometheus
+// metrics: turns by outcome with their duration, preview counters and an
+// info series.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	env["MANGO_METRICS_ADDR"] = addr
+	runWorker(t, env)
+	session := srv.NewSession(t, "local")
+	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+
+	want := []string{
+		`mango_worker_turns_total{outcome="idle"} 1`,
+		`mango_worker_turn_duration_seconds_count{outcome="idle"} 1`,
+		`mango_worker_info{provider="local",version="dev"} 1`,
+		`mango_worker_preview_frames_sent_total `,
+		`mango_worker_preview_frames_dropped_total `,
+		`mango_worker_preview_stream_connected 1`,
+		`go_goroutines `,
+	}
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		body = string(b)
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %q:\n%s", missing, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,97 @@
+// Package metrics is the execution worker's Prometheus metrics, served on
+// MANGO_METRICS_ADDR (/metrics, plus /healthz).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Previews reports the preview stream's counters.
+type Previews interface {
+	Sent() int64
+	Dropped() int64
+	Connected() bool
+}
+
+// Worker holds the worker's metrics.
+type Worker struct {
+	Registry *prometheus.Registry
+
+	turns       *prometheus.CounterVec
+	turnSeconds *prometheus.HistogramVec
+}
+
+// New registers the worker's metrics: turns by outcome and their
+// duration, preview frames sent and dropped, the preview stream's state,
+// an info series, and the Go and process collectors.
+func New(provider, version string, previews Previews) *Worker {
+	reg := prometheus.NewRegistry()
+	w := &Worker{
+		Registry: reg,
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_worker_turns_total",
+			Help: "RunTurn activities finished, by outcome (idle, parked, retry, terminated, gone, nothing, error).",
+		}, []string{"outcome"}),
+		turnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mango_worker_turn_duration_seconds",
+			Help:    "Duration of RunTurn activities, by outcome.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"outcome"}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mango_worker_info", Help: "The worker's provider and version.",
+		ConstLabels: prometheus.Labels{"provider": provider, "version": version}})
+	info.Set(1)
+	reg.MustRegister(w.turns, w.turnSeconds, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if previews != nil {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mango_worker_preview_frames_sent_total",
+				Help: "Preview frames sent to the ControlPlane."}, func() float64 { return float64(previews.Sent()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mango_worker_preview_frames_dropped_total",
+				Help: "Preview frames dropped (queue full or stream down); turns never wait for previews."}, func() float64 { return float64(previews.Dropped()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mango_worker_preview_stream_connected",
+				Help: "1 while the preview stream to the ControlPlane is open."}, func() float64 {
+				if previews.Connected() {
+					return 1
+				}
+				return 0
+			}),
+		)
+	}
+	return w
+}
+
+// Turn records a finished RunTurn.
+func (w *Worker) Turn(outcome string, took time.Duration) {
+	w.turns.WithLabelValues(outcome).Inc()
+	w.turnSeconds.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// Listen binds addr, so a taken port fails startup; Serve then serves.
+func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+// Serve serves /metrics and /healthz on l until ctx ends.
+func (w *Worker) Serve(ctx context.Context, l net.Listener, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("metrics listener failed", "err", err)
+	}
+}
