@@ -1,8 +1,10 @@
 // Package outbox delivers the wake-ups the api-server owes Session
 // Workflows. Admitting a runnable event writes an outbox row in the
 // admitting transaction (db.Store.Append); after the commit the HTTP handler
-// calls Relay.Deliver, which signals the session's workflow at once
-// (SignalWithStartWorkflow, starting it when none runs). Whatever that
+// calls Relay.Wake, which hands the session to a few direct-delivery
+// goroutines (coalescing wakes of one session) so the request does not
+// wait for Temporal; they call Relay.Deliver, which signals the session's
+// workflow at once (SignalWithStartWorkflow, starting it when none runs). Whatever that
 // direct call misses — Temporal down, a crash between commit and signal —
 // Relay.Run delivers later: it claims due rows in batches, signals, and
 // deletes each row only after Temporal accepted its signal, rescheduling
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,6 +119,15 @@ type Relay struct {
 	opts     Options
 	log      *slog.Logger
 	kick     chan struct{}
+
+	// Direct deliveries waiting for a goroutine of Run: each session at
+	// most once (a wake of a queued session is already covered, since
+	// Deliver claims every due row of the session).
+	wakeMu  sync.Mutex
+	queued  map[string]bool
+	wakes   chan string
+	running atomic.Bool
+
 	// downUntil is the UnixNano time until which Deliver skips Temporal,
 	// set when a delivery finds it unreachable and cleared by a success.
 	downUntil atomic.Int64
@@ -130,7 +142,7 @@ func New(store *db.Store, temporal Starter, opts Options) *Relay {
 	opts.defaults()
 	r := &Relay{
 		store: store, temporal: temporal, opts: opts, log: opts.Logger.With("component", "outbox"),
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), queued: map[string]bool{}, wakes: make(chan string, wakeQueue),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_outbox_depth",
 			Help: "Outbox rows not yet delivered to Temporal.",
@@ -155,6 +167,50 @@ func New(store *db.Store, temporal Starter, opts Options) *Relay {
 	return r
 }
 
+// Direct delivery: goroutines and queue bound.
+const (
+	directWorkers = 4
+	wakeQueue     = 4096
+)
+
+// Wake schedules the direct delivery of a session's due rows without
+// waiting for it. Without Run (tests), it delivers synchronously. A full
+// queue leaves the rows to the relay's poll.
+func (r *Relay) Wake(ctx context.Context, sessionID string) {
+	if !r.running.Load() {
+		r.Deliver(ctx, sessionID)
+		return
+	}
+	r.wakeMu.Lock()
+	defer r.wakeMu.Unlock()
+	if r.queued[sessionID] {
+		return
+	}
+	select {
+	case r.wakes <- sessionID:
+		r.queued[sessionID] = true
+	default:
+		r.Kick()
+	}
+}
+
+// direct delivers woken sessions until ctx ends.
+func (r *Relay) direct(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-r.wakes:
+			// Unmark first: a wake arriving during the delivery queues the
+			// session again, so rows committed after the claim go too.
+			r.wakeMu.Lock()
+			delete(r.queued, id)
+			r.wakeMu.Unlock()
+			r.Deliver(ctx, id)
+		}
+	}
+}
+
 // Kick makes Run look for due rows now instead of at its next poll.
 func (r *Relay) Kick() {
 	select {
@@ -167,6 +223,15 @@ func (r *Relay) Kick() {
 // batch in flight is settled. Rows it cannot settle stay leased and become
 // due again when the lease ends.
 func (r *Relay) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range directWorkers {
+		wg.Go(func() { r.direct(ctx) })
+	}
+	r.running.Store(true)
+	defer func() {
+		r.running.Store(false)
+		wg.Wait()
+	}()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	var statsAt time.Time

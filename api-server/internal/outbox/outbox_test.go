@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,5 +501,69 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// slowStarter delays every signal until released, counting calls.
+type slowStarter struct {
+	release chan struct{}
+	calls   atomic.Int32
+	next    outbox.Starter
+}
+
+func (s *slowStarter) SignalWithStartWorkflow(ctx context.Context, id, signal string, arg any, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	s.calls.Add(1)
+	<-s.release
+	return s.next.SignalWithStartWorkflow(ctx, id, signal, arg, opts, wf, args...)
+}
+
+func (s *slowStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	return s.next.ExecuteWorkflow(ctx, opts, wf, args...)
+}
+
+// TestWakeIsAsynchronous: with Run going, Wake returns without waiting
+// for Temporal, and every row is still delivered, once.
+func TestWakeIsAsynchronous(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	tc := temporaltest.Dial(t, temporaltest.Shared(t))
+	slow := &slowStarter{release: make(chan struct{}), next: tc}
+	var once sync.Once
+	release := func() { once.Do(func() { close(slow.release) }) }
+	defer release()
+	opts := fastOptions(nil)
+	opts.PollInterval = time.Hour // only the direct path
+	relay := outbox.New(store, slow, opts)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = relay.Run(ctx); close(done) }()
+	defer func() { release(); stop(); <-done }()
+	time.Sleep(100 * time.Millisecond) // Run is up
+
+	id := newSessionID(t)
+	createSession(t, store, id)
+	admitUserMessage(t, store, id)
+	wakeAll := func() {
+		returned := make(chan struct{})
+		go func() {
+			for range 5 {
+				relay.Wake(ctx, id)
+			}
+			close(returned)
+		}()
+		select {
+		case <-returned:
+		case <-time.After(2 * time.Second):
+			t.Fatal("Wake blocked while Temporal was not answering")
+		}
+	}
+	wakeAll()
+	waitFor(t, 5*time.Second, "the direct delivery to start", func() bool { return slow.calls.Load() == 1 })
+	wake(t, store, id, "wakeup") // a second row while the first delivery waits
+	wakeAll()
+	release()
+	waitFor(t, 10*time.Second, "the outbox to drain", func() bool { return len(outboxRows(t, store)) == 0 })
+	if n := slow.calls.Load(); n != 2 {
+		t.Errorf("signals sent = %d, want 2 (each row once)", n)
 	}
 }
