@@ -29,6 +29,9 @@ type NewEvent struct {
 type Store interface {
 	// AppendEvents commits events and returns their ids in order.
 	AppendEvents(ctx context.Context, events []NewEvent) ([]string, error)
+	// AppendEvent commits one event and reports whether an earlier call
+	// had already stored it (a retry).
+	AppendEvent(ctx context.Context, event NewEvent) (id string, existed bool, err error)
 	// AppendWithTranscript commits events and stores transcript messages
 	// in one transaction, and returns the events' ids in order.
 	AppendWithTranscript(ctx context.Context, transcript []TranscriptMessage, events []NewEvent) ([]string, error)
@@ -439,14 +442,18 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 // report the call as ambiguous instead of running it a second time.
 func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[string]any, policy, name string,
 	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
-	ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key, Type: typ, Body: body}})
+	useEventID, existed, err := c.Store.AppendEvent(ctx, NewEvent{Key: key, Type: typ, Body: body})
 	if err != nil {
 		return nil, "", false, err
 	}
-	useEventID = ids[0]
-	r, done, err := c.Store.ToolResult(ctx, useEventID)
-	if err != nil || done {
-		return r, useEventID, false, err
+	if existed {
+		// A retry, or a resumed turn: the call may have a result (an
+		// earlier attempt's, or the client's denial). A use appended just
+		// now cannot have one: the journal is keyed by its id.
+		r, done, err := c.Store.ToolResult(ctx, useEventID)
+		if err != nil || done {
+			return r, useEventID, false, err
+		}
 	}
 	if policy == AlwaysAsk && !run.Approved[useEventID] {
 		return nil, useEventID, true, nil

@@ -224,6 +224,9 @@ func TestAppendEventsIdempotent(t *testing.T) {
 		if f.Id != s.Id || f.Seq != s.Seq || f.Key != s.Key {
 			t.Errorf("event %d: first (%s, %d, %s), retry (%s, %d, %s); want identical", i, f.Id, f.Seq, f.Key, s.Id, s.Seq, s.Key)
 		}
+		if f.Existed || !s.Existed {
+			t.Errorf("event %d: existed first %v, retry %v; want false then true", i, f.Existed, s.Existed)
+		}
 		if !strings.HasPrefix(f.Id, ids.Event) || f.ProcessedAt == nil {
 			t.Errorf("event %d: id %q processed_at %v, want sevt_ id and processed_at set", i, f.Id, f.ProcessedAt)
 		}

@@ -315,7 +315,9 @@ func (s *Server) appendEvents(ctx context.Context, sessionID string, req *db.App
 			}
 			ev, earlier = earlier[0], earlier[1:]
 		}
-		out = append(out, eventToPB(ev, e.Key))
+		pe := eventToPB(ev, e.Key)
+		pe.Existed = ev.Existed
+		out = append(out, pe)
 	}
 	if appended > 0 {
 		s.metrics.appended.Add(float64(appended))

@@ -24,6 +24,22 @@ func (s *cpStore) AppendEvents(ctx context.Context, events []agentruntime.NewEve
 	return s.AppendWithTranscript(ctx, nil, events)
 }
 
+func (s *cpStore) AppendEvent(ctx context.Context, event agentruntime.NewEvent) (string, bool, error) {
+	body, err := json.Marshal(event.Body)
+	if err != nil {
+		return "", false, fmt.Errorf("encode %s event: %w", event.Type, err)
+	}
+	resp, err := s.cp.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: s.sessionID,
+		Events: []*pb.NewEvent{{Key: event.Key, Type: event.Type, Body: string(body)}}})
+	if err != nil {
+		return "", false, fmt.Errorf("append events: %w", err)
+	}
+	if len(resp.GetEvents()) != 1 {
+		return "", false, fmt.Errorf("append events: %d events answered, want 1", len(resp.GetEvents()))
+	}
+	return resp.GetEvents()[0].GetId(), resp.GetEvents()[0].GetExisted(), nil
+}
+
 func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentruntime.TranscriptMessage, events []agentruntime.NewEvent) ([]string, error) {
 	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
 	for _, m := range transcript {

@@ -230,7 +230,10 @@ type Event struct {
 	// When the event was appended.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When the event took effect; unset for triggers not yet processed.
-	ProcessedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=processed_at,json=processedAt,proto3" json:"processed_at,omitempty"`
+	ProcessedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=processed_at,json=processedAt,proto3" json:"processed_at,omitempty"`
+	// In append responses: the key was already stored and this is the event
+	// an earlier call appended (a retry), not a new one.
+	Existed       bool `protobuf:"varint,8,opt,name=existed,proto3" json:"existed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -312,6 +315,13 @@ func (x *Event) GetProcessedAt() *timestamppb.Timestamp {
 		return x.ProcessedAt
 	}
 	return nil
+}
+
+func (x *Event) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
 }
 
 // NewEvent is a complete event a worker asks to append.
@@ -2618,7 +2628,7 @@ var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n" +
+	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -2627,7 +2637,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x03key\x18\x05 \x01(\tR\x03key\x129\n" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
-	"\fprocessed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\"D\n" +
+	"\fprocessed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\x12\x18\n" +
+	"\aexisted\x18\b \x01(\bR\aexisted\"D\n" +
 	"\bNewEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
