@@ -1,16 +1,16 @@
 package sandboxdaytona
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // maxErrorBody bounds how much of an error response is kept.
@@ -64,34 +64,22 @@ type request struct {
 
 // do runs req with retries and returns the response body (bounded).
 func (p *Provider) do(ctx context.Context, req request) ([]byte, error) {
-	backoff := p.cfg.RetryBase
-	for attempt := 0; ; attempt++ {
-		data, retryAfter, err := p.once(ctx, req)
-		if err == nil {
-			return data, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var data []byte
+	policy := httpcall.Policy{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.Retries}
+	_, _, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (bool, time.Duration, error) {
+		var wait time.Duration
+		var err error
+		if data, wait, err = p.once(ctx, req); err == nil {
+			return false, 0, nil
 		}
 		st := statusOf(err)
-		retryable := st == http.StatusTooManyRequests ||
-			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed)))
-		if !retryable || attempt >= p.cfg.Retries {
-			return nil, err
-		}
-		wait := backoff
-		if retryAfter > 0 {
-			wait = min(retryAfter, 30*time.Second)
-		}
-		backoff = min(backoff*2, p.cfg.RetryMax)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+		return st == http.StatusTooManyRequests ||
+			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))), wait, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return data, nil
 }
 
 // errMalformed marks a response that does not follow the protocol; it is
@@ -123,7 +111,7 @@ func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, retryAfter(resp.Header.Get("Retry-After")), &apiError{
+		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &apiError{
 			Method: req.method, URL: redact(req.url), Status: resp.StatusCode, Body: string(b),
 		}
 	}
@@ -134,20 +122,6 @@ func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration
 	return data, 0, nil
 }
 
-// retryAfter parses a Retry-After header (seconds or HTTP date).
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
-}
-
 // redact drops the query of a URL from error messages (paths in the
 // sandbox are not secret, but keep messages short).
 func redact(u string) string {
@@ -155,17 +129,6 @@ func redact(u string) string {
 		return u[:i]
 	}
 	return u
-}
-
-// jsonBody returns a body function for v.
-func jsonBody(v any) func() (io.Reader, string, error) {
-	return func() (io.Reader, string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, "", err
-		}
-		return bytes.NewReader(b), "application/json", nil
-	}
 }
 
 // decode unmarshals a JSON response, reporting a protocol error clearly.

@@ -67,6 +67,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // Labels set on every sandbox.
@@ -270,7 +271,7 @@ func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (
 		body.Snapshot = ""
 		body.BuildInfo = &buildInfo{DockerfileContent: "FROM " + image + "\n"}
 	}
-	data, err := p.do(ctx, request{method: http.MethodPost, url: p.api("/sandbox"), body: jsonBody(body), idempotent: true})
+	data, err := p.do(ctx, request{method: http.MethodPost, url: p.api("/sandbox"), body: httpcall.JSONBody(body), idempotent: true})
 	if err != nil {
 		st := statusOf(err)
 		if st == http.StatusConflict || st == http.StatusBadRequest && strings.Contains(strings.ToLower(err.Error()), "already exists") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
@@ -37,7 +38,7 @@ type executeResponse struct {
 func (s *remoteSandbox) execute(ctx context.Context, script string, timeout time.Duration) (string, error) {
 	secs := int((timeout + time.Second - 1) / time.Second)
 	body := executeRequest{Command: shellCommand(script), Cwd: s.root, Timeout: max(secs, 1)}
-	data, err := s.call(ctx, "/process/execute", request{method: http.MethodPost, body: jsonBody(body)})
+	data, err := s.call(ctx, "/process/execute", request{method: http.MethodPost, body: httpcall.JSONBody(body)})
 	if err != nil {
 		return "", err
 	}

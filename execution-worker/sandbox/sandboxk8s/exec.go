@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
@@ -40,7 +41,7 @@ func (s *remoteSandbox) execute(ctx context.Context, script string, timeout time
 		}
 		command = "/bin/sh " + shellexec.Quote(s.root+"/"+name)
 	}
-	data, err := s.call(ctx, request{method: http.MethodPost, path: "/execute", body: jsonBody(map[string]string{"command": command}), timeout: timeout})
+	data, err := s.call(ctx, request{method: http.MethodPost, path: "/execute", body: httpcall.JSONBody(map[string]string{"command": command}), timeout: timeout})
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // kind is one of the two resources the provider makes.
@@ -277,37 +279,17 @@ func (p *Provider) retry(ctx context.Context, what string, fn func(context.Conte
 // retryWith is retry with the classification left to fn; what (if not
 // empty) prefixes the error.
 func (p *Provider) retryWith(ctx context.Context, what string, fn func(context.Context) (retry bool, wait time.Duration, err error)) error {
-	backoff := p.cfg.RetryBase
-	for attempt := 0; ; attempt++ {
-		again, wait, err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !again {
-			if what == "" {
-				return err
-			}
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if attempt >= p.cfg.Retries {
-			if what == "" {
-				return fmt.Errorf("giving up after %d attempts: %w", attempt+1, err)
-			}
-			return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempt+1, err)
-		}
-		if wait <= 0 {
-			wait = backoff
-		}
-		backoff = min(backoff*2, p.cfg.RetryMax)
-		t := time.NewTimer(min(wait, 30*time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	policy := httpcall.Policy{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.Retries}
+	attempts, gaveUp, err := httpcall.Retry(ctx, policy, fn)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return err
+	case gaveUp && what == "":
+		return fmt.Errorf("giving up after %d attempts: %w", attempts, err)
+	case gaveUp:
+		return fmt.Errorf("%s: giving up after %d attempts: %w", what, attempts, err)
+	case what == "":
+		return err
 	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // Router request headers (sandbox-router's proxy/headers.go).
@@ -140,7 +142,7 @@ func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte,
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, retryAfter(resp.Header.Get("Retry-After")), &routerError{
+		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &routerError{
 			Method: req.method, Path: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
 		}
 	}
@@ -158,31 +160,6 @@ func shortPath(p string) string {
 		return "/download/..."
 	}
 	return p
-}
-
-// retryAfter parses a Retry-After header (seconds or HTTP date).
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
-}
-
-// jsonBody returns a body function for v.
-func jsonBody(v any) func() (io.Reader, string, error) {
-	return func() (io.Reader, string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, "", err
-		}
-		return bytes.NewReader(b), "application/json", nil
-	}
 }
 
 // multipartBody returns a body function for an upload: one part "file"

@@ -1,16 +1,16 @@
 package sandboxopensandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // apiError is a non-2xx answer of the lifecycle server or of execd.
@@ -99,7 +99,7 @@ func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response
 			return nil, aerr
 		}
 		wait := delay
-		if ra := retryAfter(resp.Header.Get("Retry-After")); ra > 0 {
+		if ra := httpcall.RetryAfter(resp.Header.Get("Retry-After")); ra > 0 {
 			wait = min(ra, 30*time.Second)
 		}
 		delay = min(delay*2, p.cfg.RetryMax)
@@ -129,36 +129,12 @@ func readAPIError(op string, resp *http.Response) error {
 	return e
 }
 
-// retryAfter parses a Retry-After header (seconds or an HTTP date).
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return time.Until(t)
-	}
-	return 0
-}
-
-func jsonBody(v any) func() (io.Reader, string, error) {
-	return func() (io.Reader, string, error) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, "", err
-		}
-		return bytes.NewReader(b), "application/json", nil
-	}
-}
-
 // lifecycle calls the lifecycle API and decodes a JSON answer into out
 // (when non-nil).
 func (p *Provider) lifecycle(ctx context.Context, op, method, path string, in, out any, idempotent bool) error {
 	r := request{method: method, url: p.base + "/v1" + path, header: p.authHeader(), idempotent: idempotent}
 	if in != nil {
-		r.body = jsonBody(in)
+		r.body = httpcall.JSONBody(in)
 	}
 	if method == http.MethodPost && !idempotent {
 		// A 429 was not processed: resending it cannot duplicate anything.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // execDir holds the pid, cancellation, stdin and output files of commands.
@@ -109,7 +110,7 @@ func (s *remote) run(ctx context.Context, command, cwd string, env map[string]st
 	}
 	hdr := s.hdr.Clone()
 	hdr.Set("Accept", "text/event-stream")
-	resp, err := s.p.do(ctx, "run command", request{method: http.MethodPost, url: s.execd + "/command", header: hdr, body: jsonBody(body)})
+	resp, err := s.p.do(ctx, "run command", request{method: http.MethodPost, url: s.execd + "/command", header: hdr, body: httpcall.JSONBody(body)})
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // Name is the name the provider is registered under.
@@ -475,7 +476,7 @@ func (p *Provider) SetEgress(ctx context.Context, ref sandbox.Ref, allowedHosts 
 	}
 	resp, err := p.do(ctx, "set egress policy", request{
 		method: http.MethodPost, url: base + "/policy", header: hdr,
-		body: jsonBody(EgressPolicy(allowedHosts)), idempotent: true,
+		body: httpcall.JSONBody(EgressPolicy(allowedHosts)), idempotent: true,
 	})
 	if err != nil {
 		return fmt.Errorf("set egress of %s: %w", ref.ID, err)

@@ -1,0 +1,87 @@
+// Package httpcall holds what the hand-written HTTP clients of the remote
+// sandbox adapters share: the retry loop with capped exponential backoff
+// and Retry-After, Retry-After parsing, and JSON request bodies.
+package httpcall
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxWait caps one wait between attempts, whatever the server asks.
+const MaxWait = 30 * time.Second
+
+// Policy bounds the retries of one call.
+type Policy struct {
+	// Base is the first backoff; it doubles up to Max.
+	Base, Max time.Duration
+	// Retries is how many times a call is repeated after its first try.
+	Retries int
+}
+
+// Retry runs fn until it succeeds, fails for good (again false), or the
+// policy's retries are spent. fn returns the server's wait hint (0: none),
+// used instead of the backoff. A cancelled ctx ends it with ctx.Err().
+// gaveUp reports that err is the last of attempts failed tries.
+func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, wait time.Duration, err error)) (attempts int, gaveUp bool, err error) {
+	backoff := p.Base
+	for attempt := 1; ; attempt++ {
+		again, wait, err := fn(ctx)
+		if err == nil {
+			return attempt, false, nil
+		}
+		if ctx.Err() != nil {
+			return attempt, false, ctx.Err()
+		}
+		if !again {
+			return attempt, false, err
+		}
+		if attempt > p.Retries {
+			return attempt, true, err
+		}
+		if wait <= 0 {
+			wait = backoff
+		}
+		backoff = min(backoff*2, p.Max)
+		t := time.NewTimer(min(wait, MaxWait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, false, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RetryAfter parses a Retry-After header (seconds or an HTTP date); 0
+// when absent or invalid.
+func RetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t))
+	}
+	return 0
+}
+
+// JSONBody returns a request body function for v: a fresh reader for every
+// attempt, and its content type.
+func JSONBody(v any) func() (io.Reader, string, error) {
+	return func() (io.Reader, string, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", err
+		}
+		return bytes.NewReader(b), "application/json", nil
+	}
+}
