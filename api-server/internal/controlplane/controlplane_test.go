@@ -49,7 +49,15 @@ func authed(ctx context.Context) context.Context {
 func start(t *testing.T, serverToken string) *env {
 	t.Helper()
 	e := &env{store: dbtest.Store(t), reg: prometheus.NewRegistry(), clock: newClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
-	srv, err := controlplane.NewGRPCServer(controlplane.Deps{Store: e.store, Token: serverToken, Registry: e.reg, Now: e.clock.now})
+	e.client = serve(t, controlplane.Deps{Store: e.store, Token: serverToken, Registry: e.reg, Now: e.clock.now})
+	return e
+}
+
+// serve serves the ControlPlane built from d on 127.0.0.1 and returns a
+// client stub.
+func serve(t *testing.T, d controlplane.Deps) pb.ControlPlaneClient {
+	t.Helper()
+	srv, err := controlplane.NewGRPCServer(d)
 	if err != nil {
 		t.Fatalf("NewGRPCServer: %v", err)
 	}
@@ -64,8 +72,7 @@ func start(t *testing.T, serverToken string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	e.client = pb.NewControlPlaneClient(conn)
-	return e
+	return pb.NewControlPlaneClient(conn)
 }
 
 // session creates a session; with trigger, a pending user.message moves it

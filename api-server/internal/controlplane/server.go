@@ -81,16 +81,19 @@ func New(d Deps) (*Server, error) {
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service
-// registered behind the worker-token check and request metrics.
+// registered behind the worker-token check and request metrics. A panic in
+// a handler answers Internal (counted as such in the metrics) and is logged
+// with its stack; the server keeps serving.
 func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	svc, err := New(d)
 	if err != nil {
 		return nil, err
 	}
 	auth := newTokenAuth(d.Token, svc.log)
+	rec := recoverer{log: svc.log}
 	g := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(svc.metrics.unary, auth.unary),
-		grpc.ChainStreamInterceptor(svc.metrics.stream, auth.stream),
+		grpc.ChainUnaryInterceptor(svc.metrics.unary, rec.unary, auth.unary),
+		grpc.ChainStreamInterceptor(svc.metrics.stream, rec.stream, auth.stream),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
