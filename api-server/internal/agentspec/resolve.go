@@ -501,13 +501,13 @@ func parseAgentToolset(raw json.RawMessage, path string) (*AgentToolset, error) 
 			bc.PermissionPolicy = Policy{Type: AlwaysAllow}
 		}
 		if c.URLSources != nil {
-			if err := jsonx.Object(*c.URLSources, cpath+".url_sources"); err != nil {
+			if err := rawObject(*c.URLSources, cpath+".url_sources"); err != nil {
 				return nil, err
 			}
 			bc.URLSources = *c.URLSources
 		}
 		if c.UserLocation != nil {
-			if err := jsonx.Object(*c.UserLocation, cpath+".user_location"); err != nil {
+			if err := rawObject(*c.UserLocation, cpath+".user_location"); err != nil {
 				return nil, err
 			}
 			bc.UserLocation = *c.UserLocation
@@ -624,7 +624,7 @@ func parseCustomTool(raw json.RawMessage, path string) (*CustomTool, error) {
 	if len(in.InputSchema) == 0 || bytes.Equal(bytes.TrimSpace(in.InputSchema), []byte("null")) {
 		return nil, jsonx.Errorf(path+".input_schema", "is required")
 	}
-	if err := jsonx.Object(in.InputSchema, path+".input_schema"); err != nil {
+	if err := rawObject(in.InputSchema, path+".input_schema"); err != nil {
 		return nil, err
 	}
 	var schema map[string]json.RawMessage
@@ -651,6 +651,19 @@ func parseCustomTool(raw json.RawMessage, path string) (*CustomTool, error) {
 		return nil, jsonx.Errorf(path+".input_schema", "malformed JSON")
 	}
 	return &CustomTool{Type: "custom", Name: *in.Name, Description: *in.Description, InputSchema: compact.Bytes()}, nil
+}
+
+// rawObject checks a JSON object kept as the client sent it. Decoding
+// replaces invalid UTF-8 in strings but raw JSON keeps it, and the spec is
+// stored as PostgreSQL json, which must be valid UTF-8.
+func rawObject(raw json.RawMessage, path string) error {
+	if err := jsonx.Object(raw, path); err != nil {
+		return err
+	}
+	if !utf8.Valid(raw) {
+		return jsonx.Errorf(path, "must be valid UTF-8")
+	}
+	return nil
 }
 
 func parseSkills(raws []json.RawMessage) ([]Skill, error) {
