@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -231,10 +230,9 @@ func (a *API) agentVersions(c echo.Context) error {
 	}
 	var before *int64
 	if page.cursor != "" {
-		v, ok := strings.CutPrefix(page.cursor, "v:")
-		n, perr := strconv.ParseInt(v, 10, 64)
-		if !ok || perr != nil || n < 1 {
-			return apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
+		n, err := parseVersionCursor(page.cursor)
+		if err != nil {
+			return err
 		}
 		before = &n
 	}
@@ -254,7 +252,7 @@ func (a *API) agentVersions(c echo.Context) error {
 		resp.Data = append(resp.Data, r)
 	}
 	if more {
-		next := encodeCursor(fmt.Sprintf("v:%d", versions[len(versions)-1].Version))
+		next := versionCursor(versions[len(versions)-1].Version)
 		resp.NextPage = &next
 	}
 	return c.JSON(http.StatusOK, resp)

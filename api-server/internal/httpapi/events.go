@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,8 +133,6 @@ func (a *API) eventSend(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"data": out})
 }
 
-func eventCursor(seq int64) string { return encodeCursor("s:" + strconv.FormatInt(seq, 10)) }
-
 func (a *API) eventList(c echo.Context) error {
 	id, err := sessionID(c)
 	if err != nil {
@@ -167,10 +164,9 @@ func (a *API) eventList(c echo.Context) error {
 		return apierror.Invalid("order: must be asc or desc, got %q", order)
 	}
 	if page.cursor != "" {
-		v, ok := strings.CutPrefix(page.cursor, "s:")
-		n, perr := strconv.ParseInt(v, 10, 64)
-		if !ok || perr != nil || n < 0 {
-			return apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
+		n, err := parseEventCursor(page.cursor)
+		if err != nil {
+			return err
 		}
 		if p.Descending {
 			p.BeforeSeq = &n

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -75,11 +73,11 @@ func parsePage(c echo.Context) (pageParams, error) {
 		p.limit = n
 	}
 	if v := c.QueryParam("page"); v != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(v)
+		cursor, err := decodeCursor(v)
 		if err != nil {
-			return p, apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
+			return p, err
 		}
-		p.cursor = string(raw)
+		p.cursor = cursor
 	}
 	return p, nil
 }
@@ -91,23 +89,6 @@ func checkQuery(c echo.Context) error {
 		return apierror.Invalid("malformed query string: %v", err)
 	}
 	return nil
-}
-
-func encodeCursor(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
-
-// timeCursor is a keyset position in a list ordered by (created_at, id).
-func timeCursor(t time.Time, id string) string {
-	return encodeCursor(fmt.Sprintf("t:%d:%s", t.UnixMicro(), id))
-}
-
-func parseTimeCursor(s string) (time.Time, string, error) {
-	rest, ok := strings.CutPrefix(s, "t:")
-	micro, id, ok2 := strings.Cut(rest, ":")
-	n, err := strconv.ParseInt(micro, 10, 64)
-	if !ok || !ok2 || err != nil || id == "" {
-		return time.Time{}, "", apierror.Invalid("page: malformed cursor; pass the next_page value of a previous response")
-	}
-	return time.UnixMicro(n).UTC(), id, nil
 }
 
 func parseBoolParam(c echo.Context, name string) (bool, error) {

@@ -421,12 +421,6 @@ func (a *API) sessionDelete(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "session_deleted"})
 }
 
-// sessionCursor is a page position: "n" continues after the item in list
-// order, "p" returns the page before it.
-func sessionCursor(dir string, s *db.Session) string {
-	return encodeCursor(fmt.Sprintf("%s:%d:%s", dir, s.CreatedAt.UnixMicro(), s.ID))
-}
-
 func (a *API) sessionList(c echo.Context) error {
 	page, err := parsePage(c)
 	if err != nil {
@@ -468,10 +462,9 @@ func (a *API) sessionList(c echo.Context) error {
 	backward := false
 	hadCursor := page.cursor != ""
 	if hadCursor {
-		dir, rest, _ := strings.Cut(page.cursor, ":")
-		t, id, err := parseTimeCursor("t:" + rest)
-		if err != nil || (dir != "n" && dir != "p") {
-			return apierror.Invalid("page: malformed cursor; pass the next_page or prev_page value of a previous response")
+		dir, t, id, err := parseSessionCursor(page.cursor)
+		if err != nil {
+			return err
 		}
 		cur := &db.Cursor{CreatedAt: t, ID: id}
 		backward = dir == "p"
@@ -504,11 +497,11 @@ func (a *API) sessionList(c echo.Context) error {
 		hasNext := (!backward && more) || (backward && hadCursor)
 		hasPrev := (backward && more) || (!backward && hadCursor)
 		if hasNext {
-			n := sessionCursor("n", &rows[len(rows)-1])
+			n := sessionCursor("n", rows[len(rows)-1].CreatedAt, rows[len(rows)-1].ID)
 			resp.NextPage = &n
 		}
 		if hasPrev {
-			pv := sessionCursor("p", &rows[0])
+			pv := sessionCursor("p", rows[0].CreatedAt, rows[0].ID)
 			resp.PrevPage = &pv
 		}
 	}
