@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,19 +229,61 @@ func jsonString(s string) []byte {
 	return b
 }
 
+// writeFrame writes one SSE frame: `id: <id>` (when id is not empty),
+// `event: <typ>`, `data: <data>` and a blank line. SSE has no escaping (a
+// line break ends a field, a blank line the frame), so whatever the fields
+// hold the frame stays one event with these three fields: id and typ are
+// written without CR and LF (and id without NUL, which makes clients ignore
+// it), and data is written one data: line per line, which clients join back
+// with LF. Event JSON holds no raw line break, and in JSON one could only be
+// whitespace, so the event always arrives whole.
 func writeFrame(w *bufio.Writer, id, typ string, data []byte) error {
 	// bufio.Writer errors are sticky: the last write reports any failure.
-	if id != "" {
+	if id = sseFieldValue(id, "\r\n\x00"); id != "" {
 		_, _ = w.WriteString("id: ")
 		_, _ = w.WriteString(id)
 		_ = w.WriteByte('\n')
 	}
 	_, _ = w.WriteString("event: ")
-	_, _ = w.WriteString(typ)
-	_, _ = w.WriteString("\ndata: ")
-	_, _ = w.Write(data) // event JSON never contains a raw newline
+	_, _ = w.WriteString(sseFieldValue(typ, "\r\n"))
+	for {
+		line, rest, more := cutLine(data)
+		_, _ = w.WriteString("\ndata: ")
+		_, _ = w.Write(line)
+		if !more {
+			break
+		}
+		data = rest
+	}
 	_, err := w.WriteString("\n\n")
 	return err
+}
+
+// sseFieldValue returns v without the (ASCII) bytes in drop.
+func sseFieldValue(v, drop string) string {
+	if !strings.ContainsAny(v, drop) {
+		return v
+	}
+	out := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if strings.IndexByte(drop, v[i]) < 0 {
+			out = append(out, v[i])
+		}
+	}
+	return string(out)
+}
+
+// cutLine splits b at its first SSE line break (CRLF, CR or LF).
+func cutLine(b []byte) (line, rest []byte, found bool) {
+	i := bytes.IndexAny(b, "\r\n")
+	if i < 0 {
+		return b, nil, false
+	}
+	j := i + 1
+	if b[i] == '\r' && j < len(b) && b[j] == '\n' {
+		j++
+	}
+	return b[:i], b[j:], true
 }
 
 func (a *API) heartbeatInterval() time.Duration {
