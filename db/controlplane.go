@@ -315,6 +315,19 @@ func (s *Store) WorkerList(ctx context.Context) ([]Worker, error) {
 	return out, nil
 }
 
+// WorkerQueueLastSeen returns the latest heartbeat of any worker that
+// polls queue, and false when no worker ever reported it.
+func (s *Store) WorkerQueueLastSeen(ctx context.Context, queue string) (time.Time, bool, error) {
+	at, err := s.q.WorkerQueueLastSeen(ctx, queue)
+	if err = mapErr("worker queue last seen", err); errors.Is(err, ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return at, true, nil
+}
+
 // WorkerGet returns a worker, or ErrNotFound.
 func (s *Store) WorkerGet(ctx context.Context, id string) (*Worker, error) {
 	row, err := s.q.WorkerGet(ctx, id)

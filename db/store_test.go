@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
@@ -99,5 +102,63 @@ func TestErrorMapping(t *testing.T) {
 	}
 	if err := store.EnvironmentDelete(ctx, "env_missing"); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("delete missing: %v, want ErrNotFound", err)
+	}
+}
+
+func TestWorkerQueueLastSeen(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	if _, ok, err := store.WorkerQueueLastSeen(ctx, "mango.local.loc1"); err != nil || ok {
+		t.Fatalf("no workers: ok=%v err=%v, want not found", ok, err)
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, w := range []struct {
+		id  string
+		at  time.Time
+		qs  []string
+		typ string
+	}{
+		{"w-old", t0, []string{"mango.local", "mango.local.loc1"}, "local"},
+		{"w-new", t0.Add(time.Minute), []string{"mango.local", "mango.local.loc1"}, "local"},
+		{"w-other", t0.Add(time.Hour), []string{"mango.local", "mango.local.loc2"}, "local"},
+	} {
+		if _, err := store.WorkerHeartbeat(ctx, &db.Worker{ID: w.id, Provider: w.typ, TaskQueues: w.qs}, w.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at, ok, err := store.WorkerQueueLastSeen(ctx, "mango.local.loc1")
+	if err != nil || !ok || !at.Equal(t0.Add(time.Minute)) {
+		t.Errorf("loc1 last seen = %v, %v, %v; want %v from the newest worker polling it", at, ok, err, t0.Add(time.Minute))
+	}
+}
+
+// TestUnavailable: a database that cannot be reached is told apart from a
+// failed statement, so the ControlPlane can tell workers to retry.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	pool, err := pgxpool.New(ctx, "postgres://mango@"+addr+"/x?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	_, err = db.NewStore(pool).AgentGet(ctx, "agent_x")
+	if !db.Unavailable(err) || !errors.Is(err, db.ErrUnavailable) {
+		t.Errorf("AgentGet with the database down: %v; want it reported unavailable", err)
+	}
+	store := dbtest.Store(t)
+	if _, err := store.AgentGet(ctx, "agent_missing"); db.Unavailable(err) {
+		t.Errorf("a missing row is reported unavailable: %v", err)
+	}
+	if db.Unavailable(context.DeadlineExceeded) || db.Unavailable(nil) {
+		t.Error("a deadline or nil is reported unavailable")
 	}
 }

@@ -77,5 +77,10 @@ RETURNING *;
 -- name: WorkerGet :one
 SELECT * FROM workers WHERE worker_id = $1;
 
+-- name: WorkerQueueLastSeen :one
+-- The latest heartbeat of any worker polling a task queue (no row: none).
+SELECT last_seen_at FROM workers WHERE sqlc.arg(task_queue)::text = ANY(task_queues)
+ORDER BY last_seen_at DESC LIMIT 1;
+
 -- name: WorkerList :many
 SELECT * FROM workers ORDER BY provider, worker_id;

@@ -64,8 +64,9 @@ func (c *Core) mcpCatalog(ctx context.Context, run *Run) (*mcpCatalog, error) {
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			body := map[string]any{"error": map[string]any{"type": "mcp_connection_failed_error",
-				"message": fmt.Sprintf("MCP server %q (%s) could not be reached; its tools are not available in this turn: %v", ts.Server, url, err)}}
+			// The turn goes on without the server's tools: not a retry.
+			body := map[string]any{"error": map[string]any{"type": "mcp_connection_failed_error", "mcp_server_name": ts.Server,
+				"retry_status": map[string]string{"type": "exhausted"}, "message": fmt.Sprintf("MCP server %q (%s) could not be reached; its tools are not available in this turn: %v", ts.Server, url, err)}}
 			if _, aerr := c.Store.AppendEvents(ctx, []NewEvent{{Key: run.TurnKey + "/mcp_failed/" + ts.Server, Type: "session.error", Body: body}}); aerr != nil {
 				return nil, aerr
 			}

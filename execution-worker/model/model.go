@@ -182,6 +182,19 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// SessionErrorType is the Managed Agents session.error type for e, one the
+// official SDKs decode: overloads and rate limits by name, every other
+// model failure model_request_failed_error.
+func (e *Error) SessionErrorType() string {
+	switch {
+	case e.Type == "overloaded_error" || e.Status == 529:
+		return "model_overloaded_error"
+	case e.Type == "rate_limit_error" || e.Status == 429:
+		return "model_rate_limited_error"
+	}
+	return "model_request_failed_error"
+}
+
 func (e *Error) Error() string {
 	if e.Status > 0 {
 		return fmt.Sprintf("model %s (%d): %s", e.Type, e.Status, e.Message)

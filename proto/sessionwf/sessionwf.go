@@ -46,11 +46,13 @@ func TaskQueue(provider string) string {
 	return Queues{}.Provider(provider)
 }
 
-// HostTaskQueue returns the task queue that only one worker of a host-bound
-// provider polls, "mango.<provider>.<worker-id>". A session's binding records
-// it, and every later sandbox activity of that session is routed there.
-func HostTaskQueue(provider, workerID string) string {
-	return Queues{}.Host(provider, workerID)
+// LocalityTaskQueue returns the task queue of a host-bound provider's
+// locality, "mango.<provider>.<locality>": every worker that reaches the
+// same sandboxes (one Docker daemon, one host filesystem) polls it. A
+// session's binding records it, and every later sandbox activity of that
+// session is routed there.
+func LocalityTaskQueue(provider, locality string) string {
+	return Queues{}.Locality(provider, locality)
 }
 
 // Queues names the task queues of one Mango deployment. Deployments (or
@@ -70,9 +72,13 @@ func (q Queues) Provider(provider string) string {
 	return prefix + "." + provider
 }
 
-// Host returns a host-bound worker's own queue, "<prefix>.<provider>.<worker-id>".
-func (q Queues) Host(provider, workerID string) string {
-	return q.Provider(provider) + "." + workerID
+// Locality returns the queue of a host-bound provider's locality,
+// "<prefix>.<provider>.<locality>". The locality names where sandboxes
+// live (a Docker daemon's ID, a host identity plus a hash of the workspace
+// root), never a worker process, so a restarted worker or a second replica
+// serves the same sessions at once.
+func (q Queues) Locality(provider, locality string) string {
+	return q.Provider(provider) + "." + locality
 }
 
 // ValidPrefix reports whether s is usable as a task queue prefix:

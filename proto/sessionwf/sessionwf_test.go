@@ -16,7 +16,8 @@ func TestNames(t *testing.T) {
 		{sessionwf.WorkflowID("sesn_01abc"), "sesn_01abc"},
 		{sessionwf.TaskQueue("local"), "mango.local"},
 		{sessionwf.TaskQueue("docker"), "mango.docker"},
-		{sessionwf.HostTaskQueue("local", "host-1-42"), "mango.local.host-1-42"},
+		{sessionwf.LocalityTaskQueue("local", "0f3a9c-1b2c3d4e"), "mango.local.0f3a9c-1b2c3d4e"},
+		{sessionwf.Queues{Prefix: "t1"}.Locality("docker", "abcd"), "t1.docker.abcd"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

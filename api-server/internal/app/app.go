@@ -143,7 +143,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
-	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}})
+	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
+		HostGoneAfter: cfg.HostGoneAfter})
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,

@@ -45,6 +45,10 @@ type Config struct {
 	// live worker (MANGO_REQUIRE_LIVE_WORKER, default false: accepted
 	// sessions wait for a worker).
 	RequireLiveWorker bool
+	// HostGoneAfter is how long a turn waits on its sandbox's locality
+	// queue (local, docker) with no live worker there before it fails
+	// explicitly (MANGO_HOST_GONE_AFTER, default 2m).
+	HostGoneAfter time.Duration
 	// MaxBodyBytes caps request bodies (MANGO_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds graceful shutdown (MANGO_SHUTDOWN_TIMEOUT).
@@ -73,6 +77,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		MaxBodyBytes:      r.size("MANGO_MAX_BODY_BYTES", 32<<20),
 		DatabaseMaxConns:  int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
 		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
+		HostGoneAfter:     r.duration("MANGO_HOST_GONE_AFTER", 2*time.Minute),
 		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
 		RequireLiveWorker: r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
 		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
@@ -93,6 +98,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
 		r.fail("MANGO_TASK_QUEUE_PREFIX", "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
+	}
+	if c.HostGoneAfter > 0 && (c.HostGoneAfter < time.Second || c.HostGoneAfter > 24*time.Hour) {
+		r.fail("MANGO_HOST_GONE_AFTER", "must be between 1s and 24h")
 	}
 	if c.MaxBodyBytes < 1024 {
 		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")

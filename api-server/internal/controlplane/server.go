@@ -113,6 +113,10 @@ func (s *Server) fail(ctx context.Context, op string, err error) error {
 		return status.Error(codes.Canceled, op+": canceled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, op+": deadline exceeded")
+	case db.Unavailable(err):
+		// PostgreSQL is restarting or unreachable: workers retry.
+		s.log.WarnContext(ctx, "controlplane: database unavailable", "op", op, "err", err)
+		return status.Error(codes.Unavailable, op+": database unavailable, retry")
 	case errors.Is(err, db.ErrDeleting):
 		return status.Error(codes.FailedPrecondition, op+": session is being deleted")
 	case errors.Is(err, db.ErrInvalidTransition):

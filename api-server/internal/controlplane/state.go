@@ -200,6 +200,22 @@ func (s *Server) RecordWorkerHeartbeat(ctx context.Context, req *pb.RecordWorker
 	return &pb.RecordWorkerHeartbeatResponse{ServerTime: timestamppb.New(now)}, nil
 }
 
+// GetTaskQueueHealth implements pb.ControlPlaneServer.
+func (s *Server) GetTaskQueueHealth(ctx context.Context, req *pb.GetTaskQueueHealthRequest) (*pb.GetTaskQueueHealthResponse, error) {
+	if err := requireFields("task_queue", req.GetTaskQueue()); err != nil {
+		return nil, err
+	}
+	at, ok, err := s.store.WorkerQueueLastSeen(ctx, req.GetTaskQueue())
+	if err != nil {
+		return nil, s.fail(ctx, "get task queue health", err)
+	}
+	resp := &pb.GetTaskQueueHealthResponse{ServerTime: timestamppb.New(s.now())}
+	if ok {
+		resp.LastHeartbeatAt = timestamppb.New(at)
+	}
+	return resp, nil
+}
+
 // StreamPreviews implements pb.ControlPlaneServer. It hands every frame to
 // the preview hub, which never blocks, so a worker's stream is drained as
 // fast as it sends; frames are not checked against the database (they are

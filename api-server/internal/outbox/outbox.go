@@ -79,6 +79,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer, when set, receives the relay's metrics.
 	Registerer prometheus.Registerer
+	// HostGoneAfter is passed to new Session Workflows: how long a turn
+	// waits on its sandbox's locality queue with no live worker there
+	// before it fails explicitly [0: the workflow's default, 2m].
+	HostGoneAfter time.Duration
 	// Queues names the task queues workflows are started on.
 	Queues sessionwf.Queues
 }
@@ -335,7 +339,8 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) erro
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
 	defer cancel()
-	input := &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider}
+	input := &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider,
+		HostQueueTimeoutSeconds: int32(r.opts.HostGoneAfter / time.Second)} //nolint:gosec // validated at startup: at most a day
 	var err error
 	if row.Kind == sessionwf.OutboxKindDelete {
 		// Deletion runs in its own workflow (which cancels the session's).

@@ -95,6 +95,7 @@ func until(t *testing.T, events <-chan streamed, stop string, timeout time.Durat
 				t.Fatalf("stream ended; got %v", typesOf(got))
 			}
 			got = append(got, ev)
+			sdkDecodes(t, ev)
 			if ev.Type == stop {
 				return got
 			}
@@ -102,6 +103,42 @@ func until(t *testing.T, events <-chan streamed, stop string, timeout time.Durat
 			t.Fatalf("no %s within %v; got %v", stop, timeout, typesOf(got))
 		}
 	}
+}
+
+// sdkDecodes fails the test unless ev decodes through the official SDK's
+// typed unions into a concrete variant (AsAny never nil), including the
+// error and retry status of a session.error.
+func sdkDecodes(t *testing.T, ev streamed) {
+	t.Helper()
+	var u anthropic.BetaManagedAgentsStreamSessionEventsUnion
+	if err := json.Unmarshal([]byte(ev.Raw), &u); err != nil || u.AsAny() == nil {
+		t.Errorf("event %s does not decode through the SDK's union (err %v): %s", ev.Type, err, ev.Raw)
+		return
+	}
+	if ev.Type == "session.error" {
+		sdkSessionError(t, ev.Raw)
+	}
+}
+
+// sdkSessionError decodes a session.error through the SDK and returns its
+// error type and retry status type, failing the test if either is not one
+// the SDK knows.
+func sdkSessionError(t *testing.T, raw string) (errType, retryStatus string) {
+	t.Helper()
+	var e anthropic.BetaManagedAgentsSessionErrorEvent
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		t.Errorf("session.error does not decode: %v: %s", err, raw)
+		return "", ""
+	}
+	if e.Error.AsAny() == nil {
+		t.Errorf("session.error type %q is not one the SDK knows: %s", e.Error.Type, raw)
+	}
+	switch st := e.Error.RetryStatus.Type; st {
+	case "retrying", "exhausted", "terminal":
+	default:
+		t.Errorf("session.error retry_status type %q, want retrying, exhausted or terminal: %s", st, raw)
+	}
+	return e.Error.Type, e.Error.RetryStatus.Type
 }
 
 func typesOf(evs []streamed) []string {
@@ -323,8 +360,13 @@ func TestInterruptAndLimitsThroughSDK(t *testing.T) {
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "retries_exhausted" {
 		t.Errorf("four errors: stop reason %q (%v)", typ, typesOf(evs))
 	}
-	if st := last(evs, "session.error")["error"].(map[string]any)["retry_status"]; st != "exhausted" {
-		t.Errorf("last session.error retry_status = %v", st)
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == "session.error" {
+			if typ, st := sdkSessionError(t, evs[i].Raw); typ != "model_overloaded_error" || st != "exhausted" {
+				t.Errorf("last session.error = %s with retry status %s, want model_overloaded_error, exhausted", typ, st)
+			}
+			break
+		}
 	}
 }
 

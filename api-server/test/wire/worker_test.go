@@ -64,7 +64,8 @@ type worker struct {
 	done chan struct{}
 }
 
-// startWorker runs a worker for srv with the local sandbox rooted at root.
+// startWorker runs a worker for srv with the local sandbox rooted at root;
+// id only names it in the test's logs.
 func startWorker(t *testing.T, srv *testserver.Server, id, root string) *worker {
 	t.Helper()
 	return startWorkerWith(t, srv, id, root, nil)
@@ -87,7 +88,11 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 		"MANGO_TEMPORAL_HOSTPORT=" + temporal, "MANGO_CONTROLPLANE_ADDR=" + srv.GRPCAddr,
 		"MANGO_WORKER_TOKEN=" + srv.WorkerToken, "MANGO_TASK_QUEUE_PREFIX=" + srv.TaskQueuePrefix,
 		"MANGO_SANDBOX=local", "MANGO_MODEL=fake", "MANGO_LOCAL_SANDBOX_ROOT=" + root,
-		"MANGO_WORKER_ID=" + id, "MANGO_SHUTDOWN_TIMEOUT=5s", "MANGO_LOG_LEVEL=warn", "MANGO_RECONCILE_INTERVAL=1h",
+		// No MANGO_WORKER_ID and no locality: the defaults an operator
+		// gets. A worker restarted with the same root serves the same
+		// sessions because the locality queue is named for the host and
+		// the root, not for the process.
+		"MANGO_SHUTDOWN_GRACE=5s", "MANGO_LOG_LEVEL=warn", "MANGO_RECONCILE_INTERVAL=1h",
 	}
 	for k, v := range extra {
 		cmd.Env = append(cmd.Env, k+"="+v)

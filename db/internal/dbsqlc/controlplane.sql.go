@@ -467,6 +467,19 @@ func (q *Queries) WorkerList(ctx context.Context) ([]Worker, error) {
 	return items, nil
 }
 
+const workerQueueLastSeen = `-- name: WorkerQueueLastSeen :one
+SELECT last_seen_at FROM workers WHERE $1::text = ANY(task_queues)
+ORDER BY last_seen_at DESC LIMIT 1
+`
+
+// The latest heartbeat of any worker polling a task queue (no row: none).
+func (q *Queries) WorkerQueueLastSeen(ctx context.Context, taskQueue string) (time.Time, error) {
+	row := q.db.QueryRow(ctx, workerQueueLastSeen, taskQueue)
+	var last_seen_at time.Time
+	err := row.Scan(&last_seen_at)
+	return last_seen_at, err
+}
+
 const workerUpsert = `-- name: WorkerUpsert :one
 INSERT INTO workers (worker_id, provider, task_queues, capabilities, version, first_seen_at, last_seen_at)
 VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz)

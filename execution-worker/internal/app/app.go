@@ -17,6 +17,7 @@ import (
 	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
@@ -92,7 +93,8 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	defer c.Close()
 
-	cp, err := controlplane.Dial(cfg.ControlPlaneAddr, cfg.WorkerToken)
+	cp, err := controlplane.Dial(cfg.ControlPlaneAddr, cfg.WorkerToken,
+		grpc.WithChainUnaryInterceptor(controlplane.RetryUnavailable(cfg.ControlPlaneRetry)))
 	if err != nil {
 		return fmt.Errorf("%s=%s: %w", config.EnvControlPlaneAddr, cfg.ControlPlaneAddr, err)
 	}
@@ -101,13 +103,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 
 	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}
 	providerQueue := queueNames.Provider(cfg.Sandbox)
-	queues := []string{providerQueue}
-	// The queue recorded in bindings: later sandbox activities of a session
-	// must reach the host holding its sandbox.
-	bindingQueue := providerQueue
-	if cfg.SandboxFactory.Traits.HostBound {
-		bindingQueue = queueNames.Host(cfg.Sandbox, cfg.WorkerID)
-		queues = append(queues, bindingQueue)
+	queues, bindingQueue, err := taskQueues(ctx, cfg, provider, queueNames)
+	if err != nil {
+		return err
 	}
 	manager := sandbox.NewSessionManager(provider, bindings, bindingQueue)
 	sandboxActs := &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: providerQueue}
@@ -154,7 +152,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	for _, q := range queues {
 		w := worker.New(c, q, worker.Options{
 			Identity:          cfg.WorkerID,
-			WorkerStopTimeout: cfg.ShutdownTimeout,
+			WorkerStopTimeout: cfg.ShutdownGrace,
 			OnFatalError: func(err error) {
 				select {
 				case fatal <- fmt.Errorf("worker on task queue %s: %w", q, err):
@@ -167,25 +165,58 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		turnActs.Register(w)
 		w.RegisterWorkflowWithOptions(session.SessionWorkflow, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
 		if err := w.Start(); err != nil {
-			stopAll(workers, cfg.ShutdownTimeout)
+			stopAll(workers, cfg.ShutdownGrace)
 			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)
 		}
 		workers = append(workers, w)
 	}
-	logger.Info(PollingMessage, "task_queues", queues, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
+	logger.Info(PollingMessage, "task_queues", queues, "binding_queue", bindingQueue, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
-		logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+		logger.Info("shutting down: polling stopped, running turns get the grace period", "grace", cfg.ShutdownGrace.String())
 	case runErr = <-fatal:
 		logger.Error("worker failed, shutting down", "error", runErr)
 	}
-	if !stopAll(workers, cfg.ShutdownTimeout) {
-		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownTimeout, cfg.ShutdownTimeout))
+	// Stop waits up to the grace for running activities, then cancels
+	// them; a cancelled turn fails its attempt, so Temporal retries it on
+	// another worker at once. The extra time lets those failures be
+	// reported.
+	if !stopAll(workers, cfg.ShutdownGrace+stopReportTime) {
+		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownGrace, cfg.ShutdownGrace))
 	}
 	logger.Info("stopped")
 	return runErr
+}
+
+// stopReportTime is how long a stopping worker waits, after the grace, for
+// cancelled activities to report their failure.
+const stopReportTime = 5 * time.Second
+
+// taskQueues returns the queues the worker polls and the queue it records
+// in new bindings. Every worker polls its provider's queue. A host-bound
+// provider's worker also polls its locality's queue (named for where the
+// sandboxes live, the same for every worker that reaches them), which new
+// bindings record. A worker whose MANGO_WORKER_ID is set explicitly also
+// polls the per-worker queue "<prefix>.<provider>.<worker-id>" that
+// versions before locality queues recorded in bindings, so sessions bound
+// then keep being served.
+func taskQueues(ctx context.Context, cfg *config.Config, provider sandbox.Provider, names sessionwf.Queues) (queues []string, binding string, err error) {
+	providerQueue := names.Provider(cfg.Sandbox)
+	if !cfg.SandboxFactory.Traits.HostBound {
+		return []string{providerQueue}, providerQueue, nil
+	}
+	locality, err := sandbox.LocalityOf(ctx, provider, cfg.SandboxLocality)
+	if err != nil {
+		return nil, "", err
+	}
+	binding = names.Locality(cfg.Sandbox, locality)
+	queues = []string{providerQueue, binding}
+	if legacy := names.Locality(cfg.Sandbox, cfg.WorkerID); cfg.WorkerIDSet && legacy != binding {
+		queues = append(queues, legacy)
+	}
+	return queues, binding, nil
 }
 
 // dial connects to Temporal, bounded by the connect timeout.

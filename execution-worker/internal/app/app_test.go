@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/app"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 )
 
@@ -122,20 +124,35 @@ func pingWorkflow(ctx workflow.Context, taskQueue string) (session.PingResponse,
 }
 
 // TestRunPollsTemporal starts the worker in-process against a real Temporal
-// server with the fake model and the local sandbox, checks through the
-// Temporal API that it polls mango.local and its host queue under its own
-// identity, runs Ping on its host queue, then cancels it and checks that it
-// shuts down cleanly.
+// server with the fake model and the local sandbox, as an operator would:
+// no worker id and no locality configured. It checks through the Temporal
+// API that the worker polls mango.local and its locality's queue (named
+// for the host and the sandbox root, not for the process) under its
+// default identity, runs Ping on the locality queue, then cancels it and
+// checks that it shuts down cleanly.
 func TestRunPollsTemporal(t *testing.T) {
 	hostPort := temporaltest.HostPort(t)
-	workerID := fmt.Sprintf("apptest-%d", time.Now().UnixNano())
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerID := fmt.Sprintf("%s-%d", host, os.Getpid()) // the default identity
+	root := t.TempDir()
 	env := map[string]string{
-		"MANGO_TEMPORAL_HOSTPORT": hostPort,
-		"MANGO_SANDBOX":           "local",
-		"MANGO_MODEL":             "fake",
-		"MANGO_WORKER_ID":         workerID,
-		"MANGO_SHUTDOWN_TIMEOUT":  "10s",
-		"MANGO_LOG_LEVEL":         "debug",
+		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
+		"MANGO_SANDBOX":            "local",
+		"MANGO_MODEL":              "fake",
+		"MANGO_LOCAL_SANDBOX_ROOT": root,
+		"MANGO_SHUTDOWN_GRACE":     "10s",
+		"MANGO_LOG_LEVEL":          "debug",
+	}
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locality, err := local.Locality(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -155,14 +172,17 @@ func TestRunPollsTemporal(t *testing.T) {
 	defer c.Close()
 
 	sharedQueue := session.TaskQueue("local")
-	hostQueue := session.HostTaskQueue("local", workerID)
+	hostQueue := session.LocalityTaskQueue("local", locality)
+	if strings.Contains(hostQueue, fmt.Sprint(os.Getpid())) {
+		t.Errorf("locality queue %s names the process", hostQueue)
+	}
 	for _, q := range []string{sharedQueue, hostQueue} {
 		waitForPoller(t, c, q, workerID, done)
 	}
 
 	// Run Ping through Temporal: a test workflow on its own queue schedules
 	// the activity on the worker's host queue.
-	testQueue := "apptest-" + workerID
+	testQueue := fmt.Sprintf("apptest-%d", time.Now().UnixNano())
 	tw := worker.New(c, testQueue, worker.Options{})
 	tw.RegisterWorkflow(pingWorkflow)
 	if err := tw.Start(); err != nil {
@@ -172,7 +192,7 @@ func TestRunPollsTemporal(t *testing.T) {
 	runCtx, runCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer runCancel()
 	run, err := c.ExecuteWorkflow(runCtx, client.StartWorkflowOptions{
-		ID:        "ping-" + workerID,
+		ID:        "ping-" + testQueue,
 		TaskQueue: testQueue,
 	}, pingWorkflow, hostQueue)
 	if err != nil {

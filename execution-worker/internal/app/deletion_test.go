@@ -59,7 +59,6 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 		t.Fatalf("control plane uses Temporal %s, want %s", srv.TemporalHostPort, hostPort)
 	}
 	root := t.TempDir()
-	const workerID = "deletion-w1"
 	env := map[string]string{
 		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
 		"MANGO_CONTROLPLANE_ADDR":  srv.GRPCAddr,
@@ -67,15 +66,14 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 		"MANGO_TASK_QUEUE_PREFIX":  srv.TaskQueuePrefix,
 		"MANGO_SANDBOX":            "local",
 		"MANGO_LOCAL_SANDBOX_ROOT": root,
-		"MANGO_WORKER_ID":          workerID,
-		"MANGO_SHUTDOWN_TIMEOUT":   "10s",
+		"MANGO_SHUTDOWN_GRACE":     "10s",
 		"MANGO_RECONCILE_INTERVAL": "1h",
 	}
 	ctx := context.Background()
 	session := srv.NewSession(t, "local")
 
 	// Provision the session's sandbox the way this worker's first tool call
-	// does: through its SessionManager, recording its host queue.
+	// does: through its SessionManager, recording its locality queue.
 	cp, err := controlplane.Dial(srv.GRPCAddr, srv.WorkerToken)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +84,11 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostQueue := sessionwf.Queues{Prefix: srv.TaskQueuePrefix}.Host("local", workerID)
+	locality, err := provider.Locality(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostQueue := sessionwf.Queues{Prefix: srv.TaskQueuePrefix}.Locality("local", locality)
 	sb, err := sandbox.NewSessionManager(provider, bindings, hostQueue).Acquire(ctx, session, sandbox.Spec{})
 	if err != nil {
 		t.Fatalf("provision: %v", err)

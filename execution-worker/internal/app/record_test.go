@@ -99,18 +99,24 @@ func TestRecordHistories(t *testing.T) {
 		waitIdle(can, i)
 	}
 
-	// host gone: the worker holding the sandbox stops for good; the next
-	// turn is not picked up on its host queue and the session fails.
+	// locality gone: every worker of the sandbox's locality stops; the
+	// next turn is not picked up, CheckLocality fails it, and once the
+	// locality is back the turn after runs. (host_gone.json, recorded
+	// before CheckLocality, keeps the older branch under replay.)
 	gone := srv.NewSession(t, "local")
 	startSessionWorkflowWith(t, env, gone, &sessionv1.SessionWorkflowInput{SessionId: gone, Provider: "local", HostQueueTimeoutSeconds: 2})
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
 	waitIdle(gone, 1)
 	stop()
 	other := maps.Clone(env)
-	other["MANGO_WORKER_ID"] = "another-host"
-	stop = runWorker(t, other)
+	other["MANGO_SANDBOX_LOCALITY"] = "another-host"
+	stopOther := runWorker(t, other)
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
-	waitFor(t, srv, gone, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
+	waitIdle(gone, 2)
+	stop = runWorker(t, env)
+	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
+	waitIdle(gone, 3)
+	stopOther()
 
 	stop() // settle: histories of running workflows end at a stable point
 	export("turn", turn)
@@ -121,6 +127,6 @@ func TestRecordHistories(t *testing.T) {
 	export("session_deleted", del)
 	export("deletion", "delete/"+del)
 	export("continue_as_new", can, canRun)
-	export("host_gone", gone)
+	export("locality_gone", gone)
 	_ = cptest.Server{}
 }

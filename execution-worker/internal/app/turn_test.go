@@ -5,6 +5,7 @@ import (
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"go.temporal.io/sdk/client"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -34,7 +35,10 @@ type listedEvent struct {
 	} `json:"stop_reason"`
 	Error *struct {
 		Type        string `json:"type"`
-		RetryStatus string `json:"retry_status"`
+		Message     string `json:"message"`
+		RetryStatus struct {
+			Type string `json:"type"`
+		} `json:"retry_status"`
 	} `json:"error"`
 	IsError bool `json:"is_error"`
 }
@@ -107,8 +111,7 @@ func startStack(t *testing.T) (*cptest.Server, map[string]string) {
 		"MANGO_TASK_QUEUE_PREFIX":  srv.TaskQueuePrefix,
 		"MANGO_SANDBOX":            "local",
 		"MANGO_LOCAL_SANDBOX_ROOT": t.TempDir(),
-		"MANGO_WORKER_ID":          "turn-w1",
-		"MANGO_SHUTDOWN_TIMEOUT":   "10s",
+		"MANGO_SHUTDOWN_GRACE":     "10s",
 		"MANGO_RECONCILE_INTERVAL": "1h",
 	}
 	return srv, env
@@ -261,7 +264,7 @@ func TestTransientModelErrorsRetry(t *testing.T) {
 	if countType(evs, "session.status_rescheduled") != 1 || countType(evs, "session.error") != 1 {
 		t.Fatalf("events = %s", types(evs))
 	}
-	if e := lastOf(evs, "session.error"); e.Error == nil || e.Error.RetryStatus != "retrying" {
+	if e := lastOf(evs, "session.error"); e.Error == nil || e.Error.RetryStatus.Type != "retrying" {
 		t.Errorf("session.error = %s", e.Raw)
 	}
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "recovered" {
@@ -373,7 +376,8 @@ func TestVanishedSandboxFailsSession(t *testing.T) {
 	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
 	errEv := lastOf(evs, "session.error")
-	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "sandbox_unavailable_error" || !strings.Contains(string(errEv.Raw), "no longer exists") {
+	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "unknown_error" || errEv.Error.RetryStatus.Type != "terminal" ||
+		!strings.Contains(errEv.Error.Message, "no longer exists") {
 		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
@@ -431,29 +435,52 @@ func startSessionWorkflow(t *testing.T, env map[string]string, session string, l
 	return run.GetRunID()
 }
 
-// TestHostGoneFailsSession: when the worker holding a session's local
-// sandbox is gone for good, the next turn is not picked up on its host
-// queue; after the host queue timeout the session fails explicitly.
-func TestHostGoneFailsSession(t *testing.T) {
+// TestLocalityGoneFailsTurn: when no worker of the locality holding a
+// session's local sandbox is alive, the next turn waits the host-gone
+// window, then fails explicitly (a session.error naming the sandbox and
+// its locality, idle with retries_exhausted, the session still usable);
+// once a worker of that locality is back, the next turn runs in the same
+// sandbox.
+func TestLocalityGoneFailsTurn(t *testing.T) {
 	t.Parallel()
 	srv, env := startStack(t)
 	stop := runWorker(t, env)
 	session := srv.NewSession(t, "local")
 	startSessionWorkflowWith(t, env, session, &sessionv1.SessionWorkflowInput{SessionId: session, Provider: "local", HostQueueTimeoutSeconds: 2})
-	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
+	sendMessage(t, srv, session, `#tool bash {"command":"echo kept > kept.txt"}`)
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	stop()
-	other := map[string]string{}
-	for k, v := range env {
-		other[k] = v
-	}
-	other["MANGO_WORKER_ID"] = "another-host"
+	// A worker of another locality serves the provider's queue (and so
+	// the check) but cannot reach the sandbox.
+	other := maps.Clone(env)
+	other["MANGO_SANDBOX_LOCALITY"] = "another-host"
 	runWorker(t, other)
-	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
-	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return countType(e, "session.status_terminated") == 1 })
+	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	errEv := lastOf(evs, "session.error")
-	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "sandbox_unavailable_error" || !strings.Contains(string(errEv.Raw), "turn-w1") {
-		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
+	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "unknown_error" || errEv.Error.RetryStatus.Type != "exhausted" ||
+		!strings.Contains(errEv.Error.Message, "local sandbox") || !strings.Contains(errEv.Error.Message, env["MANGO_TASK_QUEUE_PREFIX"]+".local.") {
+		t.Fatalf("session.error = %s (events %s), want unknown_error, exhausted, naming the sandbox and its locality queue", errEv.Raw, types(evs))
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason == nil || idle.StopReason.Type != "retries_exhausted" {
+		t.Errorf("idle after the failed turn = %s, want stop reason retries_exhausted", idle.Raw)
+	}
+	if n := countType(evs, "session.status_terminated"); n != 0 {
+		t.Errorf("session terminated (%d); it must stay usable", n)
+	}
+	if n := countType(evs, "agent.tool_use"); n != 1 {
+		t.Errorf("tool uses = %d, want 1: the failed turn must not run anywhere", n)
+	}
+
+	// The locality comes back: the next turn runs in the same sandbox.
+	runWorker(t, env)
+	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
+	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 3 })
+	if r := lastOf(evs, "agent.tool_result"); r == nil || len(r.Content) == 0 || strings.TrimSpace(r.Content[0].Text) != "kept" {
+		t.Errorf("tool result after the locality came back = %v, want the file written in the first turn", r)
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
+		t.Errorf("last idle = %s, want end_turn", idle.Raw)
 	}
 }
 

@@ -43,7 +43,10 @@ const (
 	EnvWorkerID               = "MANGO_WORKER_ID"
 	EnvLogLevel               = "MANGO_LOG_LEVEL"
 	EnvLogFormat              = "MANGO_LOG_FORMAT"
-	EnvShutdownTimeout        = "MANGO_SHUTDOWN_TIMEOUT"
+	EnvShutdownGrace          = "MANGO_SHUTDOWN_GRACE"
+	EnvShutdownTimeout        = "MANGO_SHUTDOWN_TIMEOUT" // older name of MANGO_SHUTDOWN_GRACE
+	EnvSandboxLocality        = sandbox.EnvLocality
+	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
 )
 
@@ -59,7 +62,12 @@ const (
 	DefaultControlPlaneAddr       = "127.0.0.1:8081"
 	DefaultLogLevel               = slog.LevelInfo
 	DefaultLogFormat              = LogText
-	DefaultShutdownTimeout        = 30 * time.Second
+	// DefaultShutdownGrace stays under Kubernetes' default 30 s
+	// termination grace period, so a drained worker exits before SIGKILL.
+	DefaultShutdownGrace = 25 * time.Second
+	// DefaultControlPlaneRetry rides out an api-server restart or a short
+	// PostgreSQL outage without failing the turn.
+	DefaultControlPlaneRetry = 30 * time.Second
 )
 
 // Model names a model client implementation.
@@ -152,17 +160,31 @@ type Config struct {
 	// WorkerToken authenticates this worker to the ControlPlane
 	// (MANGO_WORKER_TOKEN, required). Never logged.
 	WorkerToken string
-	// WorkerID identifies this worker process; it names the host task queue
-	// (MANGO_WORKER_ID, default <hostname>-<pid>).
+	// WorkerID names this worker process in heartbeats, Temporal and logs
+	// (MANGO_WORKER_ID, default <hostname>-<pid>). It routes nothing: task
+	// queues are named for providers and localities.
 	WorkerID string
+	// WorkerIDSet reports that MANGO_WORKER_ID was set explicitly. Such a
+	// worker also polls the per-worker host queue that versions before
+	// locality queues recorded in bindings.
+	WorkerIDSet bool
+	// SandboxLocality, when set, names the locality of a host-bound
+	// provider instead of the provider's own (MANGO_SANDBOX_LOCALITY).
+	SandboxLocality string
+	// ControlPlaneRetry is how long one ControlPlane call keeps retrying
+	// while the api-server or its database is unavailable
+	// (MANGO_CONTROLPLANE_RETRY, default 30s).
+	ControlPlaneRetry time.Duration
 
 	// LogLevel is the minimum level logged (MANGO_LOG_LEVEL).
 	LogLevel slog.Level
 	// LogFormat is the log output format (MANGO_LOG_FORMAT).
 	LogFormat LogFormat
-	// ShutdownTimeout bounds graceful shutdown after SIGINT or SIGTERM
-	// (MANGO_SHUTDOWN_TIMEOUT).
-	ShutdownTimeout time.Duration
+	// ShutdownGrace is how long running turns may go on after SIGINT or
+	// SIGTERM, once polling stopped, before they are cancelled so Temporal
+	// retries them on another worker (MANGO_SHUTDOWN_GRACE, older name
+	// MANGO_SHUTDOWN_TIMEOUT; default 25s).
+	ShutdownGrace time.Duration
 	// MetricsAddr, when set, is the host:port serving Prometheus metrics
 	// on /metrics (MANGO_METRICS_ADDR; empty: none).
 	MetricsAddr string
@@ -185,9 +207,11 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("controlplane_addr", c.ControlPlaneAddr),
 		slog.Bool("worker_token_set", c.WorkerToken != ""),
 		slog.String("worker_id", c.WorkerID),
+		slog.String("sandbox_locality", c.SandboxLocality),
+		slog.String("controlplane_retry", c.ControlPlaneRetry.String()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", string(c.LogFormat)),
-		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.String("shutdown_grace", c.ShutdownGrace.String()),
 	)
 }
 
@@ -258,9 +282,12 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
 		WorkerToken:             p.str(EnvWorkerToken, ""),
 		WorkerID:                p.workerID(EnvWorkerID),
+		WorkerIDSet:             p.get(EnvWorkerID) != "",
+		SandboxLocality:         p.locality(EnvSandboxLocality),
+		ControlPlaneRetry:       p.duration(EnvControlPlaneRetry, DefaultControlPlaneRetry),
 		LogLevel:                p.logLevel(EnvLogLevel),
 		LogFormat:               LogFormat(p.oneOf(EnvLogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON))),
-		ShutdownTimeout:         p.duration(EnvShutdownTimeout, DefaultShutdownTimeout),
+		ShutdownGrace:           p.shutdownGrace(),
 		ReconcileInterval:       p.duration(EnvReconcileInterval, time.Minute),
 		TaskQueuePrefix:         p.str(EnvTaskQueuePrefix, sessionwf.TaskQueuePrefix),
 		ReconcileGrace:          p.duration(EnvReconcileGrace, time.Minute),
@@ -432,6 +459,23 @@ func (p *parser) workerID(name string) string {
 		p.fail(name, "invalid worker id %q (no spaces or control characters)", v)
 	}
 	return v
+}
+
+func (p *parser) locality(name string) string {
+	v := p.get(name)
+	if v != "" && !sandbox.ValidLocality(v) {
+		p.fail(name, "invalid locality %q (want 1 to %d lowercase letters, digits and dashes)", v, sandbox.MaxLocalityLen)
+	}
+	return v
+}
+
+// shutdownGrace reads MANGO_SHUTDOWN_GRACE, or its older name
+// MANGO_SHUTDOWN_TIMEOUT when only that is set.
+func (p *parser) shutdownGrace() time.Duration {
+	if p.get(EnvShutdownGrace) == "" && p.get(EnvShutdownTimeout) != "" {
+		return p.duration(EnvShutdownTimeout, DefaultShutdownGrace)
+	}
+	return p.duration(EnvShutdownGrace, DefaultShutdownGrace)
 }
 
 // sandboxName resolves MANGO_SANDBOX and its alias MANAGED_AGENT_SANDBOX.

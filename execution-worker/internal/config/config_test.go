@@ -71,7 +71,10 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"WorkerToken", c.WorkerToken, "default-token"},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LogFormat", c.LogFormat, config.LogText},
-		{"ShutdownTimeout", c.ShutdownTimeout, 30 * time.Second},
+		{"ShutdownGrace", c.ShutdownGrace, 25 * time.Second},
+		{"ControlPlaneRetry", c.ControlPlaneRetry, 30 * time.Second},
+		{"SandboxLocality", c.SandboxLocality, ""},
+		{"WorkerIDSet", c.WorkerIDSet, false},
 		{"RunsOnHost", c.SandboxFactory.Traits.RunsOnHost, true},
 		{"UnsafeLocalSandbox()", c.UnsafeLocalSandbox(), false},
 	}
@@ -110,7 +113,9 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_WORKER_ID":                  "w-1",
 				"MANGO_LOG_LEVEL":                  "debug",
 				"MANGO_LOG_FORMAT":                 "json",
-				"MANGO_SHUTDOWN_TIMEOUT":           "1m30s",
+				"MANGO_SHUTDOWN_GRACE":             "1m30s",
+				"MANGO_SANDBOX_LOCALITY":           "rack-7",
+				"MANGO_CONTROLPLANE_RETRY":         "45s",
 				"MANGO_TASK_QUEUE_PREFIX":          "prod-2",
 				"MANGO_RECONCILE_INTERVAL":         "30s",
 				"MANGO_RECONCILE_GRACE":            "2m",
@@ -130,9 +135,12 @@ func TestFromEnvValid(t *testing.T) {
 					ControlPlaneAddr:       "api:8081",
 					WorkerToken:            "tok",
 					WorkerID:               "w-1",
+					WorkerIDSet:            true,
+					SandboxLocality:        "rack-7",
+					ControlPlaneRetry:      45 * time.Second,
 					LogLevel:               slog.LevelDebug,
 					LogFormat:              config.LogJSON,
-					ShutdownTimeout:        90 * time.Second,
+					ShutdownGrace:          90 * time.Second,
 					TaskQueuePrefix:        "prod-2",
 					ReconcileInterval:      30 * time.Second,
 					ReconcileGrace:         2 * time.Minute,
@@ -141,6 +149,15 @@ func TestFromEnvValid(t *testing.T) {
 				got.SandboxFactory = sandbox.Factory{}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("FromEnv =\n%+v\nwant\n%+v", got, want)
+				}
+			},
+		},
+		{
+			name: "the older MANGO_SHUTDOWN_TIMEOUT still sets the grace",
+			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "7s"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.ShutdownGrace != 7*time.Second {
+					t.Errorf("ShutdownGrace = %v, want 7s from MANGO_SHUTDOWN_TIMEOUT", c.ShutdownGrace)
 				}
 			},
 		},
@@ -301,6 +318,16 @@ func TestFromEnvInvalid(t *testing.T) {
 			name: "negative duration",
 			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "-1s"},
 			want: []string{`MANGO_SHUTDOWN_TIMEOUT: invalid duration "-1s"`},
+		},
+		{
+			name: "invalid shutdown grace",
+			env:  map[string]string{"MANGO_SHUTDOWN_GRACE": "soon", "MANGO_SHUTDOWN_TIMEOUT": "10s"},
+			want: []string{`MANGO_SHUTDOWN_GRACE: invalid duration "soon"`},
+		},
+		{
+			name: "locality with a dot",
+			env:  map[string]string{"MANGO_SANDBOX_LOCALITY": "host.example"},
+			want: []string{`MANGO_SANDBOX_LOCALITY: invalid locality "host.example" (want 1 to 100 lowercase letters, digits and dashes)`},
 		},
 		{
 			name: "invalid connect timeout",

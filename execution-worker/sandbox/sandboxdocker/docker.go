@@ -141,6 +141,22 @@ func (p *Provider) Client() *client.Client { return p.cli }
 // Config returns the provider's effective configuration.
 func (p *Provider) Config() Config { return p.cfg }
 
+// Locality names the Docker daemon the containers live on by its own ID
+// (Engine API system info), so every worker that talks to this daemon (a
+// restarted one, a second replica, another pod with the same DOCKER_HOST)
+// serves the same sessions.
+func (p *Provider) Locality(ctx context.Context) (string, error) {
+	info, err := p.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return "", fmt.Errorf("docker daemon info at %s: %w", p.cli.DaemonHost(), err)
+	}
+	id := sandbox.SanitizeLocality(info.Info.ID, sandbox.MaxLocalityLen)
+	if id == "" {
+		return "", fmt.Errorf("docker daemon at %s reports no ID", p.cli.DaemonHost())
+	}
+	return id, nil
+}
+
 // Close releases the client's idle connections. Sandboxes keep running.
 func (p *Provider) Close() error { return p.cli.Close() }
 
@@ -420,4 +436,5 @@ var (
 	_ sandbox.Capable   = (*Provider)(nil)
 	_ sandbox.Lister    = (*Provider)(nil)
 	_ sandbox.Destroyer = (*Provider)(nil)
+	_ sandbox.Located   = (*Provider)(nil)
 )

@@ -214,6 +214,18 @@ func (*Provider) Name() string { return Name }
 // Root returns the directory holding the workspaces.
 func (p *Provider) Root() string { return p.root }
 
+// Locality names the filesystem the workspaces live on: the host's
+// identity ([sandbox.HostIdentity]) and a short hash of the canonical root,
+// so workers on one host with different roots never serve each other's
+// sessions, and a restarted worker with the same root serves them at once.
+func (p *Provider) Locality(context.Context) (string, error) {
+	host, err := sandbox.HostIdentity()
+	if err != nil {
+		return "", err
+	}
+	return host + "-" + sandbox.ShortHash(p.root), nil
+}
+
 // marker is the ownership record stored beside a workspace.
 type marker struct {
 	KeyHash   string            `json:"key_hash"`
@@ -852,5 +864,6 @@ var (
 	_ sandbox.Provider  = (*Provider)(nil)
 	_ sandbox.Lister    = (*Provider)(nil)
 	_ sandbox.Destroyer = (*Provider)(nil)
+	_ sandbox.Located   = (*Provider)(nil)
 	_ sandbox.Sandbox   = (*localSandbox)(nil)
 )

@@ -1,16 +1,14 @@
-// Package session is the Session Workflow family: the names that route work
-// to execution workers (task queues, workflow type, activity names) and the
-// activities registered on those queues.
+// Package session is the Session Workflow family: the workflow that runs a
+// session's turns (and the one that deletes a session), the activities they
+// schedule, and the names that route that work to execution workers.
 //
 // Each worker serves one sandbox provider and polls the provider's task
 // queue, [TaskQueue](provider) = "mango.<provider>". Workers of host-bound
-// providers (local, docker) also poll their own host queue,
-// [HostTaskQueue](provider, workerID) = "mango.<provider>.<worker-id>", so a
-// session's later sandbox activities reach the one host that holds its
-// sandbox.
-//
-// The SessionWorkflow itself arrives with the runtime issue. Until then the
-// only registered activity is [Activities.Ping], the health probe of a
-// worker; it is registered on both queues, which also keeps the worker
-// polling them.
+// providers (local, docker) also poll their locality's queue,
+// [LocalityTaskQueue](provider, locality) = "mango.<provider>.<locality>",
+// named for where the sandboxes live (the Docker daemon's ID; the host's
+// identity plus a hash of the workspace root), never for the worker
+// process. A session's binding records that queue, so its later sandbox
+// activities reach any worker that can reach its sandbox: a restarted
+// worker or a second replica serves them at once.
 package session

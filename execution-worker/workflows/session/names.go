@@ -33,9 +33,10 @@ func TaskQueue(provider string) string {
 	return sessionwf.TaskQueue(provider)
 }
 
-// HostTaskQueue returns the task queue that only one worker of a host-bound
-// provider polls, "mango.<provider>.<worker-id>". A session's binding records
-// it, and every later sandbox activity of that session is routed there.
-func HostTaskQueue(provider, workerID string) string {
-	return sessionwf.HostTaskQueue(provider, workerID)
+// LocalityTaskQueue returns the task queue of a host-bound provider's
+// locality, "mango.<provider>.<locality>", polled by every worker that
+// reaches the same sandboxes. A session's binding records it, and every
+// later sandbox activity of that session is routed there.
+func LocalityTaskQueue(provider, locality string) string {
+	return sessionwf.LocalityTaskQueue(provider, locality)
 }

@@ -15,8 +15,8 @@ func TestTaskQueueNames(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{session.TaskQueue("local"), "mango.local"},
 		{session.TaskQueue("docker"), "mango.docker"},
-		{session.HostTaskQueue("local", "host-1-42"), "mango.local.host-1-42"},
-		{session.HostTaskQueue("docker", "w"), "mango.docker.w"},
+		{session.LocalityTaskQueue("local", "0f3a9c-1b2c3d4e"), "mango.local.0f3a9c-1b2c3d4e"},
+		{session.LocalityTaskQueue("docker", "n36x-gkmm"), "mango.docker.n36x-gkmm"},
 		{session.WorkflowType, "SessionWorkflow"},
 		{session.PingActivity, "Ping"},
 	}

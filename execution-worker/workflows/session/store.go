@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 
@@ -95,8 +96,21 @@ func (s *cpStore) ToolResult(ctx context.Context, toolUseID string) (*tools.Resu
 	return &r, true, nil
 }
 
+// startMark is the journal entry that says a tool call has started. Its
+// claim is fresh for every MarkStarted, so a call whose response was lost
+// (the api-server restarted after committing) and that the client sends
+// again still recognises the entry as its own.
+type startMark struct {
+	Content string `json:"content"`
+	Claim   string `json:"claim"`
+}
+
+// MarkStarted claims the start of a tool call: true when this call stored
+// the mark (or stored it on an earlier try of the same RPC), false when
+// another attempt of the turn did.
 func (s *cpStore) MarkStarted(ctx context.Context, key string) (bool, error) {
-	body, err := json.Marshal(tools.Result{Content: "started"})
+	mine := startMark{Content: "started", Claim: rand.Text()}
+	body, err := json.Marshal(mine)
 	if err != nil {
 		return false, err
 	}
@@ -104,7 +118,14 @@ func (s *cpStore) MarkStarted(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("record tool start: %w", err)
 	}
-	return resp.GetCreated(), nil
+	if resp.GetCreated() {
+		return true, nil
+	}
+	var stored startMark
+	if err := json.Unmarshal([]byte(resp.GetEntry().GetBody()), &stored); err != nil {
+		return false, nil // an older mark without a claim: another attempt's
+	}
+	return stored.Claim == mine.Claim, nil
 }
 
 func (s *cpStore) RecordToolResult(ctx context.Context, toolUseID string, r tools.Result) (tools.Result, error) {

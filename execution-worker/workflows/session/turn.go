@@ -78,13 +78,16 @@ type TurnActivities struct {
 	HeartbeatEvery time.Duration
 }
 
-// Register registers RunTurn and HostGone on w.
+// Register registers RunTurn, CheckLocality and HostGone on w.
 func (a *TurnActivities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: RunTurnActivity})
+	w.RegisterActivityWithOptions(a.CheckLocality, activity.RegisterOptions{Name: CheckLocalityActivity})
 	w.RegisterActivityWithOptions(a.HostGone, activity.RegisterOptions{Name: HostGoneActivity})
 }
 
-// HostGoneActivity fails a session whose sandbox host stopped serving.
+// HostGoneActivity terminated a session whose sandbox host stopped
+// serving. Workflows started before CheckLocality (see
+// localityCheckChange) still schedule it.
 const HostGoneActivity = "FailSessionHostGone"
 
 // HostGoneInput is the input of HostGone.
@@ -112,7 +115,7 @@ func (a *TurnActivities) HostGone(ctx context.Context, in HostGoneInput) error {
 	}
 	msg := fmt.Sprintf("the worker holding this session's %s (task queue %s) has not picked up work for %s; the sandbox is unreachable",
 		ref, in.TaskQueue, in.Waited)
-	ev := errorEvent("host_gone/"+in.TaskQueue, "sandbox_unavailable_error", msg, "")
+	ev := errorEvent("host_gone/"+in.TaskQueue, "sandbox_unavailable_error", msg, retryTerminal)
 	return a.complete(ctx, in.SessionID, "host_gone/"+in.TaskQueue, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, run.GetPendingTriggers()...)
 }
 
@@ -247,6 +250,12 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	switch {
 	case runErr == nil:
+	case ctx.Err() != nil && workerStopping(ctx):
+		// The worker shut down and its grace ran out: this attempt fails,
+		// and Temporal retries the turn at once on another worker (or on
+		// this one restarted), which resumes from the transcript.
+		return nil, temporal.NewApplicationErrorWithCause("worker shutting down; the turn resumes on another worker",
+			"WorkerShutdown", runErr)
 	case ctx.Err() != nil:
 		// Interrupted: end the turn idle, and consume the interrupt.
 		interrupts := append([]*pb.Event(nil), batch...)
@@ -274,7 +283,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		return res, nil
 	case agentruntime.OutcomeRoundLimit:
 		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
-			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), "")
+			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), retryExhausted)
 		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
@@ -309,14 +318,14 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		// The environment cannot be set up as asked: retrying the turn
 		// would fail the same way. The turn ends; the next message tries
 		// again (the environment may have been fixed meanwhile).
-		ev := errorEvent(turnKey+"/sandbox_provisioning", "sandbox_provisioning_error", provision.Error(), "")
+		ev := errorEvent(turnKey+"/sandbox_provisioning", "unknown_error", provision.Error(), retryExhausted)
 		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
 		res.Outcome = TurnIdle
 		return res, nil
 	case vanished != nil:
-		ev := errorEvent(turnKey+"/sandbox_vanished", "sandbox_unavailable_error", vanished.Error(), "")
+		ev := errorEvent(turnKey+"/sandbox_vanished", "unknown_error", vanished.Error(), retryTerminal)
 		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
@@ -325,14 +334,14 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 	case errors.As(runErr, &me) && me.Retryable:
 		key := fmt.Sprintf("%s/attempt/%d", turnKey, attempt)
 		if attempt+1 >= MaxModelAttempts {
-			ev := errorEvent(key, me.Type, me.Message, "exhausted")
+			ev := errorEvent(key, me.SessionErrorType(), me.Message, retryExhausted)
 			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}, batch...); err != nil {
 				return nil, err
 			}
 			res.Outcome = TurnIdle
 			return res, nil
 		}
-		ev := errorEvent(key, me.Type, me.Message, "retrying")
+		ev := errorEvent(key, me.SessionErrorType(), me.Message, retryRetrying)
 		if err := a.complete(ctx, sid, key, pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, []*pb.NewEvent{ev}); err != nil {
 			return nil, err
 		}
@@ -343,7 +352,7 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		res.Outcome, res.RetryAfter = TurnRetry, min(delay, time.Minute)
 		return res, nil
 	case errors.As(runErr, &me):
-		ev := errorEvent(turnKey+"/model_error", me.Type, me.Message, "")
+		ev := errorEvent(turnKey+"/model_error", me.SessionErrorType(), me.Message, retryTerminal)
 		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
@@ -355,11 +364,19 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 	return nil, runErr
 }
 
+// Retry statuses of a session.error (its error.retry_status.type): what
+// the client should expect next.
+const (
+	retryRetrying  = "retrying"  // the turn is tried again by itself
+	retryExhausted = "exhausted" // the turn ended; the session is idle and usable
+	retryTerminal  = "terminal"  // the session terminated
+)
+
+// errorEvent is a session.error; retryStatus is one of the retry*
+// constants and is sent as the object {"type": retryStatus} the SDK's
+// typed union expects.
 func errorEvent(key, typ, message, retryStatus string) *pb.NewEvent {
-	body := map[string]any{"type": typ, "message": message}
-	if retryStatus != "" {
-		body["retry_status"] = retryStatus
-	}
+	body := map[string]any{"type": typ, "message": message, "retry_status": map[string]string{"type": retryStatus}}
 	b, _ := json.Marshal(map[string]any{"error": body})
 	return &pb.NewEvent{Key: key + "/session_error", Type: "session.error", Body: string(b)}
 }
@@ -400,6 +417,17 @@ func (a *TurnActivities) bindingQueue(ctx context.Context, sid string) (string, 
 		return "", err
 	}
 	return resp.GetBinding().GetTaskQueue(), nil
+}
+
+// workerStopping reports whether the worker running the activity has
+// begun to shut down, which tells its cancellation apart from an interrupt.
+func workerStopping(ctx context.Context) bool {
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return true
+	default:
+		return false
+	}
 }
 
 // heartbeat records heartbeats until stopped; heartbeat responses carry

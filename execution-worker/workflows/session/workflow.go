@@ -16,9 +16,17 @@ import (
 // as new.
 const continueAsNewAfter = 4000
 
-// defaultHostQueueTimeout is how long a turn waits for the worker holding
-// the session's sandbox before the session fails explicitly.
-const defaultHostQueueTimeout = 10 * time.Minute
+// defaultHostQueueTimeout is how long a turn waits on the locality queue
+// of the session's sandbox before the workflow asks whether any worker of
+// that locality is alive (MANGO_HOST_GONE_AFTER on the api-server).
+const defaultHostQueueTimeout = 2 * time.Minute
+
+// localityCheckChange versions the handling of a turn nobody picked up:
+// before it the session was terminated at once (FailSessionHostGone);
+// since, CheckLocality tells a busy locality (schedule again), a moved
+// binding (follow it) and a dead one (the turn fails, the session stays
+// usable) apart.
+const localityCheckChange = "locality-check"
 
 // SessionWorkflow runs a session's turns, one RunTurn activity per pending
 // trigger, in order. Wake-up signals (sent by the api-server after it
@@ -131,15 +139,35 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 		var timeout *temporal.TimeoutError
 		switch {
 		case errors.As(runErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			// Nobody serves the sandbox's host queue: fail the session
-			// explicitly, from the provider's shared queue.
-			failCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			// Nobody picked the turn up from the sandbox's locality queue:
+			// ask, from the provider's shared queue, why.
+			checkCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
 				RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second}})
-			if err := workflow.ExecuteActivity(failCtx, HostGoneActivity, HostGoneInput{SessionID: in.GetSessionId(), TaskQueue: queue,
-				Waited: opts.ScheduleToStartTimeout}).Get(ctx, nil); err != nil {
+			if workflow.GetVersion(ctx, localityCheckChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				if err := workflow.ExecuteActivity(checkCtx, HostGoneActivity, HostGoneInput{SessionID: in.GetSessionId(), TaskQueue: queue,
+					Waited: opts.ScheduleToStartTimeout}).Get(ctx, nil); err != nil {
+					return err
+				}
+				return nil
+			}
+			var check CheckLocalityResult
+			if err := workflow.ExecuteActivity(checkCtx, CheckLocalityActivity, CheckLocalityInput{SessionID: in.GetSessionId(),
+				TaskQueue: queue, Window: opts.ScheduleToStartTimeout}).Get(ctx, &check); err != nil {
 				return err
 			}
-			return nil
+			switch check.Outcome {
+			case LocalityDeleted:
+				return nil
+			case LocalityMoved:
+				queue = check.TaskQueue
+				pending = true
+			case LocalityAlive:
+				pending = true // busy, not gone: schedule the turn again
+			default:
+				// LocalityGone: the turn failed explicitly and consumed the
+				// pending work; the next message tries the locality again.
+				attempt = 0
+			}
 		case errors.As(runErr, &canceled):
 			attempt = 0
 			pending = true // the turn was interrupted: look for queued work

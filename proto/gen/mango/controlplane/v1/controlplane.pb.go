@@ -2335,6 +2335,110 @@ func (x *RecordWorkerHeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// GetTaskQueueHealthRequest names the task queue asked about.
+type GetTaskQueueHealthRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Task queue name, for example "mango.docker.<daemon-id>"; required.
+	TaskQueue     string `protobuf:"bytes,1,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskQueueHealthRequest) Reset() {
+	*x = GetTaskQueueHealthRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskQueueHealthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskQueueHealthRequest) ProtoMessage() {}
+
+func (x *GetTaskQueueHealthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskQueueHealthRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskQueueHealthRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetTaskQueueHealthRequest) GetTaskQueue() string {
+	if x != nil {
+		return x.TaskQueue
+	}
+	return ""
+}
+
+// GetTaskQueueHealthResponse tells how recently a worker polling the queue
+// was seen.
+type GetTaskQueueHealthResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most recent heartbeat of any worker that listed the queue among those
+	// it polls; unset when no worker ever did.
+	LastHeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=last_heartbeat_at,json=lastHeartbeatAt,proto3" json:"last_heartbeat_at,omitempty"`
+	// The api-server's clock when it answered, to compare last_heartbeat_at
+	// against without trusting the caller's clock.
+	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskQueueHealthResponse) Reset() {
+	*x = GetTaskQueueHealthResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskQueueHealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskQueueHealthResponse) ProtoMessage() {}
+
+func (x *GetTaskQueueHealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskQueueHealthResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskQueueHealthResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetTaskQueueHealthResponse) GetLastHeartbeatAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHeartbeatAt
+	}
+	return nil
+}
+
+func (x *GetTaskQueueHealthResponse) GetServerTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServerTime
+	}
+	return nil
+}
+
 // PreviewFrame is one ephemeral preview of an event being produced.
 type PreviewFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2362,7 +2466,7 @@ type PreviewFrame struct {
 
 func (x *PreviewFrame) Reset() {
 	*x = PreviewFrame{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2478,7 @@ func (x *PreviewFrame) String() string {
 func (*PreviewFrame) ProtoMessage() {}
 
 func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2491,7 @@ func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewFrame.ProtoReflect.Descriptor instead.
 func (*PreviewFrame) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PreviewFrame) GetSessionId() string {
@@ -2450,7 +2554,7 @@ type StreamPreviewsRequest struct {
 
 func (x *StreamPreviewsRequest) Reset() {
 	*x = StreamPreviewsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2566,7 @@ func (x *StreamPreviewsRequest) String() string {
 func (*StreamPreviewsRequest) ProtoMessage() {}
 
 func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2579,7 @@ func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsRequest.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StreamPreviewsRequest) GetFrames() []*PreviewFrame {
@@ -2496,7 +2600,7 @@ type StreamPreviewsResponse struct {
 
 func (x *StreamPreviewsResponse) Reset() {
 	*x = StreamPreviewsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2612,7 @@ func (x *StreamPreviewsResponse) String() string {
 func (*StreamPreviewsResponse) ProtoMessage() {}
 
 func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2625,7 @@ func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsResponse.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
@@ -2542,7 +2646,7 @@ type FinalizeSessionDeletionRequest struct {
 
 func (x *FinalizeSessionDeletionRequest) Reset() {
 	*x = FinalizeSessionDeletionRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2658,7 @@ func (x *FinalizeSessionDeletionRequest) String() string {
 func (*FinalizeSessionDeletionRequest) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2671,7 @@ func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FinalizeSessionDeletionRequest) GetSessionId() string {
@@ -2589,7 +2693,7 @@ type FinalizeSessionDeletionResponse struct {
 
 func (x *FinalizeSessionDeletionResponse) Reset() {
 	*x = FinalizeSessionDeletionResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2705,7 @@ func (x *FinalizeSessionDeletionResponse) String() string {
 func (*FinalizeSessionDeletionResponse) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2718,7 @@ func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
@@ -2790,6 +2894,13 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\"\\\n" +
 	"\x1dRecordWorkerHeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"serverTime\":\n" +
+	"\x19GetTaskQueueHealthRequest\x12\x1d\n" +
+	"\n" +
+	"task_queue\x18\x01 \x01(\tR\ttaskQueue\"\xa1\x01\n" +
+	"\x1aGetTaskQueueHealthResponse\x12F\n" +
+	"\x11last_heartbeat_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastHeartbeatAt\x12;\n" +
+	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\"\x8b\x02\n" +
 	"\fPreviewFrame\x12\x1d\n" +
 	"\n" +
@@ -2827,7 +2938,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
-	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x96\x0e\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x91\x0f\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
 	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
@@ -2845,7 +2956,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rDeleteBinding\x12+.mango.controlplane.v1.DeleteBindingRequest\x1a,.mango.controlplane.v1.DeleteBindingResponse\x12g\n" +
 	"\fListBindings\x12*.mango.controlplane.v1.ListBindingsRequest\x1a+.mango.controlplane.v1.ListBindingsResponse\x12\x88\x01\n" +
 	"\x17FinalizeSessionDeletion\x125.mango.controlplane.v1.FinalizeSessionDeletionRequest\x1a6.mango.controlplane.v1.FinalizeSessionDeletionResponse\x12\x82\x01\n" +
-	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12o\n" +
+	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12y\n" +
+	"\x12GetTaskQueueHealth\x120.mango.controlplane.v1.GetTaskQueueHealthRequest\x1a1.mango.controlplane.v1.GetTaskQueueHealthResponse\x12o\n" +
 	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
@@ -2861,7 +2973,7 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
 	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
@@ -2899,16 +3011,18 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ListBindingsResponse)(nil),            // 33: mango.controlplane.v1.ListBindingsResponse
 	(*RecordWorkerHeartbeatRequest)(nil),    // 34: mango.controlplane.v1.RecordWorkerHeartbeatRequest
 	(*RecordWorkerHeartbeatResponse)(nil),   // 35: mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	(*PreviewFrame)(nil),                    // 36: mango.controlplane.v1.PreviewFrame
-	(*StreamPreviewsRequest)(nil),           // 37: mango.controlplane.v1.StreamPreviewsRequest
-	(*StreamPreviewsResponse)(nil),          // 38: mango.controlplane.v1.StreamPreviewsResponse
-	(*FinalizeSessionDeletionRequest)(nil),  // 39: mango.controlplane.v1.FinalizeSessionDeletionRequest
-	(*FinalizeSessionDeletionResponse)(nil), // 40: mango.controlplane.v1.FinalizeSessionDeletionResponse
-	(*timestamppb.Timestamp)(nil),           // 41: google.protobuf.Timestamp
+	(*GetTaskQueueHealthRequest)(nil),       // 36: mango.controlplane.v1.GetTaskQueueHealthRequest
+	(*GetTaskQueueHealthResponse)(nil),      // 37: mango.controlplane.v1.GetTaskQueueHealthResponse
+	(*PreviewFrame)(nil),                    // 38: mango.controlplane.v1.PreviewFrame
+	(*StreamPreviewsRequest)(nil),           // 39: mango.controlplane.v1.StreamPreviewsRequest
+	(*StreamPreviewsResponse)(nil),          // 40: mango.controlplane.v1.StreamPreviewsResponse
+	(*FinalizeSessionDeletionRequest)(nil),  // 41: mango.controlplane.v1.FinalizeSessionDeletionRequest
+	(*FinalizeSessionDeletionResponse)(nil), // 42: mango.controlplane.v1.FinalizeSessionDeletionResponse
+	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	41, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	41, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	43, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	43, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 3: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
 	5,  // 4: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
@@ -2924,56 +3038,60 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	3,  // 14: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
 	0,  // 15: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	5,  // 16: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	41, // 17: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	43, // 17: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
 	18, // 18: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
 	18, // 19: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	41, // 20: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	41, // 21: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 20: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	43, // 21: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
 	23, // 22: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 23: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 24: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	23, // 25: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	41, // 26: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 27: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	41, // 28: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	36, // 29: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	6,  // 30: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	8,  // 31: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	10, // 32: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	12, // 33: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	14, // 34: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	16, // 35: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	19, // 36: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	21, // 37: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	24, // 38: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	26, // 39: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	28, // 40: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	30, // 41: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	32, // 42: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	39, // 43: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	34, // 44: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 45: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	7,  // 46: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	9,  // 47: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	11, // 48: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	13, // 49: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	15, // 50: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	17, // 51: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	20, // 52: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	22, // 53: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	25, // 54: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	27, // 55: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	29, // 56: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	31, // 57: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	33, // 58: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	40, // 59: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	35, // 60: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 61: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	46, // [46:62] is the sub-list for method output_type
-	30, // [30:46] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	43, // 26: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	43, // 27: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	43, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 29: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	43, // 30: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	38, // 31: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	6,  // 32: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	8,  // 33: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	10, // 34: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	12, // 35: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	14, // 36: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	16, // 37: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	19, // 38: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	21, // 39: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	24, // 40: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	26, // 41: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	28, // 42: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	30, // 43: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	32, // 44: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	41, // 45: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	34, // 46: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	36, // 47: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	39, // 48: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	7,  // 49: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	9,  // 50: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	11, // 51: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	13, // 52: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	15, // 53: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	17, // 54: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	20, // 55: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	22, // 56: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	25, // 57: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	27, // 58: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	29, // 59: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	31, // 60: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	33, // 61: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	42, // 62: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	35, // 63: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	37, // 64: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	40, // 65: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	49, // [49:66] is the sub-list for method output_type
+	32, // [32:49] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -2987,7 +3105,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

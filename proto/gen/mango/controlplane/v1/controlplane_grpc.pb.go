@@ -44,6 +44,7 @@ const (
 	ControlPlane_ListBindings_FullMethodName            = "/mango.controlplane.v1.ControlPlane/ListBindings"
 	ControlPlane_FinalizeSessionDeletion_FullMethodName = "/mango.controlplane.v1.ControlPlane/FinalizeSessionDeletion"
 	ControlPlane_RecordWorkerHeartbeat_FullMethodName   = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
+	ControlPlane_GetTaskQueueHealth_FullMethodName      = "/mango.controlplane.v1.ControlPlane/GetTaskQueueHealth"
 	ControlPlane_StreamPreviews_FullMethodName          = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
 )
 
@@ -116,6 +117,11 @@ type ControlPlaneClient interface {
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(ctx context.Context, in *RecordWorkerHeartbeatRequest, opts ...grpc.CallOption) (*RecordWorkerHeartbeatResponse, error)
+	// GetTaskQueueHealth reports when a worker polling a task queue last sent
+	// a heartbeat. A Session Workflow asks it when a turn waited on its
+	// sandbox's locality queue for the host-gone window without being picked
+	// up, to tell a busy locality from one with no live worker.
+	GetTaskQueueHealth(ctx context.Context, in *GetTaskQueueHealthRequest, opts ...grpc.CallOption) (*GetTaskQueueHealthResponse, error)
 	// StreamPreviews carries ephemeral preview frames (event_start and
 	// event_delta) from a worker to the api-server, which forwards them to
 	// stream subscribers without storing them. The response is sent when the
@@ -281,6 +287,16 @@ func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *Reco
 	return out, nil
 }
 
+func (c *controlPlaneClient) GetTaskQueueHealth(ctx context.Context, in *GetTaskQueueHealthRequest, opts ...grpc.CallOption) (*GetTaskQueueHealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTaskQueueHealthResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_GetTaskQueueHealth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlPlaneClient) StreamPreviews(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ControlPlane_ServiceDesc.Streams[0], ControlPlane_StreamPreviews_FullMethodName, cOpts...)
@@ -363,6 +379,11 @@ type ControlPlaneServer interface {
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error)
+	// GetTaskQueueHealth reports when a worker polling a task queue last sent
+	// a heartbeat. A Session Workflow asks it when a turn waited on its
+	// sandbox's locality queue for the host-gone window without being picked
+	// up, to tell a busy locality from one with no live worker.
+	GetTaskQueueHealth(context.Context, *GetTaskQueueHealthRequest) (*GetTaskQueueHealthResponse, error)
 	// StreamPreviews carries ephemeral preview frames (event_start and
 	// event_delta) from a worker to the api-server, which forwards them to
 	// stream subscribers without storing them. The response is sent when the
@@ -422,6 +443,9 @@ func (UnimplementedControlPlaneServer) FinalizeSessionDeletion(context.Context, 
 }
 func (UnimplementedControlPlaneServer) RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordWorkerHeartbeat not implemented")
+}
+func (UnimplementedControlPlaneServer) GetTaskQueueHealth(context.Context, *GetTaskQueueHealthRequest) (*GetTaskQueueHealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTaskQueueHealth not implemented")
 }
 func (UnimplementedControlPlaneServer) StreamPreviews(grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamPreviews not implemented")
@@ -717,6 +741,24 @@ func _ControlPlane_RecordWorkerHeartbeat_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_GetTaskQueueHealth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskQueueHealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).GetTaskQueueHealth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_GetTaskQueueHealth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).GetTaskQueueHealth(ctx, req.(*GetTaskQueueHealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlane_StreamPreviews_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ControlPlaneServer).StreamPreviews(&grpc.GenericServerStream[StreamPreviewsRequest, StreamPreviewsResponse]{ServerStream: stream})
 }
@@ -790,6 +832,10 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordWorkerHeartbeat",
 			Handler:    _ControlPlane_RecordWorkerHeartbeat_Handler,
+		},
+		{
+			MethodName: "GetTaskQueueHealth",
+			Handler:    _ControlPlane_GetTaskQueueHealth_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

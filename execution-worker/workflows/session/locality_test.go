@@ -1,0 +1,109 @@
+package session_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mangohq/mango/execution-worker/workflows/session"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// localityCP answers the calls CheckLocality makes; the embedded nil
+// client makes any other call panic.
+type localityCP struct {
+	pb.ControlPlaneClient
+	runErr    error
+	binding   *pb.SandboxBinding
+	lastSeen  *timestamppb.Timestamp
+	now       time.Time
+	completed []*pb.CompleteTurnRequest
+}
+
+func (f *localityCP) GetRun(context.Context, *pb.GetRunRequest, ...grpc.CallOption) (*pb.GetRunResponse, error) {
+	if f.runErr != nil {
+		return nil, f.runErr
+	}
+	return &pb.GetRunResponse{PendingTriggers: []*pb.Event{{Id: "sevt_1", Type: "user.message"}}}, nil
+}
+
+func (f *localityCP) GetBinding(context.Context, *pb.GetBindingRequest, ...grpc.CallOption) (*pb.GetBindingResponse, error) {
+	return &pb.GetBindingResponse{Binding: f.binding}, nil
+}
+
+func (f *localityCP) GetTaskQueueHealth(context.Context, *pb.GetTaskQueueHealthRequest, ...grpc.CallOption) (*pb.GetTaskQueueHealthResponse, error) {
+	return &pb.GetTaskQueueHealthResponse{LastHeartbeatAt: f.lastSeen, ServerTime: timestamppb.New(f.now)}, nil
+}
+
+func (f *localityCP) CompleteTurn(_ context.Context, req *pb.CompleteTurnRequest, _ ...grpc.CallOption) (*pb.CompleteTurnResponse, error) {
+	f.completed = append(f.completed, req)
+	return &pb.CompleteTurnResponse{}, nil
+}
+
+func TestCheckLocality(t *testing.T) {
+	t.Parallel()
+	const queue = "mango.docker.n36x-gkmm"
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	bound := &pb.SandboxBinding{Provider: "docker", ExternalId: "c0ffee", TaskQueue: queue}
+	tests := []struct {
+		name      string
+		cp        *localityCP
+		want      session.CheckLocalityResult
+		completes bool
+	}{
+		{"a worker seen within the window is busy, not gone",
+			&localityCP{binding: bound, lastSeen: timestamppb.New(now.Add(-10 * time.Second)), now: now},
+			session.CheckLocalityResult{Outcome: session.LocalityAlive}, false},
+		{"a binding moved to another queue is followed",
+			&localityCP{binding: &pb.SandboxBinding{Provider: "docker", ExternalId: "c0ffee", TaskQueue: "mango.docker.other"}, now: now},
+			session.CheckLocalityResult{Outcome: session.LocalityMoved, TaskQueue: "mango.docker.other"}, false},
+		{"a deleted session ends the workflow",
+			&localityCP{runErr: status.Error(codes.NotFound, "gone")},
+			session.CheckLocalityResult{Outcome: session.LocalityDeleted}, false},
+		{"last seen before the window: the turn fails",
+			&localityCP{binding: bound, lastSeen: timestamppb.New(now.Add(-3 * time.Minute)), now: now},
+			session.CheckLocalityResult{Outcome: session.LocalityGone}, true},
+		{"never seen: the turn fails",
+			&localityCP{binding: bound, now: now},
+			session.CheckLocalityResult{Outcome: session.LocalityGone}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := &session.TurnActivities{ControlPlane: tt.cp}
+			got, err := a.CheckLocality(context.Background(), session.CheckLocalityInput{SessionID: "sesn_1", TaskQueue: queue, Window: 2 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *got != tt.want {
+				t.Errorf("CheckLocality = %+v, want %+v", *got, tt.want)
+			}
+			if !tt.completes {
+				if len(tt.cp.completed) != 0 {
+					t.Errorf("the turn was completed (%v); it must be left alone", tt.cp.completed)
+				}
+				return
+			}
+			if len(tt.cp.completed) != 1 {
+				t.Fatalf("CompleteTurn calls = %d, want 1", len(tt.cp.completed))
+			}
+			req := tt.cp.completed[0]
+			if req.GetOutcome() != pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED || len(req.GetProcessedEventIds()) != 1 ||
+				len(req.GetEvents()) != 1 || req.GetEvents()[0].GetType() != "session.error" {
+				t.Fatalf("CompleteTurn = %v, want retries_exhausted consuming sevt_1 with one session.error", req)
+			}
+			body := req.GetEvents()[0].GetBody()
+			for _, want := range []string{`"type":"unknown_error"`, `"retry_status":{"type":"exhausted"}`, "docker sandbox c0ffee", queue} {
+				if !strings.Contains(body, want) {
+					t.Errorf("session.error body %s lacks %s", body, want)
+				}
+			}
+		})
+	}
+}
