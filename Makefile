@@ -15,7 +15,7 @@ PKGS    := $(foreach m,$(MODULES),github.com/mangohq/mango/$(m)/...)
 export GOWORK := $(ROOT)/go.work
 export PATH   := $(BIN):$(PATH)
 
-.PHONY: help tools build generate verify lint test fuzz dev dev-up dev-down dev-status dev-env-init \
+.PHONY: help tools build generate verify lint test test-faults fuzz dev dev-up dev-down dev-status dev-env-init \
         stack-up stack-down stack-status test-stack-up test-stack-down migrate bench clean
 
 help: ## Show this help
@@ -48,8 +48,11 @@ lint: ## Run golangci-lint in each module (api-server db execution-worker proto)
 	  echo "golangci-lint: $$m"; (cd $$m && $(BIN)/golangci-lint run ./...) || rc=1; \
 	done; exit $$rc
 
-test: ## Full test run: tools, test stack, go vet, go test, fuzz, dev smoke, verify, lint
+test: ## Full test run: tools, test stack, go vet, go test, fuzz, fault injection, dev smoke, verify, lint
 	@scripts/test.sh
+
+test-faults: ## Fault-injection suite: real processes, crashes of worker, api-server, PostgreSQL and Temporal mid-turn
+	@scripts/faults.sh
 
 fuzz: ## Run each fuzz target for MANGO_FUZZ_TIME (default 10s); FUZZ="FuzzA FuzzB" picks targets
 	@scripts/fuzz.sh $(FUZZ)

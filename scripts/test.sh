@@ -5,6 +5,7 @@
 #   2. go test -count=1 -p 2 -timeout 20m (all workspace modules) with
 #      MANGO_TEST_DATABASE_URL, MANGO_TEST_TEMPORAL_HOSTPORT, MANGO_REQUIRE_SERVICES=1
 #   2a. scripts/fuzz.sh: each fuzz target for MANGO_FUZZ_TIME (default 10s)
+#   2b. scripts/faults.sh: the fault-injection suite (its own processes)
 #   3. scripts/dev-smoke.sh (make dev-up, quickstart, make dev-down)
 #   4. make verify (generated code up to date, buf lint)
 #   5. make lint (golangci-lint in every module)
@@ -117,6 +118,7 @@ step "go vet" go_vet
 step "sandbox image" sandbox_image
 step "go test" go_test "$@"
 step "fuzz" "${REPO_ROOT}/scripts/fuzz.sh"
+step "fault injection" "${REPO_ROOT}/scripts/faults.sh"
 step "dev smoke" "${REPO_ROOT}/scripts/dev-smoke.sh"
 step "live gates skip" live_gates
 step "make verify" "$MAKE" --no-print-directory verify
