@@ -508,3 +508,61 @@ func TestWorkerCrashMidStream(t *testing.T) {
 		t.Errorf("idle events = %d, want 1", n)
 	}
 }
+
+// TestWorkerDrainsOnSIGTERM: a worker told to stop (SIGTERM, as Kubernetes
+// does on a rollout) stops polling and lets the running turn finish within
+// its grace, then exits cleanly; a turn longer than the grace is cancelled
+// and retried at once by the worker that replaces it. Nothing is lost or
+// duplicated either way. Defaults throughout, except the grace.
+func TestWorkerDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	t.Run("the turn finishes within the grace", func(t *testing.T) {
+		t.Parallel()
+		e := newTurnEnv(t)
+		id := e.session(t, toolset)
+		events := e.watch(t, id)
+		e.say(t, id, `#tool bash {"command":"sleep 2; echo finished"}`)
+		until(t, events, "agent.tool_use", 30*time.Second)
+		_ = e.worker.cmd.Process.Signal(syscall.SIGTERM)
+		evs := until(t, events, "session.status_idle", 30*time.Second)
+		if r := last(evs, "agent.tool_result"); strings.TrimSpace(resultText(r)) != "finished" {
+			t.Errorf("tool result = %v, want the command's own output: the draining worker finishes it", r)
+		}
+		select {
+		case <-e.worker.done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the worker did not exit within 20s of SIGTERM and the turn's end")
+		}
+		if code := e.worker.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("worker exit status after SIGTERM = %d, want 0 (a clean drain)", code)
+		}
+	})
+	t.Run("a turn longer than the grace resumes on the next worker", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.Start(t)
+		e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+		e.worker = startWorkerWith(t, srv, "drain-1", e.root, map[string]string{"MANGO_SHUTDOWN_GRACE": "1s"})
+		id := e.session(t, toolset)
+		events := e.watch(t, id)
+		e.say(t, id, `#tool bash {"command":"sleep 25"}`)
+		until(t, events, "agent.tool_use", 30*time.Second)
+		start := time.Now()
+		_ = e.worker.cmd.Process.Signal(syscall.SIGTERM)
+		startWorker(t, srv, "drain-2", e.root) // the replacement pod: same host, same root
+		evs := until(t, events, "session.status_idle", 30*time.Second)
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("turn ended %v after SIGTERM, want within 30s", d)
+		}
+		page, err := e.client.Beta.Sessions.Events.List(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, ev := range page.Data {
+			seen[ev.Type]++
+		}
+		if seen["user.message"] != 1 || seen["agent.tool_use"] != 1 || seen["agent.tool_result"] != 1 || seen["session.status_idle"] != 1 {
+			t.Errorf("event counts after the drain = %v, want one message, one tool use with one result, one idle (%v)", seen, typesOf(evs))
+		}
+	})
+}
