@@ -2203,15 +2203,16 @@ func (x *ListBindingsResponse) GetBindings() []*SandboxBinding {
 // the heartbeat.
 type RecordWorkerHeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Identifier of the worker process (MANGO_WORKER_ID), unique among live
-	// workers; it is also the last segment of the worker's host task queue.
+	// Identifier of the worker process (MANGO_WORKER_ID, default
+	// <hostname>-<pid>), unique among live workers. It names the worker only;
+	// task queues are named for providers and localities.
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Lowercase name of the sandbox provider the worker serves, for example
 	// "local" or "docker".
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	// Every Temporal task queue the worker polls: the provider queue
-	// "mango.<provider>" and, for host-bound providers, the host queue
-	// "mango.<provider>.<worker_id>".
+	// "mango.<provider>" and, for host-bound providers, the locality queue
+	// "mango.<provider>.<locality>" named for where its sandboxes live.
 	TaskQueues []string `protobuf:"bytes,3,rep,name=task_queues,json=taskQueues,proto3" json:"task_queues,omitempty"`
 	// Optional sandbox capabilities the worker's provider supports, as stable
 	// lowercase names (for example "limited_networking"); requests needing a

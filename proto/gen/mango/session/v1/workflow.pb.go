@@ -113,9 +113,11 @@ type SessionWorkflowInput struct {
 	// History length (events) after which an idle workflow continues as new;
 	// 0 means the default (4000). Carried across continue-as-new.
 	HistoryLimit int32 `protobuf:"varint,4,opt,name=history_limit,json=historyLimit,proto3" json:"history_limit,omitempty"`
-	// How long a turn may wait for the worker holding the session's sandbox
-	// (its host queue) before the session fails explicitly; 0 means the
-	// default (10 minutes). Carried across continue-as-new.
+	// How long a turn may wait on the locality queue of the session's
+	// sandbox before the workflow checks whether any worker of that locality
+	// is alive (MANGO_HOST_GONE_AFTER); when none heartbeated within it, the
+	// turn fails explicitly. 0 means the default (2 minutes). Carried across
+	// continue-as-new.
 	HostQueueTimeoutSeconds int32 `protobuf:"varint,5,opt,name=host_queue_timeout_seconds,json=hostQueueTimeoutSeconds,proto3" json:"host_queue_timeout_seconds,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
