@@ -425,3 +425,25 @@ func TestCapabilities(t *testing.T) {
 		t.Errorf("bridge: Capabilities = %v, want packages only", caps)
 	}
 }
+
+// TestLocalityIsTheDaemon: the locality is the daemon's own ID, the same
+// for every provider (every worker) talking to that daemon.
+func TestLocalityIsTheDaemon(t *testing.T) {
+	t.Parallel()
+	cli := daemon(t)
+	info, err := cli.Info(context.Background(), client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newProvider(t, sandboxdocker.Config{}).Locality(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newProvider(t, sandboxdocker.Config{}).Locality(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sandbox.SanitizeLocality(info.Info.ID, sandbox.MaxLocalityLen); a != want || b != want {
+		t.Errorf("localities %q, %q; want both %q from daemon ID %q", a, b, want, info.Info.ID)
+	}
+}
