@@ -68,6 +68,12 @@ func TooLarge(limit int64) *Error {
 		Message: fmt.Sprintf("request body exceeds the maximum size of %d bytes", limit)}
 }
 
+// Unavailable returns a 503 overloaded_error: a dependency is down for a
+// moment and the same request may succeed later (the SDKs retry it).
+func Unavailable(message string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: Overloaded, Message: message}
+}
+
 // Internal is the only error shown for failures whose cause is internal.
 func Internal() *Error {
 	return &Error{Status: http.StatusInternalServerError, Type: API, Message: "internal server error"}

@@ -55,6 +55,11 @@ func (a *API) publicError(err error, c echo.Context) *apierror.Error {
 		}
 	case errors.Is(err, db.ErrNotFound):
 		return apierror.NotFoundf("not found")
+	case db.Unavailable(err):
+		// PostgreSQL restarting or unreachable: nothing was done, and the
+		// same request may succeed in a moment.
+		a.deps.Logger.Warn("database unavailable", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
+		return apierror.Unavailable("the service's database is unavailable for a moment; retry the request")
 	}
 	a.deps.Logger.Error("internal error", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
 	return apierror.Internal()

@@ -108,8 +108,7 @@ func (a *API) checkLiveWorker(ctx context.Context, provider string) error {
 			return nil
 		}
 	}
-	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.Overloaded,
-		Message: fmt.Sprintf("no live worker of the %s sandbox provider has reported in the last %s; the session was not created (retry once a worker is up)", provider, LiveWorkerWindow)}
+	return apierror.Unavailable(fmt.Sprintf("no live worker of the %s sandbox provider has reported in the last %s; the session was not created (retry once a worker is up)", provider, LiveWorkerWindow))
 }
 
 // providerCollector exports mango_provider_live_workers{provider} and
