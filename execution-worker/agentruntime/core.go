@@ -468,7 +468,10 @@ func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[
 			return nil, "", false, err
 		}
 	}
-	stored, err := c.Store.RecordToolResult(ctx, useEventID, out)
+	// A result the tool produced is recorded even if the run was cancelled
+	// meanwhile: losing it would make the next attempt report the call
+	// ambiguous. The store's own retry budget bounds the wait.
+	stored, err := c.Store.RecordToolResult(context.WithoutCancel(ctx), useEventID, out)
 	if err != nil {
 		return nil, "", false, err
 	}

@@ -12,7 +12,7 @@ import (
 // Retry backoff bounds of [RetryUnavailable].
 const (
 	retryFirst = 50 * time.Millisecond
-	retryMax   = 2 * time.Second
+	retryMax   = time.Second
 )
 
 // RetryUnavailable returns a unary client interceptor that retries a call

@@ -250,12 +250,13 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	switch {
 	case runErr == nil:
-	case ctx.Err() != nil && workerStopping(ctx):
-		// The worker shut down and its grace ran out: this attempt fails,
-		// and Temporal retries the turn at once on another worker (or on
-		// this one restarted), which resumes from the transcript.
-		return nil, temporal.NewApplicationErrorWithCause("worker shutting down; the turn resumes on another worker",
-			"WorkerShutdown", runErr)
+	case ctx.Err() != nil && !interrupted(ctx):
+		// The attempt was abandoned, not interrupted: the worker shut down
+		// and its grace ran out, or Temporal no longer knows this attempt
+		// (it timed out while Temporal or this worker was unreachable, and
+		// another attempt runs the turn). This attempt fails; the next one
+		// resumes from the transcript and the tool journal.
+		return nil, temporal.NewApplicationErrorWithCause(abandonReason(ctx), "TurnAttemptAbandoned", runErr)
 	case ctx.Err() != nil:
 		// Interrupted: end the turn idle, and consume the interrupt.
 		interrupts := append([]*pb.Event(nil), batch...)
@@ -419,14 +420,23 @@ func (a *TurnActivities) bindingQueue(ctx context.Context, sid string) (string, 
 	return resp.GetBinding().GetTaskQueue(), nil
 }
 
-// workerStopping reports whether the worker running the activity has
-// begun to shut down, which tells its cancellation apart from an interrupt.
-func workerStopping(ctx context.Context) bool {
+// interrupted reports whether the activity's cancellation is a
+// cancellation Temporal requested: the workflow cancelled the turn (a
+// user.interrupt, a deletion). A worker shutting down, or a heartbeat
+// answered "no such attempt" (the attempt timed out meanwhile), cancel the
+// context with other causes.
+func interrupted(ctx context.Context) bool {
+	var canceled *temporal.CanceledError
+	return errors.As(context.Cause(ctx), &canceled)
+}
+
+// abandonReason says why a cancelled attempt that was not interrupted ends.
+func abandonReason(ctx context.Context) string {
 	select {
 	case <-activity.GetWorkerStopChannel(ctx):
-		return true
+		return "worker shutting down; the turn resumes on another worker"
 	default:
-		return false
+		return "this attempt of the turn is no longer current; the turn resumes in the next attempt"
 	}
 }
 
