@@ -234,8 +234,14 @@ func TestFaults(t *testing.T) {
 	// Every session, as the client sees it now.
 	markers := localMarkers(t, sandboxes)
 	if withDocker {
-		for k, v := range dockerMarkers(t, runID) {
+		got, containers := dockerMarkers(t, runID)
+		for k, v := range got {
 			markers[k] += v
+		}
+		// One container per session, kept across the worker's death: the
+		// restarted worker resumed in it rather than starting over.
+		if containers != len(dockerSess) {
+			t.Errorf("%d containers for %d docker sessions, want one each", containers, len(dockerSess))
 		}
 	}
 	ambiguous := map[string]map[int]bool{} // session -> turns with an ambiguous result
@@ -590,8 +596,9 @@ func localMarkers(t *testing.T, root string) map[string]int {
 	return out
 }
 
-// dockerMarkers reads the marker lines of the run's containers.
-func dockerMarkers(t *testing.T, runID string) map[string]int {
+// dockerMarkers reads the marker lines of the run's containers and counts
+// the containers.
+func dockerMarkers(t *testing.T, runID string) (map[string]int, int) {
 	t.Helper()
 	out := map[string]int{}
 	ids, err := exec.Command("docker", "ps", "-aq", "--filter", "label=mango.faults="+runID).Output()
@@ -608,7 +615,7 @@ func dockerMarkers(t *testing.T, runID string) map[string]int {
 			out[line]++
 		}
 	}
-	return out
+	return out, len(strings.Fields(string(ids)))
 }
 
 func removeContainers(runID string) {
