@@ -10,7 +10,8 @@
 #
 # bin/.tools-stamp records a hash of scripts/tools/go.mod+go.sum and the
 # Temporal version; a component is rebuilt only if missing or its pin changed.
-# Set MANGO_SKIP_APT=1 to never call apt-get.
+# Set MANGO_SKIP_APT=1 to never call apt-get. With the argument `runtime`
+# only PostgreSQL, the Temporal CLI, busybox and curl are installed.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -156,10 +157,17 @@ ensure_misc() {
 	command -v curl >/dev/null 2>&1 || apt_install curl || warn "curl not found: apt-get install curl (needed by make dev)"
 }
 
+# `install-tools.sh runtime` installs only what running Mango needs
+# (PostgreSQL, the Temporal CLI, busybox, curl): `make dev` and the stacks
+# call it, so a fresh clone starts without `make tools` first.
 start=$SECONDS
 ensure_postgres
 ensure_busybox
 ensure_misc
 install_temporal
+if [[ "${1:-}" == runtime ]]; then
+	ok "runtime tools ready ($((SECONDS - start))s)"
+	exit 0
+fi
 install_tools_module
 ok "tools ready ($((SECONDS - start))s)"

@@ -335,6 +335,9 @@ esac
 
 case "$VERB" in
 up)
+	# A fresh clone has no bin/: install what running needs (quick when
+	# it is there already).
+	"${REPO_ROOT}/scripts/install-tools.sh" runtime
 	if want postgres; then pg_up; fi
 	if want temporal; then temporal_up; fi
 	;;
