@@ -177,12 +177,15 @@ DOCKER_WORKER=0
 # first, without any registry). Its log is execution-worker-docker.log.
 start_docker_worker() {
 	((DOCKER_WORKER)) || return 0
+	if read_pid "$DOCKER_WORKER_PIDFILE" >/dev/null; then
+		return 0 # still running (dev-up after only the local worker died)
+	fi
 	if ! "${REPO_ROOT}/scripts/build-sandbox-image.sh"; then
 		warn "building the docker sandbox image failed; not starting the docker worker"
 		return 0
 	fi
 	start_bg execution-worker-docker "$DOCKER_WORKER_PIDFILE" "${STATE_DIR}/execution-worker-docker.log" \
-		env MANGO_SANDBOX=docker MANGO_WORKER_ID="$(hostname)-docker" "$WORKER_BIN"
+		env MANGO_SANDBOX=docker "$WORKER_BIN"
 }
 
 # ------------------------------------------------------------- banner
