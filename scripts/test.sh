@@ -2,7 +2,7 @@
 # scripts/test.sh — everything `make test` runs, fail fast, with timings:
 #   0. scripts/install-tools.sh, scripts/stack.sh up test
 #   1. go vet (all workspace modules)
-#   2. go test -count=1 -p 2 -timeout 20m (all workspace modules) with
+#   2. go test -count=1 -race -p 2 -timeout 20m (all workspace modules) with
 #      MANGO_TEST_DATABASE_URL, MANGO_TEST_TEMPORAL_HOSTPORT, MANGO_REQUIRE_SERVICES=1
 #   2a. scripts/fuzz.sh: each fuzz target for MANGO_FUZZ_TIME (default 10s)
 #   2b. scripts/faults.sh: the fault-injection suite (its own processes)
@@ -108,7 +108,7 @@ sandbox_image() {
 		log "no Docker daemon: docker sandbox tests will skip (or fail with MANGO_REQUIRE_SERVICES=1)"
 	fi
 }
-go_test() { go test -count=1 -race=false -p 2 -timeout 20m "$@" "${PKGS[@]}"; }
+go_test() { go test -count=1 -race -p 2 -timeout 20m "$@" "${PKGS[@]}"; }
 
 step "install tools" "${REPO_ROOT}/scripts/install-tools.sh"
 step "stack up test" stack_up
