@@ -152,7 +152,8 @@ func Start(t testing.TB, env ...string) *Server {
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("api-server migrate: %v\n%s", err, out)
 	}
-	var logs bytes.Buffer
+	// The deadline below reads the logs while the process still writes them.
+	var logs lockedBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -194,6 +195,25 @@ func Start(t testing.TB, env ...string) *Server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockedBuffer collects a process's output; it may be read while the
+// process writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func createDatabase(t testing.TB, admin string) string {
