@@ -161,8 +161,11 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 			t.Error("Run did not return within 10s of cancellation")
 		}
 	})
-	// Let the relay fail against the stopped server for a while.
-	time.Sleep(500 * time.Millisecond)
+	// The relay tries too, fails against the stopped server and keeps the
+	// row.
+	waitFor(t, 30*time.Second, "a relay delivery to fail against the stopped server", func() bool {
+		return testutil.ToFloat64(deliveries(t, reg, "error", "relay")) >= 1
+	})
 	if rows := outboxRows(t, store); len(rows) != 1 {
 		t.Fatalf("outbox while Temporal is down = %+v; want the row kept", rows)
 	}
@@ -538,7 +541,8 @@ func TestWakeIsAsynchronous(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = relay.Run(ctx); close(done) }()
 	defer func() { release(); stop(); <-done }()
-	time.Sleep(100 * time.Millisecond) // Run is up
+	// Before Run is up, Wake delivers synchronously (and would block).
+	waitFor(t, 5*time.Second, "Run to start", relay.Running)
 
 	id := newSessionID(t)
 	createSession(t, store, id)
