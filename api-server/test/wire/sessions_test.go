@@ -435,13 +435,20 @@ func TestStreamLastEventIDReplay(t *testing.T) {
 			t.Errorf("replayed[%d] = %s %s, want %s %s", i, f.id, f.event, want.ID, want.Type)
 		}
 	}
-	select {
-	case f := <-frames:
-		t.Errorf("unexpected extra frame %+v (sent twice?)", f)
-	case <-time.After(200 * time.Millisecond):
+	// Frames arrive in log order, so the next frame being the next event
+	// committed shows that nothing was sent twice.
+	r := send(t, srv, id, msg)
+	var sent struct {
+		Data []struct{ ID string }
+	}
+	if err := json.Unmarshal(r.body, &sent); err != nil || r.status != http.StatusOK || len(sent.Data) != 1 {
+		t.Fatalf("send = %d %s (%v), want the one event committed", r.status, r.body, err)
+	}
+	if f := nextFrame(t, frames); f.id != sent.Data[0].ID {
+		t.Errorf("frame after the replay = %s %s, want the event committed next, %s (sent twice?)", f.id, f.event, sent.Data[0].ID)
 	}
 	// An unknown Last-Event-ID is refused.
-	r := do(t, srv, http.MethodGet, "/v1/sessions/"+id+"/events/stream", "", nil, map[string]string{"Last-Event-ID": "sevt_000000000000000000000000"})
+	r = do(t, srv, http.MethodGet, "/v1/sessions/"+id+"/events/stream", "", nil, map[string]string{"Last-Event-ID": "sevt_000000000000000000000000"})
 	checkEnvelope(t, r, http.StatusBadRequest, "invalid_request_error", "Last-Event-ID")
 }
 
