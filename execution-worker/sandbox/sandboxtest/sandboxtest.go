@@ -481,19 +481,21 @@ func (s *suite) testExecCancel(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
+		// The foreground child writes fg.started as it starts, so the
+		// test knows the shell is waiting for it.
 		res, err := sb.Exec(ctx, sandbox.ExecRequest{
-			Command: "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; sleep 30",
+			Command: "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; sh -c 'echo > fg.started; exec sleep 30'",
 		})
 		done <- result{res, err}
 	}()
 
-	// Cancel once both PIDs are recorded (polled through a fresh context:
-	// the command itself runs for 30s).
+	// Cancel once both PIDs are recorded and the shell waits for its
+	// foreground child (polled through a fresh context: the command itself
+	// runs for 30s).
 	waitFor(t, 10*time.Second, func() bool {
-		data, err := sb.ReadFile(t.Context(), "child.pid")
-		return err == nil && len(data) > 0 && data[len(data)-1] == '\n'
-	}, "the command to write child.pid")
-	time.Sleep(200 * time.Millisecond)
+		data, err := sb.ReadFile(t.Context(), "fg.started")
+		return err == nil && len(data) > 0
+	}, "the command to start its foreground child")
 	cancelled := time.Now()
 	cancel()
 
