@@ -19,15 +19,26 @@ type BindingLister interface {
 // binding or intent references is destroyed. It needs a provider that can
 // list and destroy its resources; others are skipped.
 //
-// Host-bound providers only see their host's resources, so every worker
-// reconciles its own host; for remote providers any worker may, and
-// concurrent passes are harmless because every step is idempotent.
+// Host-bound providers only see their locality's resources, so every
+// worker reconciles its own locality; for remote providers any worker may,
+// and concurrent passes are harmless because every step is idempotent.
+//
+// With QueueLive set, a pass also re-points bindings: a resource this
+// worker lists (so it reaches it) whose binding names another task queue
+// that no live worker polls (a per-worker host queue of a version before
+// locality queues, or a locality renamed) is bound to TaskQueue. The
+// session's workflow follows the binding the next time a turn finds the
+// old queue unserved (CheckLocality).
 type Reconciler struct {
 	Provider Provider
 	Bindings BindingLister
 	// TaskQueue is recorded when binding a resource found for an intent
 	// without a queue.
 	TaskQueue string
+	// QueueLive reports whether a worker polling queue is alive; nil
+	// never re-points a binding (remote providers, whose bindings name
+	// the shared queue).
+	QueueLive func(ctx context.Context, queue string) (bool, error)
 	// Grace spares resources younger than this, as a margin for clocks.
 	Grace time.Duration
 	// Interval spaces the passes of Run.
@@ -39,6 +50,8 @@ type Reconciler struct {
 type ReconcileResult struct {
 	Destroyed []Ref
 	Bound     []Ref
+	// Moved are sandboxes whose binding now names TaskQueue.
+	Moved []Ref
 }
 
 // RunOnce makes one pass.
@@ -65,6 +78,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		byHash[KeyHash(b.SessionID)] = b
 	}
 	now := time.Now()
+	live := map[string]bool{} // per pass: queue -> a live worker polls it
 	for _, o := range owned {
 		b, referenced := byHash[o.KeyHash]
 		switch {
@@ -78,10 +92,18 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 				return res, fmt.Errorf("bind sandbox %s to session %s: %w", o.Ref.ID, b.SessionID, err)
 			}
 			res.Bound = append(res.Bound, o.Ref)
+		case referenced && b.ExternalID == o.Ref.ID:
+			moved, err := r.relocate(ctx, b, live)
+			if err != nil {
+				return res, err
+			}
+			if moved {
+				res.Moved = append(res.Moved, o.Ref)
+			}
 		case referenced:
-			// Bound (to this or, after a crash, a duplicate resource: the
-			// binding wins; a different external id is an orphan).
-			if b.ExternalID != o.Ref.ID && old(o, now, r.Grace) {
+			// Bound, after a crash, to a duplicate resource: the binding
+			// wins, this one is an orphan.
+			if old(o, now, r.Grace) {
 				if err := destroyer.DestroyRef(ctx, o.Ref); err != nil {
 					return res, fmt.Errorf("destroy duplicate sandbox %s: %w", o.Ref.ID, err)
 				}
@@ -95,6 +117,30 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// relocate re-points b to r.TaskQueue when it names a queue no live
+// worker polls; live caches answers for the pass.
+func (r *Reconciler) relocate(ctx context.Context, b Binding, live map[string]bool) (bool, error) {
+	if r.QueueLive == nil || b.TaskQueue == r.TaskQueue || r.TaskQueue == "" {
+		return false, nil
+	}
+	alive, known := live[b.TaskQueue]
+	if !known {
+		var err error
+		if alive, err = r.QueueLive(ctx, b.TaskQueue); err != nil {
+			return false, fmt.Errorf("health of task queue %s: %w", b.TaskQueue, err)
+		}
+		live[b.TaskQueue] = alive
+	}
+	if alive {
+		return false, nil
+	}
+	b.TaskQueue = r.TaskQueue
+	if _, err := r.Bindings.PutBinding(ctx, b); err != nil {
+		return false, fmt.Errorf("re-point the binding of session %s to %s: %w", b.SessionID, r.TaskQueue, err)
+	}
+	return true, nil
 }
 
 func old(o Owned, now time.Time, grace time.Duration) bool {
@@ -123,8 +169,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
-		case len(res.Destroyed)+len(res.Bound) > 0:
-			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound))
+		case len(res.Destroyed)+len(res.Bound)+len(res.Moved) > 0:
+			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
+				"moved_to", r.TaskQueue, "moved", len(res.Moved))
 		}
 		t.Reset(interval)
 	}

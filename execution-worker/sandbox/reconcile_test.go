@@ -72,7 +72,29 @@ func testReconciler(t *testing.T, env *managerEnv, p sandbox.Provider) {
 		t.Errorf("binding of the crash-window session = %+v, %v; want %s on %s", b, err, crashRef.ID, queue)
 	}
 	// A second pass changes nothing.
-	if res, err := r.RunOnce(ctx); err != nil || len(res.Destroyed)+len(res.Bound) != 0 {
+	if res, err := r.RunOnce(ctx); err != nil || len(res.Destroyed)+len(res.Bound)+len(res.Moved) != 0 {
 		t.Errorf("second pass = %+v, %v; want nothing to do", res, err)
+	}
+
+	// A worker of a new locality that reaches these sandboxes re-points
+	// bindings whose queue nobody serves any more, and only those.
+	liveQueues := map[string]bool{queue: true}
+	moved := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: "mango.test.locality-2",
+		QueueLive: func(_ context.Context, q string) (bool, error) { return liveQueues[q], nil }}
+	if res, err := moved.RunOnce(ctx); err != nil || len(res.Moved) != 0 {
+		t.Errorf("pass with the old queue live = %+v, %v; want nothing moved", res, err)
+	}
+	liveQueues[queue] = false
+	res, err = moved.RunOnce(ctx)
+	if err != nil || len(res.Moved) != 2 {
+		t.Fatalf("pass with the old queue dead = %+v, %v; want both bound sandboxes moved", res, err)
+	}
+	for _, sid := range []string{bound, unbound} {
+		if b, err := env.bindings.GetBinding(ctx, sid); err != nil || b.TaskQueue != "mango.test.locality-2" {
+			t.Errorf("binding of %s = %+v, %v; want it on mango.test.locality-2", sid, b, err)
+		}
+	}
+	if _, err := p.Attach(ctx, bound, kept.Ref()); err != nil {
+		t.Errorf("the moved sandbox is still attachable: %v", err)
 	}
 }

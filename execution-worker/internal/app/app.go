@@ -130,6 +130,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
+	if cfg.SandboxFactory.Traits.HostBound {
+		reconciler.QueueLive = queueLive(cp)
+	}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
 	go reconciler.Run(reconcileCtx)
@@ -272,6 +275,24 @@ func newLogger(cfg *config.Config, out io.Writer) *slog.Logger {
 
 // heartbeatInterval spaces the worker's heartbeats to the ControlPlane.
 const heartbeatInterval = 10 * time.Second
+
+// queueLiveWindow is how recent a heartbeat of a worker polling a queue
+// must be for the reconciler to leave bindings naming that queue alone:
+// six missed heartbeats.
+const queueLiveWindow = 6 * heartbeatInterval
+
+// queueLive reports, through the ControlPlane, whether a worker polling a
+// task queue has heartbeated within queueLiveWindow.
+func queueLive(cp pb.ControlPlaneClient) func(ctx context.Context, queue string) (bool, error) {
+	return func(ctx context.Context, queue string) (bool, error) {
+		h, err := cp.GetTaskQueueHealth(ctx, &pb.GetTaskQueueHealthRequest{TaskQueue: queue})
+		if err != nil {
+			return false, err
+		}
+		last := h.GetLastHeartbeatAt()
+		return last != nil && h.GetServerTime().AsTime().Sub(last.AsTime()) < queueLiveWindow, nil
+	}
+}
 
 // heartbeats tells the ControlPlane, now and then every heartbeatInterval,
 // that this worker is alive, which queues it polls and which sandbox

@@ -109,7 +109,7 @@ func TestRecordHistories(t *testing.T) {
 	waitIdle(gone, 1)
 	stop()
 	other := maps.Clone(env)
-	other["MANGO_SANDBOX_LOCALITY"] = "another-host"
+	other["MANGO_LOCAL_SANDBOX_ROOT"] = t.TempDir() // another locality: cannot reach the sandbox
 	stopOther := runWorker(t, other)
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
 	waitIdle(gone, 2)

@@ -2,23 +2,26 @@ package app_test
 
 import (
 	"context"
-	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
-	"github.com/mangohq/mango/proto/sessionwf"
-	"go.temporal.io/sdk/client"
-	"maps"
-	"os"
-	"path/filepath"
-
 	"encoding/json"
 	"fmt"
-	enums "go.temporal.io/api/enums/v1"
+	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 type listedEvent struct {
@@ -450,10 +453,10 @@ func TestLocalityGoneFailsTurn(t *testing.T) {
 	sendMessage(t, srv, session, `#tool bash {"command":"echo kept > kept.txt"}`)
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	stop()
-	// A worker of another locality serves the provider's queue (and so
-	// the check) but cannot reach the sandbox.
+	// A worker of another locality (another sandbox root) serves the
+	// provider's queue, and so the check, but cannot reach the sandbox.
 	other := maps.Clone(env)
-	other["MANGO_SANDBOX_LOCALITY"] = "another-host"
+	other["MANGO_LOCAL_SANDBOX_ROOT"] = t.TempDir()
 	runWorker(t, other)
 	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
@@ -481,6 +484,61 @@ func TestLocalityGoneFailsTurn(t *testing.T) {
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
 		t.Errorf("last idle = %s, want end_turn", idle.Raw)
+	}
+}
+
+// TestMovedBindingIsFollowed: a session bound to a queue nobody serves
+// any more (a per-worker host queue of an earlier version), whose binding
+// the reconciler of a worker that reaches the sandbox has re-pointed to
+// that worker's locality, runs its next turn there, in the same sandbox.
+func TestMovedBindingIsFollowed(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	old := maps.Clone(env)
+	old["MANGO_SANDBOX_LOCALITY"] = "oldhost-4242" // the queue an earlier version named
+	stopOld := runWorker(t, old)
+	session := srv.NewSession(t, "local")
+	startSessionWorkflowWith(t, env, session, &sessionv1.SessionWorkflowInput{SessionId: session, Provider: "local", HostQueueTimeoutSeconds: 2})
+	sendMessage(t, srv, session, `#tool bash {"command":"echo kept > kept.txt"}`)
+	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	stopOld()
+
+	// What the new worker's reconciler does for a sandbox it reaches whose
+	// queue is dead: re-point the binding to its own locality.
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: env["MANGO_LOCAL_SANDBOX_ROOT"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := local.Locality(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := controlplane.Dial(srv.GRPCAddr, srv.WorkerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cp.Close() }()
+	bindings := controlplane.NewBindings(cp)
+	queues := sessionwf.Queues{Prefix: env["MANGO_TASK_QUEUE_PREFIX"]}
+	b, err := bindings.GetBinding(context.Background(), session)
+	if err != nil || b.TaskQueue != queues.Locality("local", "oldhost-4242") {
+		t.Fatalf("binding = %+v, %v; want it on the old queue", b, err)
+	}
+	r := &sandbox.Reconciler{Provider: local, Bindings: bindings,
+		TaskQueue: queues.Locality("local", loc),
+		QueueLive: func(context.Context, string) (bool, error) { return false, nil }}
+	if res, err := r.RunOnce(context.Background()); err != nil || len(res.Moved) != 1 {
+		t.Fatalf("reconcile = %+v, %v; want the binding moved", res, err)
+	}
+
+	runWorker(t, env) // the default locality for this host and root
+	sendMessage(t, srv, session, `#tool bash {"command":"cat kept.txt"}`)
+	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	if r := lastOf(evs, "agent.tool_result"); r == nil || len(r.Content) == 0 || strings.TrimSpace(r.Content[0].Text) != "kept" {
+		t.Errorf("tool result after the move = %v (events %s), want the file of the first turn", r, types(evs))
+	}
+	if n := countType(evs, "session.error"); n != 0 {
+		t.Errorf("session errors = %d, want none: the moved binding is followed, not failed", n)
 	}
 }
 
