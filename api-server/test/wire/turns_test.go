@@ -381,23 +381,18 @@ func TestWorkerCrashMidTurn(t *testing.T) {
 	events := e.watch(t, id)
 	e.say(t, id, "#tool bash {\"command\":\"echo one >> runs.log\"}\n#tool bash {\"command\":\"echo two >> runs.log; sleep 20\"}")
 	until(t, events, "agent.tool_use", 30*time.Second)
-	until(t, events, "agent.tool_use", 30*time.Second) // the second tool is running
-	time.Sleep(300 * time.Millisecond)
+	until(t, events, "agent.tool_use", 30*time.Second) // the second tool is starting
+	waitFile(t, func() bool {                          // ... and has written its line
+		b, _ := os.ReadFile(filepath.Join(e.root, sandboxDir(t, e.root), "runs.log"))
+		return string(b) == "one\ntwo\n"
+	})
 	e.worker.stop(syscall.SIGKILL)
 	startWorker(t, e.srv, "wire-w1", e.root) // the same host comes back
 	evs := until(t, events, "session.status_idle", 60*time.Second)
 	if r := last(evs, "agent.tool_result"); r["is_error"] != true || !strings.Contains(resultText(r), "may or may not have completed") {
 		t.Errorf("in-flight tool result = %v, want ambiguous", r)
 	}
-	page, err := e.client.Beta.Sessions.Events.List(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, ev := range page.Data {
-		seen[ev.Type]++
-	}
-	if seen["agent.tool_use"] != 2 || seen["agent.tool_result"] != 2 || seen["session.status_idle"] != 1 || seen["agent.message"] != 1 {
+	if seen := e.typeCounts(t, id); seen["agent.tool_use"] != 2 || seen["agent.tool_result"] != 2 || seen["session.status_idle"] != 1 || seen["agent.message"] != 1 {
 		t.Errorf("event counts after the crash: %v", seen)
 	}
 	data, err := os.ReadFile(filepath.Join(e.root, sandboxDir(t, e.root), "runs.log"))
@@ -406,6 +401,32 @@ func TestWorkerCrashMidTurn(t *testing.T) {
 	}
 	if string(data) != "one\ntwo\n" {
 		t.Errorf("runs.log = %q, want each tool run exactly once", data)
+	}
+}
+
+// typeCounts lists the session's events and counts them by type.
+func (e *turnEnv) typeCounts(t *testing.T, id string) map[string]int {
+	t.Helper()
+	page, err := e.client.Beta.Sessions.Events.List(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, ev := range page.Data {
+		seen[ev.Type]++
+	}
+	return seen
+}
+
+// waitFile polls cond (a file's content) for up to 30 s.
+func waitFile(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition on the sandbox's files not met within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -553,15 +574,7 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("turn ended %v after SIGTERM, want within 30s", d)
 		}
-		page, err := e.client.Beta.Sessions.Events.List(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[string]int{}
-		for _, ev := range page.Data {
-			seen[ev.Type]++
-		}
-		if seen["user.message"] != 1 || seen["agent.tool_use"] != 1 || seen["agent.tool_result"] != 1 || seen["session.status_idle"] != 1 {
+		if seen := e.typeCounts(t, id); seen["user.message"] != 1 || seen["agent.tool_use"] != 1 || seen["agent.tool_result"] != 1 || seen["session.status_idle"] != 1 {
 			t.Errorf("event counts after the drain = %v, want one message, one tool use with one result, one idle (%v)", seen, typesOf(evs))
 		}
 	})
