@@ -2,7 +2,9 @@
 // talk to, for the worker's tests. The worker may not import api-server or
 // db code, so the server is built from source and run as a process on a
 // fresh PostgreSQL database (created from MANGO_TEST_DATABASE_URL and
-// migrated with `api-server migrate`), listening on 127.0.0.1.
+// migrated with `api-server migrate`), listening on 127.0.0.1. Tests run
+// with the race detector build the server with it too, and fail when it
+// reports a data race.
 package cptest
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -95,7 +98,11 @@ func build() (string, error) {
 			return
 		}
 		binary = filepath.Join(dir, "api-server")
-		cmd := exec.Command("go", "build", "-o", binary, "./api-server/cmd/api-server")
+		args := []string{"build", "-o", binary}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./api-server/cmd/api-server")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("build api-server: %v\n%s", err, out)
@@ -172,8 +179,11 @@ func Start(t testing.TB, env ...string) *Server {
 			exitErr = <-done
 		}
 		_ = exitErr
-		if t.Failed() {
-			t.Logf("api-server output:\n%s", logs.String())
+		switch out := logs.String(); {
+		case strings.Contains(out, "WARNING: DATA RACE"):
+			t.Errorf("the api-server reported a data race; its output:\n%s", out)
+		case t.Failed():
+			t.Logf("api-server output:\n%s", out)
 		}
 	})
 	deadline := time.Now().Add(20 * time.Second)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package cptest
+
+const raceEnabled = false
