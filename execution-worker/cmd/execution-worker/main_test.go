@@ -19,11 +19,16 @@ import (
 )
 
 // buildWorker compiles the execution-worker binary into a temporary
-// directory and returns its path.
+// directory and returns its path; with the race detector when the tests
+// run with it.
 func buildWorker(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "execution-worker")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
