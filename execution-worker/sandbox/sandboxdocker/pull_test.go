@@ -108,7 +108,7 @@ func removeImage(t *testing.T, cli *client.Client, ref string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := dockertest.Cleanup(ctx, cli); err != nil {
+	if err := dockertest.CleanupCase(ctx, cli, t); err != nil {
 		t.Errorf("cleanup of test containers: %v", err)
 	}
 	if _, err := cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {

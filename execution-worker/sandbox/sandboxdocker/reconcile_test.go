@@ -3,7 +3,6 @@ package sandboxdocker_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -117,9 +116,7 @@ func TestSessionManagerDockerRestartAndVanish(t *testing.T) {
 func isolatedProvider(t *testing.T) *sandboxdocker.Provider {
 	t.Helper()
 	daemon(t)
-	labels := dockertest.Labels()
-	labels["mango.test.case"] = strings.ReplaceAll(t.Name(), "/", "_")
-	p, err := sandboxdocker.New(context.Background(), sandboxdocker.Config{Labels: labels})
+	p, err := sandboxdocker.New(context.Background(), sandboxdocker.Config{Labels: dockertest.CaseLabels(t)})
 	if err != nil {
 		t.Fatalf("sandboxdocker.New: %v", err)
 	}

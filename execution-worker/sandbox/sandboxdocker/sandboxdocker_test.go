@@ -58,9 +58,10 @@ func daemon(tb testing.TB) *client.Client {
 		tb.Fatalf("build sandbox image: %v", imageErr)
 	}
 	tb.Cleanup(func() {
+		// Only this test's containers: others run in parallel.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := dockertest.Cleanup(ctx, cli); err != nil {
+		if err := dockertest.CleanupCase(ctx, cli, tb); err != nil {
 			tb.Errorf("cleanup of test containers: %v", err)
 		}
 	})
@@ -68,11 +69,11 @@ func daemon(tb testing.TB) *client.Client {
 }
 
 // newProvider returns a fresh provider client (a "worker restart") whose
-// containers carry this process's test label.
+// containers carry this test's labels.
 func newProvider(tb testing.TB, cfg sandboxdocker.Config) *sandboxdocker.Provider {
 	tb.Helper()
 	daemon(tb)
-	cfg.Labels = dockertest.Labels()
+	cfg.Labels = dockertest.CaseLabels(tb)
 	p, err := sandboxdocker.New(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("sandboxdocker.New: %v", err)
@@ -289,7 +290,7 @@ func TestForeignContainers(t *testing.T) {
 	// A container squatting the session's name without Mango's labels.
 	res, err := cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
 		Name:       sandboxdocker.ContainerName(key),
-		Config:     &container.Config{Image: dockertest.Image, Cmd: []string{"true"}, Labels: dockertest.Labels()},
+		Config:     &container.Config{Image: dockertest.Image, Cmd: []string{"true"}, Labels: dockertest.CaseLabels(t)},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 	})
 	if err != nil {

@@ -64,6 +64,25 @@ func Labels() map[string]string {
 	return map[string]string{TestLabel: runID()}
 }
 
+// CaseLabel is put, with the test's name, on the containers of one test,
+// so that test (and the reconciler of its providers) touches only its own
+// containers while other tests of the process run in parallel.
+const CaseLabel = "mango.test.case"
+
+// CaseLabels returns Labels plus tb's CaseLabel.
+func CaseLabels(tb testing.TB) map[string]string {
+	l := Labels()
+	l[CaseLabel] = strings.ReplaceAll(tb.Name(), "/", "_")
+	return l
+}
+
+// CleanupCase removes the containers of tb (CaseLabels) only; the
+// process-wide sweep ([Cleanup]) belongs in TestMain, after every test.
+func CleanupCase(ctx context.Context, cli *client.Client, tb testing.TB) error {
+	return remove(ctx, cli, client.Filters{}.Add("label", TestLabel+"="+runID()).
+		Add("label", CaseLabel+"="+CaseLabels(tb)[CaseLabel]))
+}
+
 // Client returns a client of the daemon named by the DOCKER_* environment,
 // with the API version negotiated. When the daemon is unreachable it skips
 // tb, or fails it when MANGO_REQUIRE_SERVICES=1.
@@ -266,12 +285,14 @@ func writeRootFS(tw *tar.Writer, prefix string) error {
 }
 
 // Cleanup removes every container carrying this process's test label. It is
-// meant for tb.Cleanup and TestMain, so it runs even when a test failed.
+// meant for TestMain, so it runs after every test, even failed ones; a test
+// cleans up after itself with [CleanupCase].
 func Cleanup(ctx context.Context, cli *client.Client) error {
-	res, err := cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: client.Filters{}.Add("label", TestLabel+"="+runID()),
-	})
+	return remove(ctx, cli, client.Filters{}.Add("label", TestLabel+"="+runID()))
+}
+
+func remove(ctx context.Context, cli *client.Client, filters client.Filters) error {
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
 	if err != nil {
 		return fmt.Errorf("list test containers: %w", err)
 	}
