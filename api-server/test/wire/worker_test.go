@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -45,7 +46,11 @@ func buildWorker(t *testing.T) string {
 			return
 		}
 		workerBin = filepath.Join(out, "execution-worker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "./execution-worker/cmd/execution-worker")
+		args := []string{"build", "-o", workerBin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./execution-worker/cmd/execution-worker")...)
 		cmd.Dir = dir
 		if b, err := cmd.CombinedOutput(); err != nil {
 			workerErr = fmt.Errorf("build execution-worker: %v\n%s", err, b)
@@ -104,9 +109,12 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 	}
 	go func() { _ = cmd.Wait(); close(w.done) }()
 	t.Cleanup(func() {
-		w.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("worker %s output:\n%s", id, w.logs.String())
+		w.stop(syscall.SIGTERM) // returns once the process and its output copy are done
+		switch out := w.logs.String(); {
+		case strings.Contains(out, "WARNING: DATA RACE"):
+			t.Errorf("worker %s reported a data race; its output:\n%s", id, out)
+		case t.Failed():
+			t.Logf("worker %s output:\n%s", id, out)
 		}
 	})
 	return w
