@@ -579,3 +579,58 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 		}
 	})
 }
+
+// TestLocalityGoneThroughSDK: every worker of the locality holding a
+// session's sandbox is gone (SIGKILL, nothing restarted on that host and
+// root). After MANGO_HOST_GONE_AFTER the turn fails explicitly with a
+// session.error the SDK decodes (unknown_error, retry status exhausted,
+// naming the sandbox and its locality), the session goes idle
+// retries_exhausted and stays usable: a worker of that locality coming
+// back serves the next turn in the same sandbox.
+func TestLocalityGoneThroughSDK(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_HOST_GONE_AFTER", "2s"))
+	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+	e.worker = startWorker(t, srv, "gone-1", e.root)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.say(t, id, `#tool bash {"command":"echo kept > kept.txt"}`)
+	until(t, events, "session.status_idle", 30*time.Second)
+	e.worker.stop(syscall.SIGKILL)
+	startWorker(t, srv, "elsewhere", t.TempDir()) // another locality: serves the provider's queue only
+
+	e.say(t, id, `#tool bash {"command":"cat kept.txt"}`)
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	var errRaw string
+	for _, ev := range evs {
+		if ev.Type == "session.error" {
+			errRaw = ev.Raw
+		}
+	}
+	if errRaw == "" {
+		t.Fatalf("no session.error before idle: %v", typesOf(evs))
+	}
+	typ, st := sdkSessionError(t, errRaw)
+	var decoded anthropic.BetaManagedAgentsSessionErrorEvent
+	_ = json.Unmarshal([]byte(errRaw), &decoded)
+	if _, ok := decoded.Error.AsAny().(anthropic.BetaManagedAgentsUnknownErrorObject); !ok || typ != "unknown_error" || st != "exhausted" ||
+		!strings.Contains(decoded.Error.Message, "local sandbox") || !strings.Contains(decoded.Error.Message, srv.TaskQueuePrefix+".local.") {
+		t.Errorf("session.error = %s, want an unknown_error variant, exhausted, naming the sandbox and its locality queue", errRaw)
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "retries_exhausted" {
+		t.Errorf("stop reason after the failed turn = %q, want retries_exhausted", typ)
+	}
+	if n := count(evs, "agent.tool_use"); n != 0 {
+		t.Errorf("the failed turn ran %d tools; it must not run anywhere", n)
+	}
+
+	// The locality is back. It counts as alive once it polls (and
+	// heartbeats): with the 2 s window of this test a message sent while
+	// it starts could still find the locality gone.
+	startWorkerWith(t, srv, "gone-1-back", e.root, map[string]string{"MANGO_LOG_LEVEL": "info"}).polling(t)
+	e.say(t, id, `#tool bash {"command":"cat kept.txt"}`)
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "kept" {
+		t.Errorf("tool result once the locality is back = %q, want the first turn's file (%v)", got, typesOf(evs))
+	}
+}

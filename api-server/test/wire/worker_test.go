@@ -65,7 +65,7 @@ func buildWorker(t *testing.T) string {
 // worker is a running execution-worker process.
 type worker struct {
 	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	logs *lockedBuffer
 	done chan struct{}
 }
 
@@ -102,7 +102,7 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 	for k, v := range extra {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	w := &worker{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan struct{})}
+	w := &worker{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.logs, w.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -118,6 +118,44 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 		}
 	})
 	return w
+}
+
+// lockedBuffer is a bytes.Buffer the process's output copier writes while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// polling waits until the worker polls its task queues (it logs
+// "msg=polling" at info level; the tests' workers log at warn, so this
+// needs MANGO_LOG_LEVEL=info in the worker's environment).
+func (w *worker) polling(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(w.logs.String(), "msg=polling") {
+		select {
+		case <-w.done:
+			t.Fatalf("worker exited before polling; output:\n%s", w.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker not polling within 60s; output:\n%s", w.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (w *worker) stop(sig syscall.Signal) {
