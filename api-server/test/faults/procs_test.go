@@ -46,7 +46,7 @@ func (p *proc) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "\n==== %s start %s\n", time.Now().Format(time.RFC3339Nano), p.name)
+	_, _ = fmt.Fprintf(f, "\n==== %s start %s\n", time.Now().Format(time.RFC3339Nano), p.name)
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = f, f
