@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -31,6 +33,13 @@ func Dial(addr, token string, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearer(token)),
+		// Reconnect within a second of the api-server coming back: gRPC's
+		// default backoff grows to two minutes, so a restart of a few
+		// seconds left turns waiting half a minute for the next attempt.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 	}, opts...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
