@@ -115,7 +115,7 @@ func (a *TurnActivities) HostGone(ctx context.Context, in HostGoneInput) error {
 	}
 	msg := fmt.Sprintf("the worker holding this session's %s (task queue %s) has not picked up work for %s; the sandbox is unreachable",
 		ref, in.TaskQueue, in.Waited)
-	ev := errorEvent("host_gone/"+in.TaskQueue, "sandbox_unavailable_error", msg, retryTerminal)
+	ev := errorEvent("host_gone/"+in.TaskQueue, "unknown_error", msg, retryTerminal)
 	return a.complete(ctx, in.SessionID, "host_gone/"+in.TaskQueue, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, run.GetPendingTriggers()...)
 }
 
