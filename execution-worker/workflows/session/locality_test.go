@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -105,5 +107,31 @@ func TestCheckLocality(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunTurnRunsOnlyWhereTheSandboxIs: a RunTurn taken from a queue
+// other than the one the session's binding names (a first turn's activity
+// retried after its worker died, the sandbox bound to a locality
+// meanwhile) runs nothing and hands the workflow the binding's queue.
+func TestRunTurnRunsOnlyWhereTheSandboxIs(t *testing.T) {
+	t.Parallel()
+	cp := &localityCP{binding: &pb.SandboxBinding{Provider: "local", ExternalId: "/w/1", TaskQueue: "mango.local.elsewhere"}}
+	a := &session.TurnActivities{ControlPlane: cp}
+	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: session.RunTurnActivity})
+	val, err := env.ExecuteActivity(session.RunTurnActivity, session.RunTurnInput{SessionID: "sesn_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res session.RunTurnResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != session.TurnNothing || !res.More || res.TaskQueue != "mango.local.elsewhere" {
+		t.Errorf("RunTurn = %+v, want nothing run, more pending, the binding's queue", res)
+	}
+	if len(cp.completed) != 0 {
+		t.Errorf("the turn was completed here: %v", cp.completed)
 	}
 }

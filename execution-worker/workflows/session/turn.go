@@ -161,6 +161,21 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		res.More = len(pending) > 1
 		return res, nil
 	}
+	// A turn runs only where the session's sandbox can be reached. A first
+	// turn's activity is scheduled on the provider's queue, before any
+	// sandbox exists; retried after the sandbox was bound to a locality
+	// (its worker died after committing the turn's end), it must not run
+	// a later turn on whichever worker took it: it hands the workflow the
+	// binding's queue instead.
+	queue := in.TaskQueue
+	if queue == "" {
+		if queue, err = a.bindingQueue(ctx, sid); err != nil {
+			return nil, fmt.Errorf("load binding of session %s: %w", sid, err)
+		}
+		if queue != "" && queue != activity.GetInfo(ctx).TaskQueue {
+			return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: queue}, nil
+		}
+	}
 	store := &cpStore{cp: a.ControlPlane, sessionID: sid}
 	conv, keys, err := projectTranscript(run.GetTranscript())
 	if err != nil {
@@ -243,10 +258,12 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	// From here on the turn's ending must be recorded even if the activity
 	// was cancelled (an interrupt): use a context that outlives it.
 	done := context.WithoutCancel(ctx)
-	if in.TaskQueue != "" {
-		res.TaskQueue = in.TaskQueue
-	} else if queue, err := a.bindingQueue(done, sid); err == nil {
-		res.TaskQueue = queue
+	res.TaskQueue = queue
+	if queue == "" {
+		// The sandbox, if the turn made one, was bound during it.
+		if q, err := a.bindingQueue(done, sid); err == nil {
+			res.TaskQueue = q
+		}
 	}
 	switch {
 	case runErr == nil:
