@@ -305,7 +305,9 @@ mode_up() {
 	if read_pid "$API_PIDFILE" >/dev/null; then api_alive=1; fi
 	if read_pid "$WORKER_PIDFILE" >/dev/null; then worker_alive=1; fi
 	setup_env
-	if ((api_alive && worker_alive)) && http_ok "${BASE_URL}/readyz" 2>/dev/null; then
+	local docker_alive=1
+	if ((DOCKER_WORKER)) && ! read_pid "$DOCKER_WORKER_PIDFILE" >/dev/null; then docker_alive=0; fi
+	if ((api_alive && worker_alive && docker_alive)) && http_ok "${BASE_URL}/readyz" 2>/dev/null; then
 		log "already running"
 		banner
 		return 0
