@@ -50,13 +50,21 @@ func ValidLocality(s string) bool {
 	return true
 }
 
+// CheckLocality returns an error naming what a valid locality is unless
+// [ValidLocality] accepts s.
+func CheckLocality(s string) error {
+	if ValidLocality(s) {
+		return nil
+	}
+	return fmt.Errorf("invalid locality %q (want 1 to %d lowercase letters, digits and dashes)", s, MaxLocalityLen)
+}
+
 // LocalityOf returns the locality of a host-bound provider: override when
 // set (it must be valid), else the provider's own.
 func LocalityOf(ctx context.Context, p Provider, override string) (string, error) {
 	if override != "" {
-		if !ValidLocality(override) {
-			return "", fmt.Errorf("%s: invalid locality %q (want 1 to %d lowercase letters, digits and dashes)",
-				EnvLocality, override, MaxLocalityLen)
+		if err := CheckLocality(override); err != nil {
+			return "", fmt.Errorf("%s: %w", EnvLocality, err)
 		}
 		return override, nil
 	}

@@ -463,8 +463,11 @@ func (p *parser) workerID(name string) string {
 
 func (p *parser) locality(name string) string {
 	v := p.get(name)
-	if v != "" && !sandbox.ValidLocality(v) {
-		p.fail(name, "invalid locality %q (want 1 to %d lowercase letters, digits and dashes)", v, sandbox.MaxLocalityLen)
+	if v == "" {
+		return ""
+	}
+	if err := sandbox.CheckLocality(v); err != nil {
+		p.fail(name, "%v", err)
 	}
 	return v
 }
