@@ -1,0 +1,3 @@
+module github.com/mangohq/mango/deploy
+
+go 1.26.0
