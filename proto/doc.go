@@ -20,4 +20,6 @@
 //     signal payloads.
 //   - sessionwf (hand-written): the Session Workflow's type, signal name,
 //     workflow id and task queue names.
+//   - tlsconf (hand-written): *tls.Config for the ControlPlane and Temporal
+//     connections from PEM files, with certificates reloaded on rotation.
 package proto
