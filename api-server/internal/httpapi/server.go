@@ -18,6 +18,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/proto/buildinfo"
 )
 
 // Deps are the collaborators of the HTTP API.
@@ -93,7 +94,7 @@ func New(deps Deps) *API {
 	e.HTTPErrorHandler = a.handleError
 	e.Use(requestID, newHTTPMetrics(deps.Registry).middleware, a.accessLog, a.recoverPanics, a.authenticate)
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/healthz", healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{})))
 
@@ -128,6 +129,12 @@ func New(deps Deps) *API {
 
 // Handler returns the http.Handler serving the API.
 func (a *API) Handler() http.Handler { return a.echo }
+
+// healthz answers liveness probes with the build that is running.
+func healthz(c echo.Context) error {
+	b := buildinfo.Get()
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": b.Version, "commit": b.Commit})
+}
 
 func (a *API) readyz(c echo.Context) error {
 	if a.deps.Ready != nil {

@@ -6,7 +6,23 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mangohq/mango/proto/buildinfo"
 )
+
+// BuildInfo returns the mango_build_info gauge: always 1, labelled with
+// the component, version, commit and Go version of this binary.
+func BuildInfo(component string) prometheus.Collector {
+	b := buildinfo.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mango_build_info",
+		Help: "The component's version, commit and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"component": component, "version": b.Version,
+			"commit": b.Commit, "go_version": b.GoVersion},
+	})
+	g.Set(1)
+	return g
+}
 
 // EventsAppended returns the counter of events appended to session logs
 // for one source ("http", "controlplane"), registering the shared

@@ -34,14 +34,14 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/proto/buildinfo"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 
-// Version is the worker's build version, reported by the Ping activity and
-// in logs. Release builds set it with
-// -ldflags "-X github.com/mangohq/mango/execution-worker/internal/app.Version=v1.2.3".
-var Version = "dev"
+// Version is the worker's build version (package buildinfo), reported in
+// its heartbeat, by the Ping activity and in logs.
+var Version = buildinfo.Get().Version
 
 // PollingMessage is the log message written once every worker polls its
 // task queue. Tests and operators can wait for it.

@@ -34,6 +34,8 @@ func TestWorkerMetrics(t *testing.T) {
 		`mango_worker_preview_frames_sent_total `,
 		`mango_worker_preview_frames_dropped_total `,
 		`mango_worker_preview_stream_connected 1`,
+		`mango_build_info{commit="`,
+		`component="execution-worker"`,
 		`go_goroutines `,
 	}
 	var body string

@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mangohq/mango/proto/buildinfo"
 )
 
 // Previews reports the preview stream's counters.
@@ -50,7 +53,13 @@ func New(provider, version string, previews Previews) *Worker {
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mango_worker_info", Help: "The worker's provider and version.",
 		ConstLabels: prometheus.Labels{"provider": provider, "version": version}})
 	info.Set(1)
-	reg.MustRegister(w.turns, w.turnSeconds, info,
+	b := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "mango_build_info",
+		Help: "The component's version, commit and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"component": "execution-worker", "version": b.Version,
+			"commit": b.Commit, "go_version": b.GoVersion}})
+	build.Set(1)
+	reg.MustRegister(w.turns, w.turnSeconds, info, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if previews != nil {
 		reg.MustRegister(
@@ -79,11 +88,18 @@ func (w *Worker) Turn(outcome string, took time.Duration) {
 // Listen binds addr, so a taken port fails startup; Serve then serves.
 func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
+// healthz answers liveness probes with the build that is running.
+func healthz(rw http.ResponseWriter, _ *http.Request) {
+	b := buildinfo.Get()
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(map[string]string{"status": "ok", "version": b.Version, "commit": b.Commit})
+}
+
 // Serve serves /metrics and /healthz on l until ctx ends.
 func (w *Worker) Serve(ctx context.Context, l net.Listener, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", healthz)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
