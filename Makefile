@@ -15,7 +15,7 @@ PKGS    := $(foreach m,$(MODULES),github.com/mangohq/mango/$(m)/...)
 export GOWORK := $(ROOT)/go.work
 export PATH   := $(BIN):$(PATH)
 
-.PHONY: help tools build generate verify lint test test-faults fuzz dev dev-up dev-down dev-status dev-env-init \
+.PHONY: help tools build images generate verify lint test test-faults fuzz dev dev-up dev-down dev-status dev-env-init \
         stack-up stack-down stack-status test-stack-up test-stack-down migrate bench clean
 
 help: ## Show this help
@@ -25,9 +25,13 @@ help: ## Show this help
 tools: ## Build pinned tools into bin/ (temporal, sqlc, buf, goose, golangci-lint, protoc-gen-*) and check PostgreSQL 15
 	@scripts/install-tools.sh
 
-build: ## Build bin/api-server and bin/execution-worker
-	go build -o $(BIN)/api-server ./api-server/cmd/api-server
-	go build -o $(BIN)/execution-worker ./execution-worker/cmd/execution-worker
+build: ## Build bin/api-server and bin/execution-worker, version and commit stamped
+	@. scripts/lib.sh; flags="$$(go_ldflags "$$(build_version)" "$$(build_commit)")"; set -x; \
+	go build -ldflags "$$flags" -o $(BIN)/api-server ./api-server/cmd/api-server; \
+	go build -ldflags "$$flags" -o $(BIN)/execution-worker ./execution-worker/cmd/execution-worker
+
+images: ## Build the container images (FROM scratch, no registry): mangohq/mango-{api-server,execution-worker,execution-worker-local}:dev
+	@scripts/build-images.sh
 
 generate: ## Regenerate sqlc (db/sqlc.yaml) and buf (proto/buf.gen.yaml) output, buf lint
 	@if [ -f db/sqlc.yaml ]; then \

@@ -41,32 +41,15 @@ if ((!force)) && docker image inspect "$tag" >/dev/null 2>&1; then
 	exit 0
 fi
 
-busybox="${MANGO_BUSYBOX:-/bin/busybox}"
-is_static() { [[ -x "$1" ]] && ! LC_ALL=C readelf -l "$1" 2>/dev/null | grep -q 'INTERP'; }
-if ! is_static "$busybox"; then
-	if [[ -z "${MANGO_BUSYBOX:-}" && "$(id -u)" == 0 && "${MANGO_SKIP_APT:-0}" != 1 ]]; then
-		log "installing busybox-static"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null ||
-			{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null; }
-	fi
-	is_static "$busybox" || die "${busybox} is not a statically linked busybox; install busybox-static or set MANGO_BUSYBOX"
-fi
+busybox="$(ensure_static_busybox)"
 
 ctx="$(mktemp -d)"
 trap 'rm -rf "$ctx"' EXIT
 root="${ctx}/rootfs"
-mkdir -p "${root}/bin" "${root}/etc" "${root}/root" "${root}/tmp" "${root}/workspace" "${root}/usr"
+mkdir -p "${root}/etc" "${root}/root" "${root}/tmp" "${root}/workspace"
 chmod 0700 "${root}/root"
 chmod 1777 "${root}/tmp"
-cp "$busybox" "${root}/bin/busybox"
-chmod 0755 "${root}/bin/busybox"
-for applet in $("$busybox" --list); do
-	case "$applet" in busybox | *[/[]*) continue ;; esac
-	ln -s busybox "${root}/bin/${applet}"
-done
-ln -s bin "${root}/sbin"
-ln -s ../bin "${root}/usr/bin"
-ln -s ../bin "${root}/usr/sbin"
+busybox_tree "$busybox" "$root"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"${root}/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"${root}/etc/group"
 cat >"${ctx}/Dockerfile" <<'DOCKERFILE'

@@ -184,3 +184,53 @@ pg_bindir() {
 	done
 	return 1
 }
+
+# ---------------------------------------------------------------- builds
+# build_version / build_commit: what release builds stamp into
+# proto/buildinfo (MANGO_VERSION / MANGO_COMMIT override; a tree without
+# git history gives "dev" / "unknown").
+build_version() {
+	if [[ -n "${MANGO_VERSION:-}" ]]; then printf '%s' "$MANGO_VERSION"; return; fi
+	git -C "$REPO_ROOT" describe --tags --always --dirty 2>/dev/null || printf 'dev'
+}
+build_commit() {
+	if [[ -n "${MANGO_COMMIT:-}" ]]; then printf '%s' "$MANGO_COMMIT"; return; fi
+	git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || printf 'unknown'
+}
+# go_ldflags <version> <commit>: the -ldflags of every stamped build.
+go_ldflags() {
+	printf -- '-X github.com/mangohq/mango/proto/buildinfo.version=%s -X github.com/mangohq/mango/proto/buildinfo.commit=%s' "$1" "$2"
+}
+
+# ensure_static_busybox: print the path of a statically linked busybox
+# (MANGO_BUSYBOX, default /bin/busybox), installing Debian's busybox-static
+# with apt-get when it is missing and we are root (unless MANGO_SKIP_APT=1).
+ensure_static_busybox() {
+	local busybox="${MANGO_BUSYBOX:-/bin/busybox}"
+	_is_static() { [[ -x "$1" ]] && ! LC_ALL=C readelf -l "$1" 2>/dev/null | grep -q 'INTERP'; }
+	if ! _is_static "$busybox"; then
+		if [[ -z "${MANGO_BUSYBOX:-}" ]] && is_root && [[ "${MANGO_SKIP_APT:-0}" != 1 ]]; then
+			log "installing busybox-static"
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null ||
+				{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null; }
+		fi
+		_is_static "$busybox" || die "${busybox} is not a statically linked busybox; install busybox-static or set MANGO_BUSYBOX"
+	fi
+	printf '%s' "$busybox"
+}
+
+# busybox_tree <busybox> <dir>: /bin/busybox plus one symlink per applet,
+# with sbin, usr/bin and usr/sbin pointing at bin.
+busybox_tree() {
+	local busybox="$1" root="$2" applet
+	mkdir -p "${root}/bin" "${root}/usr"
+	cp "$busybox" "${root}/bin/busybox"
+	chmod 0755 "${root}/bin/busybox"
+	for applet in $("$busybox" --list); do
+		case "$applet" in busybox | *[/[]*) continue ;; esac
+		ln -s busybox "${root}/bin/${applet}"
+	done
+	ln -s bin "${root}/sbin"
+	ln -s ../bin "${root}/usr/bin"
+	ln -s ../bin "${root}/usr/sbin"
+}
