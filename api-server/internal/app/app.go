@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/config"
@@ -122,11 +121,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	}
 	// The Temporal client connects lazily so that the API keeps accepting
 	// requests while Temporal is down; readiness reports its state.
-	s.temporal, err = client.NewLazyClient(client.Options{
-		HostPort:  cfg.TemporalHostPort,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
-	})
+	topts, err := temporalOptions(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s.temporal, err = client.NewLazyClient(topts)
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_TEMPORAL_HOSTPORT: %w", err)
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,10 +22,19 @@ type controlPlane struct {
 	ln  net.Listener
 }
 
-// listen builds the gRPC server and binds MANGO_GRPC_ADDR.
+// listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
+// set, and binds MANGO_GRPC_ADDR.
 func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
+	var tlsConf *tls.Config
+	if cfg.GRPCTLS != nil {
+		var err error
+		if tlsConf, err = cfg.GRPCTLS.Config(); err != nil {
+			return fmt.Errorf("MANGO_GRPC_TLS_CERT_FILE: %w", err)
+		}
+	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
+		TLS: tlsConf,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)
@@ -34,6 +44,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews cont
 		return fmt.Errorf("MANGO_GRPC_ADDR: listen on %s: %w", cfg.GRPCAddr, err)
 	}
 	c.srv, c.ln = srv, ln
+	log.Info("controlplane transport", "grpc", cfg.GRPCAddr, "tls", cfg.GRPCTLS)
 	return nil
 }
 

@@ -2,16 +2,21 @@ package app_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+	"github.com/mangohq/mango/proto/tlsconf"
+	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
 )
 
 // TestControlPlaneServed checks that the api-server serves the ControlPlane
@@ -34,5 +39,71 @@ func TestControlPlaneServed(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
 	if _, err := client.RecordWorkerHeartbeat(ctx, req); err != nil {
 		t.Errorf("heartbeat with token: %v", err)
+	}
+}
+
+// TestControlPlaneTLS checks that with MANGO_GRPC_TLS_CERT_FILE and
+// MANGO_GRPC_TLS_KEY_FILE the ControlPlane serves TLS only, and with
+// MANGO_GRPC_TLS_CLIENT_CA_FILE also requires a client certificate of
+// that CA.
+func TestControlPlaneTLS(t *testing.T) {
+	t.Parallel()
+	pki := tlsconftest.New(t)
+	serverTLS := []testserver.Option{
+		testserver.WithEnv("MANGO_GRPC_TLS_CERT_FILE", pki.Server.CertFile),
+		testserver.WithEnv("MANGO_GRPC_TLS_KEY_FILE", pki.Server.KeyFile),
+	}
+	tlsSrv := testserver.Start(t, serverTLS...)
+	mtlsSrv := testserver.Start(t, append(serverTLS, testserver.WithEnv("MANGO_GRPC_TLS_CLIENT_CA_FILE", pki.CA.CertFile))...)
+	rightCA := tlsconf.Client{CAFile: pki.CA.CertFile}
+	withCert := tlsconf.Client{CAFile: pki.CA.CertFile, CertFile: pki.Client.CertFile, KeyFile: pki.Client.KeyFile}
+	otherCert := tlsconf.Client{CAFile: pki.CA.CertFile, CertFile: pki.OtherClient.CertFile, KeyFile: pki.OtherClient.KeyFile}
+	tests := []struct {
+		name   string
+		srv    *testserver.Server
+		client *tlsconf.Client // nil: plaintext
+		want   codes.Code
+		// wantMsg are substrings the error must contain.
+		wantMsg []string
+	}{
+		{name: "client trusting the CA", srv: tlsSrv, client: &rightCA, want: codes.OK},
+		{name: "client trusting another CA", srv: tlsSrv, client: &tlsconf.Client{CAFile: pki.OtherCA.CertFile},
+			want: codes.Unavailable, wantMsg: []string{"certificate", "authority"}},
+		{name: "plaintext client", srv: tlsSrv, want: codes.Unavailable},
+		{name: "mutual TLS with the client certificate", srv: mtlsSrv, client: &withCert, want: codes.OK},
+		{name: "mutual TLS without a client certificate", srv: mtlsSrv, client: &rightCA, want: codes.Unavailable},
+		{name: "mutual TLS with a client certificate of another CA", srv: mtlsSrv, client: &otherCert, want: codes.Unavailable},
+		{name: "mutual TLS, plaintext client", srv: mtlsSrv, want: codes.Unavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			creds := insecure.NewCredentials()
+			if tt.client != nil {
+				conf, err := tt.client.Config()
+				if err != nil {
+					t.Fatal(err)
+				}
+				creds = credentials.NewTLS(conf)
+			}
+			conn, err := grpc.NewClient(tt.srv.GRPCAddr, grpc.WithTransportCredentials(creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tt.srv.WorkerToken)
+			_, err = pb.NewControlPlaneClient(conn).RecordWorkerHeartbeat(ctx,
+				&pb.RecordWorkerHeartbeatRequest{WorkerId: "w1", Provider: "local", TaskQueues: []string{"mango.local"}})
+			if got := status.Code(err); got != tt.want {
+				t.Fatalf("heartbeat: %v (code %v), want code %v", err, got, tt.want)
+			}
+			for _, w := range tt.wantMsg {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("heartbeat error %q does not mention %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/proto/sessionwf"
+	"github.com/mangohq/mango/proto/tlsconf"
 )
 
 // Config is the api-server's complete configuration.
@@ -25,10 +26,21 @@ type Config struct {
 	TemporalHostPort string
 	// TemporalNamespace is the Temporal namespace (MANGO_TEMPORAL_NAMESPACE).
 	TemporalNamespace string
+	// TemporalTLS, when not nil, connects to Temporal over TLS
+	// (MANGO_TEMPORAL_TLS, or implied by MANGO_TEMPORAL_TLS_CA_FILE and
+	// MANGO_TEMPORAL_TLS_CERT_FILE + MANGO_TEMPORAL_TLS_KEY_FILE;
+	// MANGO_TEMPORAL_TLS_SERVER_NAME overrides the name verified). Nil
+	// means plaintext.
+	TemporalTLS *tlsconf.Client
 	// HTTPAddr is the public API listen address (MANGO_HTTP_ADDR).
 	HTTPAddr string
 	// GRPCAddr is the internal ControlPlane listen address (MANGO_GRPC_ADDR).
 	GRPCAddr string
+	// GRPCTLS, when not nil, serves the ControlPlane over TLS
+	// (MANGO_GRPC_TLS_CERT_FILE + MANGO_GRPC_TLS_KEY_FILE), requiring
+	// client certificates signed by MANGO_GRPC_TLS_CLIENT_CA_FILE when that
+	// is set. Nil means plaintext.
+	GRPCTLS *tlsconf.Server
 	// APIKey, when set, is bootstrapped as a valid API key (MANGO_API_KEY).
 	APIKey string
 	// WorkerToken authenticates execution workers (MANGO_WORKER_TOKEN).
@@ -122,6 +134,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	default:
 		r.fail("MANGO_LOG_LEVEL", "must be debug, info, warn or error")
 	}
+	c.GRPCTLS = r.serverTLS("MANGO_GRPC_TLS_CERT_FILE", "MANGO_GRPC_TLS_KEY_FILE", "MANGO_GRPC_TLS_CLIENT_CA_FILE")
+	c.TemporalTLS = r.clientTLS("MANGO_TEMPORAL_TLS", "MANGO_TEMPORAL_TLS_CA_FILE", "MANGO_TEMPORAL_TLS_CERT_FILE",
+		"MANGO_TEMPORAL_TLS_KEY_FILE", "MANGO_TEMPORAL_TLS_SERVER_NAME")
 	providers := r.str("MANGO_SANDBOX_PROVIDERS", "")
 	if providers == "" {
 		c.SandboxProviders = []string{c.DefaultSandbox}
@@ -200,5 +215,75 @@ func (r *reader) size(name string, def int64) int64 {
 func (r *reader) hostPort(name, v string) {
 	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
 		r.fail(name, fmt.Sprintf("must be host:port, got %q", v))
+	}
+}
+
+// serverTLS reads a TLS listener's certificate, key and optional client CA
+// bundle; nil when none is set.
+func (r *reader) serverTLS(certVar, keyVar, clientCAVar string) *tlsconf.Server {
+	s := &tlsconf.Server{CertFile: r.str(certVar, ""), KeyFile: r.str(keyVar, ""), ClientCAFile: r.str(clientCAVar, "")}
+	switch {
+	case *s == tlsconf.Server{}:
+		return nil
+	case s.CertFile == "" && s.KeyFile == "":
+		r.fail(clientCAVar, fmt.Sprintf("requires %s and %s: client certificates are verified only over TLS", certVar, keyVar))
+		return nil
+	}
+	r.keyPair(certVar, keyVar, s.CertFile, s.KeyFile)
+	r.caFile(clientCAVar, s.ClientCAFile)
+	return s
+}
+
+// clientTLS reads a TLS client's settings: enableVar turns TLS on with the
+// system roots, and a CA bundle or a client certificate imply it. It
+// returns nil for plaintext.
+func (r *reader) clientTLS(enableVar, caVar, certVar, keyVar, serverNameVar string) *tlsconf.Client {
+	raw := r.getenv(enableVar)
+	enabled := r.boolean(enableVar, false)
+	c := &tlsconf.Client{CAFile: r.str(caVar, ""), CertFile: r.str(certVar, ""), KeyFile: r.str(keyVar, ""), ServerName: r.str(serverNameVar, "")}
+	implied := c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
+	if off, err := strconv.ParseBool(raw); raw != "" && err == nil && !off && implied {
+		r.fail(enableVar, fmt.Sprintf("is false, but %s, %s or %s is set, which implies TLS (unset one or the other)", caVar, certVar, keyVar))
+		return nil
+	}
+	if !enabled && !implied {
+		if c.ServerName != "" {
+			r.fail(serverNameVar, fmt.Sprintf("applies only to TLS (set %s=true or %s)", enableVar, caVar))
+		}
+		return nil
+	}
+	r.caFile(caVar, c.CAFile)
+	r.keyPair(certVar, keyVar, c.CertFile, c.KeyFile)
+	return c
+}
+
+// keyPair checks a certificate file and its key file, both or neither.
+func (r *reader) keyPair(certVar, keyVar, certFile, keyFile string) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return
+	case keyFile == "":
+		r.fail(keyVar, "is required with "+certVar)
+		return
+	case certFile == "":
+		r.fail(certVar, "is required with "+keyVar)
+		return
+	}
+	certErr, keyErr := tlsconf.CheckKeyPair(certFile, keyFile)
+	if certErr != nil {
+		r.fail(certVar, certErr.Error())
+	}
+	if keyErr != nil {
+		r.fail(keyVar, keyErr.Error())
+	}
+}
+
+// caFile checks a PEM CA bundle, when set.
+func (r *reader) caFile(name, path string) {
+	if path == "" {
+		return
+	}
+	if err := tlsconf.CheckCAFile(path); err != nil {
+		r.fail(name, err.Error())
 	}
 }

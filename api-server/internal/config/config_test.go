@@ -1,14 +1,21 @@
 package config
 
 import (
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mangohq/mango/proto/tlsconf"
+	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
 )
 
 func TestLoad(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{"MANGO_DATABASE_URL": "postgres://u@127.0.0.1:5432/mango"}
+	pki := tlsconftest.New(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -21,6 +28,9 @@ func TestLoad(t *testing.T) {
 			}
 			if len(c.SandboxProviders) != 1 || c.SandboxProviders[0] != "local" {
 				t.Errorf("providers = %v, want [local]", c.SandboxProviders)
+			}
+			if c.GRPCTLS != nil || c.TemporalTLS != nil {
+				t.Errorf("GRPCTLS, TemporalTLS = %+v, %+v; want nil (plaintext) by default", c.GRPCTLS, c.TemporalTLS)
 			}
 		}},
 		{name: "missing database", env: map[string]string{}, wantErr: "MANGO_DATABASE_URL: is required"},
@@ -38,6 +48,58 @@ func TestLoad(t *testing.T) {
 			}
 		}},
 		{name: "several errors at once", env: map[string]string{"MANGO_HTTP_ADDR": "x", "MANGO_GRPC_ADDR": "y"}, wantErr: "MANGO_GRPC_ADDR"},
+		{name: "grpc tls", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
+			check: func(t *testing.T, c *Config) {
+				want := &tlsconf.Server{CertFile: pki.Server.CertFile, KeyFile: pki.Server.KeyFile}
+				if !reflect.DeepEqual(c.GRPCTLS, want) {
+					t.Errorf("GRPCTLS = %+v, want %+v", c.GRPCTLS, want)
+				}
+			}},
+		{name: "grpc mutual tls", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile,
+			"MANGO_GRPC_TLS_CLIENT_CA_FILE": pki.CA.CertFile},
+			check: func(t *testing.T, c *Config) {
+				if c.GRPCTLS == nil || c.GRPCTLS.ClientCAFile != pki.CA.CertFile || !c.GRPCTLS.MutualTLS() {
+					t.Errorf("GRPCTLS = %+v, want mutual TLS with client CA %s", c.GRPCTLS, pki.CA.CertFile)
+				}
+			}},
+		{name: "grpc cert without key", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile},
+			wantErr: "MANGO_GRPC_TLS_KEY_FILE: is required with MANGO_GRPC_TLS_CERT_FILE"},
+		{name: "grpc key without cert", env: map[string]string{"MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
+			wantErr: "MANGO_GRPC_TLS_CERT_FILE: is required with MANGO_GRPC_TLS_KEY_FILE"},
+		{name: "grpc client CA without server cert", env: map[string]string{"MANGO_GRPC_TLS_CLIENT_CA_FILE": pki.CA.CertFile},
+			wantErr: "MANGO_GRPC_TLS_CLIENT_CA_FILE: requires MANGO_GRPC_TLS_CERT_FILE and MANGO_GRPC_TLS_KEY_FILE"},
+		{name: "grpc cert unreadable", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": missing, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
+			wantErr: "MANGO_GRPC_TLS_CERT_FILE: read certificates: open " + missing},
+		{name: "grpc cert file without a certificate", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.KeyFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
+			wantErr: "MANGO_GRPC_TLS_CERT_FILE: no PEM certificate in " + pki.Server.KeyFile},
+		{name: "grpc key of another cert", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Client.KeyFile},
+			wantErr: "MANGO_GRPC_TLS_KEY_FILE: the private key in " + pki.Client.KeyFile + " does not match the certificate in " + pki.Server.CertFile},
+		{name: "grpc key file without a key", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.CertFile},
+			wantErr: "MANGO_GRPC_TLS_KEY_FILE: no PEM private key"},
+		{name: "grpc client CA without a certificate", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile,
+			"MANGO_GRPC_TLS_CLIENT_CA_FILE": pki.Client.KeyFile}, wantErr: "MANGO_GRPC_TLS_CLIENT_CA_FILE: no PEM certificate"},
+		{name: "temporal tls with the system roots", env: map[string]string{"MANGO_TEMPORAL_TLS": "true"},
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.TemporalTLS, &tlsconf.Client{}) {
+					t.Errorf("TemporalTLS = %+v, want TLS with the system roots", c.TemporalTLS)
+				}
+			}},
+		{name: "temporal mutual tls, implied by the files", env: map[string]string{"MANGO_TEMPORAL_TLS_CA_FILE": pki.CA.CertFile,
+			"MANGO_TEMPORAL_TLS_CERT_FILE": pki.Client.CertFile, "MANGO_TEMPORAL_TLS_KEY_FILE": pki.Client.KeyFile, "MANGO_TEMPORAL_TLS_SERVER_NAME": "ns.tmprl.cloud"},
+			check: func(t *testing.T, c *Config) {
+				want := &tlsconf.Client{CAFile: pki.CA.CertFile, CertFile: pki.Client.CertFile, KeyFile: pki.Client.KeyFile, ServerName: "ns.tmprl.cloud"}
+				if !reflect.DeepEqual(c.TemporalTLS, want) {
+					t.Errorf("TemporalTLS = %+v, want %+v", c.TemporalTLS, want)
+				}
+			}},
+		{name: "temporal tls off but a CA set", env: map[string]string{"MANGO_TEMPORAL_TLS": "false", "MANGO_TEMPORAL_TLS_CA_FILE": pki.CA.CertFile},
+			wantErr: "MANGO_TEMPORAL_TLS: is false, but MANGO_TEMPORAL_TLS_CA_FILE"},
+		{name: "temporal server name without tls", env: map[string]string{"MANGO_TEMPORAL_TLS_SERVER_NAME": "temporal"},
+			wantErr: "MANGO_TEMPORAL_TLS_SERVER_NAME: applies only to TLS"},
+		{name: "temporal tls bad bool", env: map[string]string{"MANGO_TEMPORAL_TLS": "yes please"}, wantErr: "MANGO_TEMPORAL_TLS: must be a boolean"},
+		{name: "temporal CA unreadable", env: map[string]string{"MANGO_TEMPORAL_TLS_CA_FILE": missing}, wantErr: "MANGO_TEMPORAL_TLS_CA_FILE: read certificates"},
+		{name: "temporal key without cert", env: map[string]string{"MANGO_TEMPORAL_TLS": "1", "MANGO_TEMPORAL_TLS_KEY_FILE": pki.Client.KeyFile},
+			wantErr: "MANGO_TEMPORAL_TLS_CERT_FILE: is required with MANGO_TEMPORAL_TLS_KEY_FILE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,5 +126,24 @@ func TestLoad(t *testing.T) {
 			}
 			tc.check(t, c)
 		})
+	}
+}
+
+func TestLoadReportsEveryTLSError(t *testing.T) {
+	t.Parallel()
+	pki := tlsconftest.New(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	env := map[string]string{
+		"MANGO_DATABASE_URL":         "postgres://u@127.0.0.1:5432/mango",
+		"MANGO_GRPC_TLS_CERT_FILE":   pki.Server.CertFile,
+		"MANGO_GRPC_TLS_KEY_FILE":    pki.Client.KeyFile,
+		"MANGO_TEMPORAL_TLS_CA_FILE": missing,
+		"MANGO_LOG_LEVEL":            "loud",
+	}
+	_, err := Load(func(k string) string { return env[k] })
+	for _, want := range []string{"MANGO_GRPC_TLS_KEY_FILE: the private key", "MANGO_TEMPORAL_TLS_CA_FILE: read certificates", "MANGO_LOG_LEVEL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load error = %v, want it to contain %q", err, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -43,6 +45,9 @@ type Deps struct {
 	Now func() time.Time
 	// Previews receives the preview frames workers stream; nil drops them.
 	Previews PreviewSink
+	// TLS, when not nil, makes NewGRPCServer serve over TLS with this
+	// configuration (tlsconf.Server.Config); nil serves plaintext.
+	TLS *tls.Config
 }
 
 // PreviewSink receives preview frames (implemented by *preview.Hub). Publish
@@ -81,7 +86,8 @@ func New(d Deps) (*Server, error) {
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service
-// registered behind the worker-token check and request metrics. A panic in
+// registered behind the worker-token check and request metrics, over TLS
+// when d.TLS is set. A panic in
 // a handler answers Internal (counted as such in the metrics) and is logged
 // with its stack; the server keeps serving.
 func NewGRPCServer(d Deps) (*grpc.Server, error) {
@@ -91,12 +97,16 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	}
 	auth := newTokenAuth(d.Token, svc.log)
 	rec := recoverer{log: svc.log}
-	g := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(svc.metrics.unary, rec.unary, auth.unary),
 		grpc.ChainStreamInterceptor(svc.metrics.stream, rec.stream, auth.stream),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if d.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(d.TLS)))
+	}
+	g := grpc.NewServer(opts...)
 	pb.RegisterControlPlaneServer(g, svc)
 	return g, nil
 }
