@@ -20,6 +20,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/proto/sessionwf"
+	"github.com/mangohq/mango/proto/tlsconf"
 )
 
 // Environment variable names read by [FromEnv].
@@ -48,6 +49,17 @@ const (
 	EnvSandboxLocality        = sandbox.EnvLocality
 	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
+
+	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"
+	EnvControlPlaneTLSCAFile     = "MANGO_CONTROLPLANE_TLS_CA_FILE"
+	EnvControlPlaneTLSCertFile   = "MANGO_CONTROLPLANE_TLS_CERT_FILE"
+	EnvControlPlaneTLSKeyFile    = "MANGO_CONTROLPLANE_TLS_KEY_FILE"
+	EnvControlPlaneTLSServerName = "MANGO_CONTROLPLANE_TLS_SERVER_NAME"
+	EnvTemporalTLS               = "MANGO_TEMPORAL_TLS"
+	EnvTemporalTLSCAFile         = "MANGO_TEMPORAL_TLS_CA_FILE"
+	EnvTemporalTLSCertFile       = "MANGO_TEMPORAL_TLS_CERT_FILE"
+	EnvTemporalTLSKeyFile        = "MANGO_TEMPORAL_TLS_KEY_FILE"
+	EnvTemporalTLSServerName     = "MANGO_TEMPORAL_TLS_SERVER_NAME"
 )
 
 // Defaults for variables that are not set.
@@ -118,6 +130,12 @@ type Config struct {
 	// TemporalConnectTimeout bounds the initial connection to Temporal
 	// (MANGO_TEMPORAL_CONNECT_TIMEOUT).
 	TemporalConnectTimeout time.Duration
+	// TemporalTLS, when not nil, connects to Temporal over TLS
+	// (MANGO_TEMPORAL_TLS, or implied by MANGO_TEMPORAL_TLS_CA_FILE and
+	// MANGO_TEMPORAL_TLS_CERT_FILE + MANGO_TEMPORAL_TLS_KEY_FILE;
+	// MANGO_TEMPORAL_TLS_SERVER_NAME overrides the name verified). Nil
+	// means plaintext.
+	TemporalTLS *tlsconf.Client
 
 	// Sandbox is the lowercase name of the sandbox provider this worker
 	// serves (MANGO_SANDBOX, alias MANAGED_AGENT_SANDBOX).
@@ -157,6 +175,12 @@ type Config struct {
 	// ControlPlaneAddr is the api-server's gRPC ControlPlane address
 	// (MANGO_CONTROLPLANE_ADDR).
 	ControlPlaneAddr string
+	// ControlPlaneTLS, when not nil, connects to the ControlPlane over TLS
+	// (MANGO_CONTROLPLANE_TLS, or implied by MANGO_CONTROLPLANE_TLS_CA_FILE
+	// and MANGO_CONTROLPLANE_TLS_CERT_FILE + MANGO_CONTROLPLANE_TLS_KEY_FILE
+	// for mutual TLS; MANGO_CONTROLPLANE_TLS_SERVER_NAME overrides the name
+	// verified). Nil means plaintext, which sends WorkerToken unencrypted.
+	ControlPlaneTLS *tlsconf.Client
 	// WorkerToken authenticates this worker to the ControlPlane
 	// (MANGO_WORKER_TOKEN, required). Never logged.
 	WorkerToken string
@@ -196,6 +220,7 @@ func (c *Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("temporal_hostport", c.TemporalHostPort),
 		slog.String("temporal_namespace", c.TemporalNamespace),
+		slog.Any("temporal_tls", c.TemporalTLS),
 		slog.String("sandbox", c.Sandbox),
 		slog.String("model", string(c.Model)),
 		slog.String("model_base_url", c.ModelBaseURL),
@@ -205,6 +230,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("model_id", c.ModelID),
 		slog.Bool("allow_unsafe_local_sandbox", c.AllowUnsafeLocalSandbox),
 		slog.String("controlplane_addr", c.ControlPlaneAddr),
+		slog.Any("controlplane_tls", c.ControlPlaneTLS),
 		slog.Bool("worker_token_set", c.WorkerToken != ""),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("sandbox_locality", c.SandboxLocality),
@@ -295,6 +321,10 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 	if p.get(EnvMetricsAddr) != "" {
 		c.MetricsAddr = p.hostPort(EnvMetricsAddr, "")
 	}
+	c.ControlPlaneTLS = p.clientTLS(EnvControlPlaneTLS, EnvControlPlaneTLSCAFile, EnvControlPlaneTLSCertFile,
+		EnvControlPlaneTLSKeyFile, EnvControlPlaneTLSServerName)
+	c.TemporalTLS = p.clientTLS(EnvTemporalTLS, EnvTemporalTLSCAFile, EnvTemporalTLSCertFile,
+		EnvTemporalTLSKeyFile, EnvTemporalTLSServerName)
 
 	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
 		p.fail(EnvTaskQueuePrefix, "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
@@ -470,6 +500,46 @@ func (p *parser) locality(name string) string {
 		p.fail(name, "%v", err)
 	}
 	return v
+}
+
+// clientTLS reads a TLS client's settings: enableVar turns TLS on with the
+// system roots, and a CA bundle or a client certificate imply it. It
+// returns nil for plaintext.
+func (p *parser) clientTLS(enableVar, caVar, certVar, keyVar, serverNameVar string) *tlsconf.Client {
+	enabled := p.boolean(enableVar)
+	c := &tlsconf.Client{CAFile: p.get(caVar), CertFile: p.get(certVar), KeyFile: p.get(keyVar), ServerName: p.get(serverNameVar)}
+	implied := c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
+	if explicitlyOff := p.get(enableVar) != "" && p.valid(enableVar) && !enabled; explicitlyOff && implied {
+		p.fail(enableVar, "is false, but %s, %s or %s is set, which implies TLS (unset one or the other)", caVar, certVar, keyVar)
+		return nil
+	}
+	if !enabled && !implied {
+		if c.ServerName != "" {
+			p.fail(serverNameVar, "applies only to TLS (set %s=true or %s)", enableVar, caVar)
+		}
+		return nil
+	}
+	if c.CAFile != "" {
+		if err := tlsconf.CheckCAFile(c.CAFile); err != nil {
+			p.fail(caVar, "%v", err)
+		}
+	}
+	switch {
+	case c.CertFile == "" && c.KeyFile == "":
+	case c.KeyFile == "":
+		p.fail(keyVar, "is required with %s", certVar)
+	case c.CertFile == "":
+		p.fail(certVar, "is required with %s", keyVar)
+	default:
+		certErr, keyErr := tlsconf.CheckKeyPair(c.CertFile, c.KeyFile)
+		if certErr != nil {
+			p.fail(certVar, "%v", certErr)
+		}
+		if keyErr != nil {
+			p.fail(keyVar, "%v", keyErr)
+		}
+	}
+	return c
 }
 
 // shutdownGrace reads MANGO_SHUTDOWN_GRACE, or its older name

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/proto/tlsconf"
+	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
 )
 
 func registry() *sandbox.Registry {
@@ -75,6 +79,8 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"ControlPlaneRetry", c.ControlPlaneRetry, 30 * time.Second},
 		{"SandboxLocality", c.SandboxLocality, ""},
 		{"WorkerIDSet", c.WorkerIDSet, false},
+		{"ControlPlaneTLS", c.ControlPlaneTLS, (*tlsconf.Client)(nil)},
+		{"TemporalTLS", c.TemporalTLS, (*tlsconf.Client)(nil)},
 		{"RunsOnHost", c.SandboxFactory.Traits.RunsOnHost, true},
 		{"UnsafeLocalSandbox()", c.UnsafeLocalSandbox(), false},
 	}
@@ -90,6 +96,7 @@ func TestFromEnvDefaults(t *testing.T) {
 
 func TestFromEnvValid(t *testing.T) {
 	t.Parallel()
+	pki := tlsconftest.New(t)
 	tests := []struct {
 		name  string
 		env   map[string]string
@@ -222,6 +229,54 @@ func TestFromEnvValid(t *testing.T) {
 			},
 		},
 		{
+			name: "control plane TLS with the system roots",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS": "true"},
+			check: func(t *testing.T, c *config.Config) {
+				if !reflect.DeepEqual(c.ControlPlaneTLS, &tlsconf.Client{}) || c.TemporalTLS != nil {
+					t.Errorf("ControlPlaneTLS, TemporalTLS = %+v, %+v; want TLS with the system roots, plaintext", c.ControlPlaneTLS, c.TemporalTLS)
+				}
+			},
+		},
+		{
+			name: "control plane mutual TLS implied by the files",
+			env: map[string]string{
+				"MANGO_CONTROLPLANE_TLS_CA_FILE":     pki.CA.CertFile,
+				"MANGO_CONTROLPLANE_TLS_CERT_FILE":   pki.Client.CertFile,
+				"MANGO_CONTROLPLANE_TLS_KEY_FILE":    pki.Client.KeyFile,
+				"MANGO_CONTROLPLANE_TLS_SERVER_NAME": "api.mango.svc",
+			},
+			check: func(t *testing.T, c *config.Config) {
+				want := &tlsconf.Client{CAFile: pki.CA.CertFile, CertFile: pki.Client.CertFile, KeyFile: pki.Client.KeyFile, ServerName: "api.mango.svc"}
+				if !reflect.DeepEqual(c.ControlPlaneTLS, want) {
+					t.Errorf("ControlPlaneTLS = %+v, want %+v", c.ControlPlaneTLS, want)
+				}
+			},
+		},
+		{
+			name: "control plane TLS with a CA only",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS": "1", "MANGO_CONTROLPLANE_TLS_CA_FILE": pki.CA.CertFile},
+			check: func(t *testing.T, c *config.Config) {
+				if c.ControlPlaneTLS == nil || c.ControlPlaneTLS.CAFile != pki.CA.CertFile || c.ControlPlaneTLS.MutualTLS() {
+					t.Errorf("ControlPlaneTLS = %+v, want TLS verified with %s and no client certificate", c.ControlPlaneTLS, pki.CA.CertFile)
+				}
+			},
+		},
+		{
+			name: "temporal mutual TLS",
+			env: map[string]string{
+				"MANGO_TEMPORAL_TLS":             "true",
+				"MANGO_TEMPORAL_TLS_CERT_FILE":   pki.Client.CertFile,
+				"MANGO_TEMPORAL_TLS_KEY_FILE":    pki.Client.KeyFile,
+				"MANGO_TEMPORAL_TLS_SERVER_NAME": "ns.a1b2c.tmprl.cloud",
+			},
+			check: func(t *testing.T, c *config.Config) {
+				want := &tlsconf.Client{CertFile: pki.Client.CertFile, KeyFile: pki.Client.KeyFile, ServerName: "ns.a1b2c.tmprl.cloud"}
+				if !reflect.DeepEqual(c.TemporalTLS, want) || c.ControlPlaneTLS != nil {
+					t.Errorf("TemporalTLS, ControlPlaneTLS = %+v, %+v; want %+v, plaintext", c.TemporalTLS, c.ControlPlaneTLS, want)
+				}
+			},
+		},
+		{
 			name: "warn level and surrounding spaces",
 			env:  map[string]string{"MANGO_LOG_LEVEL": " WARN ", "MANGO_SANDBOX": " local "},
 			check: func(t *testing.T, c *config.Config) {
@@ -245,6 +300,8 @@ func TestFromEnvValid(t *testing.T) {
 
 func TestFromEnvInvalid(t *testing.T) {
 	t.Parallel()
+	pki := tlsconftest.New(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -378,6 +435,64 @@ func TestFromEnvInvalid(t *testing.T) {
 			is:   sandbox.ErrUnknownProvider,
 		},
 		{
+			name: "control plane CA unreadable",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CA_FILE": missing},
+			want: []string{"MANGO_CONTROLPLANE_TLS_CA_FILE: read certificates: open " + missing},
+		},
+		{
+			name: "control plane CA file without a certificate",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CA_FILE": pki.Client.KeyFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS_CA_FILE: no PEM certificate in " + pki.Client.KeyFile},
+		},
+		{
+			name: "control plane cert without key",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CERT_FILE": pki.Client.CertFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS_KEY_FILE: is required with MANGO_CONTROLPLANE_TLS_CERT_FILE"},
+		},
+		{
+			name: "control plane key without cert",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Client.KeyFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS_CERT_FILE: is required with MANGO_CONTROLPLANE_TLS_KEY_FILE"},
+		},
+		{
+			name: "control plane key of another certificate",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CERT_FILE": pki.Client.CertFile, "MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Server.KeyFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS_KEY_FILE: the private key in " + pki.Server.KeyFile + " does not match the certificate in " + pki.Client.CertFile},
+		},
+		{
+			name: "control plane cert file holding a key",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CERT_FILE": pki.Client.KeyFile, "MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Client.KeyFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS_CERT_FILE: no PEM certificate"},
+		},
+		{
+			name: "control plane TLS off but a CA set",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS": "false", "MANGO_CONTROLPLANE_TLS_CA_FILE": pki.CA.CertFile},
+			want: []string{"MANGO_CONTROLPLANE_TLS: is false, but MANGO_CONTROLPLANE_TLS_CA_FILE"},
+		},
+		{
+			name: "control plane server name without TLS",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_SERVER_NAME": "api"},
+			want: []string{"MANGO_CONTROLPLANE_TLS_SERVER_NAME: applies only to TLS (set MANGO_CONTROLPLANE_TLS=true or MANGO_CONTROLPLANE_TLS_CA_FILE)"},
+		},
+		{
+			name: "control plane TLS invalid bool",
+			env:  map[string]string{"MANGO_CONTROLPLANE_TLS": "on"},
+			want: []string{`MANGO_CONTROLPLANE_TLS: invalid boolean "on"`},
+		},
+		{
+			name: "temporal key file holding a certificate",
+			env:  map[string]string{"MANGO_TEMPORAL_TLS_CERT_FILE": pki.Client.CertFile, "MANGO_TEMPORAL_TLS_KEY_FILE": pki.Client.CertFile},
+			want: []string{"MANGO_TEMPORAL_TLS_KEY_FILE: no PEM private key in " + pki.Client.CertFile},
+		},
+		{
+			name: "every TLS problem is reported",
+			env: map[string]string{
+				"MANGO_TEMPORAL_TLS_CA_FILE": missing, "MANGO_CONTROLPLANE_TLS_CERT_FILE": missing,
+				"MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Client.KeyFile,
+			},
+			want: []string{"MANGO_TEMPORAL_TLS_CA_FILE: read certificates", "MANGO_CONTROLPLANE_TLS_CERT_FILE: read certificates"},
+		},
+		{
 			name: "misspelt model does not trigger the unsafe guard",
 			env:  map[string]string{"MANGO_MODEL": "anthropik"},
 			want: []string{`MANGO_MODEL: invalid value "anthropik"`},
@@ -421,9 +536,11 @@ func TestFromEnvMisspeltModelIsOnlyError(t *testing.T) {
 
 func TestLogValueHidesSecrets(t *testing.T) {
 	t.Parallel()
+	pki := tlsconftest.New(t)
 	c, err := config.FromEnv(envFunc(map[string]string{
 		"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "sk-secret-key",
 		"MANGO_SANDBOX": "docker", "MANGO_WORKER_TOKEN": "secret-token",
+		"MANGO_CONTROLPLANE_TLS_CERT_FILE": pki.Client.CertFile, "MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Client.KeyFile,
 	}), registry())
 	if err != nil {
 		t.Fatal(err)
@@ -438,5 +555,16 @@ func TestLogValueHidesSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, `"model_api_key_set":true`) {
 		t.Errorf("log output %s does not report the API key as set", out)
+	}
+	if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, "CERTIFICATE") {
+		t.Errorf("log output %s contains PEM contents", out)
+	}
+	for _, want := range []string{
+		`"controlplane_tls":{"enabled":true,"ca_file":"system roots","mtls":true,"cert_file":` + strconv.Quote(pki.Client.CertFile),
+		`"temporal_tls":{"enabled":false}`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log output %s does not contain %s", out, want)
+		}
 	}
 }
