@@ -22,6 +22,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
@@ -130,7 +131,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		return nil, fmt.Errorf("MANGO_TEMPORAL_HOSTPORT: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.BuildInfo("api-server"))
 	keys := auth.NewVerifier(func(ctx context.Context, hash []byte) (string, error) {
 		id, err := store.APIKeyLookup(ctx, hash)
 		if errors.Is(err, db.ErrNotFound) {

@@ -20,8 +20,9 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	srv := testserver.Start(t)
 	noKey := map[string]string{"x-api-key": ""}
 
-	if r := do(t, srv, http.MethodGet, "/healthz", "", nil, noKey); r.status != http.StatusOK || r.header.Get("request-id") == "" {
-		t.Errorf("/healthz = %d (request-id %q), want 200 with a request id", r.status, r.header.Get("request-id"))
+	if r := do(t, srv, http.MethodGet, "/healthz", "", nil, noKey); r.status != http.StatusOK || r.header.Get("request-id") == "" ||
+		!strings.Contains(string(r.body), `"version":"`) || !strings.Contains(string(r.body), `"commit":"`) {
+		t.Errorf("/healthz = %d %s (request-id %q), want 200 with the version, commit and a request id", r.status, r.body, r.header.Get("request-id"))
 	}
 	if r := do(t, srv, http.MethodGet, "/readyz", "", nil, noKey); r.status != http.StatusOK {
 		t.Errorf("/readyz = %d %s, want 200 with PostgreSQL and Temporal up", r.status, r.body)
@@ -36,6 +37,8 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		`mango_http_requests_total{method="GET",route="/v1/agents",status="200"} 1`,
 		`mango_http_requests_total{method="GET",route="/v1/agents/:id",status="404"} 1`,
 		`mango_http_request_duration_seconds_bucket{method="GET",route="/v1/agents",status="200",le=`,
+		`mango_build_info{commit="`,
+		`component="api-server"`,
 	} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("/metrics lacks %s", want)
