@@ -1,8 +1,6 @@
 package app
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"log/slog"
 	"strings"
 	"testing"
@@ -45,51 +43,12 @@ func TestTemporalOptionsTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTemporalTLS(t, opts.ConnectionOptions.TLS, pki)
+	pki.CheckClientConfig(t, opts.ConnectionOptions.TLS, "localhost")
 	if opts.HostPort != "ns.a1b2c.tmprl.cloud:7233" {
 		t.Errorf("HostPort = %q", opts.HostPort)
 	}
 	out := logs.String()
 	if !strings.Contains(out, "tls.enabled=false") || !strings.Contains(out, "tls.enabled=true") || !strings.Contains(out, "tls.mtls=true") {
 		t.Errorf("logs %q do not report the Temporal connection's TLS", out)
-	}
-}
-
-// checkTemporalTLS checks that conf verifies servers against pki.CA, asks
-// for localhost and presents pki.Client.
-func checkTemporalTLS(t *testing.T, conf *tls.Config, pki *tlsconftest.PKI) {
-	t.Helper()
-	if conf == nil {
-		t.Fatal("options carry no TLS config, want one")
-	}
-	if conf.ServerName != "localhost" {
-		t.Errorf("ServerName = %q, want localhost", conf.ServerName)
-	}
-	if conf.MinVersion < tls.VersionTLS12 {
-		t.Errorf("MinVersion = %x, want at least TLS 1.2", conf.MinVersion)
-	}
-	server, err := tls.LoadX509KeyPair(pki.Server.CertFile, pki.Server.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := server.Leaf.Verify(x509.VerifyOptions{Roots: conf.RootCAs, DNSName: conf.ServerName}); err != nil {
-		t.Errorf("the server certificate does not verify against RootCAs: %v", err)
-	}
-	other, err := tls.LoadX509KeyPair(pki.OtherClient.CertFile, pki.OtherClient.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Leaf.Verify(x509.VerifyOptions{Roots: conf.RootCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
-		t.Error("a certificate of another CA verifies against RootCAs, want RootCAs to hold only the configured CA")
-	}
-	if conf.GetClientCertificate == nil {
-		t.Fatal("no client certificate configured")
-	}
-	cert, err := conf.GetClientCertificate(&tls.CertificateRequestInfo{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cert.Leaf == nil || cert.Leaf.SerialNumber.Cmp(pki.Client.Serial) != 0 {
-		t.Errorf("client certificate = %v, want serial %v", cert.Leaf, pki.Client.Serial)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -42,6 +43,51 @@ func New(t testing.TB) *PKI {
 	ca, other := NewCA(t, "mango test CA"), NewCA(t, "unrelated test CA")
 	return &PKI{CA: ca, OtherCA: other, Server: ca.Server(t, "server"), Client: ca.Client(t, "client"),
 		OtherClient: other.Client(t, "other-client")}
+}
+
+// CheckClientConfig checks that conf, a client's TLS configuration, trusts
+// p.CA and only it, verifies the name serverName and presents p.Client.
+// It fails the test otherwise.
+func (p *PKI) CheckClientConfig(t testing.TB, conf *tls.Config, serverName string) {
+	t.Helper()
+	if conf == nil {
+		t.Fatal("no TLS config, want one")
+	}
+	if conf.ServerName != serverName {
+		t.Errorf("ServerName = %q, want %q", conf.ServerName, serverName)
+	}
+	if conf.MinVersion < tls.VersionTLS12 {
+		t.Errorf("MinVersion = %x, want at least TLS 1.2", conf.MinVersion)
+	}
+	if conf.InsecureSkipVerify {
+		t.Error("InsecureSkipVerify is set, want the server verified")
+	}
+	opts := x509.VerifyOptions{Roots: conf.RootCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+	if _, err := leaf(t, p.Server).Verify(opts); err != nil {
+		t.Errorf("a certificate of the CA does not verify against RootCAs: %v", err)
+	}
+	if _, err := leaf(t, p.OtherClient).Verify(opts); err == nil {
+		t.Error("a certificate of another CA verifies against RootCAs, want only the configured CA trusted")
+	}
+	if conf.GetClientCertificate == nil {
+		t.Fatal("GetClientCertificate is nil, want the client certificate")
+	}
+	cert, err := conf.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil {
+		t.Fatalf("GetClientCertificate: %v", err)
+	}
+	if cert.Leaf == nil || cert.Leaf.SerialNumber.Cmp(p.Client.Serial) != 0 {
+		t.Errorf("client certificate %v, want serial %v", cert.Leaf, p.Client.Serial)
+	}
+}
+
+func leaf(t testing.TB, p Pair) *x509.Certificate {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(p.CertFile, p.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert.Leaf
 }
 
 // CA is a certificate authority whose certificate is in CertFile.
