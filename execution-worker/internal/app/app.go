@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	temporallog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
@@ -93,10 +92,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	defer c.Close()
 
-	cp, err := controlplane.Dial(cfg.ControlPlaneAddr, cfg.WorkerToken,
-		grpc.WithChainUnaryInterceptor(controlplane.RetryUnavailable(cfg.ControlPlaneRetry)))
+	cp, err := dialControlPlane(cfg, logger, grpc.WithChainUnaryInterceptor(controlplane.RetryUnavailable(cfg.ControlPlaneRetry)))
 	if err != nil {
-		return fmt.Errorf("%s=%s: %w", config.EnvControlPlaneAddr, cfg.ControlPlaneAddr, err)
+		return err
 	}
 	defer func() { _ = cp.Close() }()
 	bindings := controlplane.NewBindings(cp)
@@ -224,17 +222,13 @@ func taskQueues(ctx context.Context, cfg *config.Config, provider sandbox.Provid
 
 // dial connects to Temporal, bounded by the connect timeout.
 func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	opts, err := temporalOptions(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.TemporalConnectTimeout)
 	defer cancel()
-	c, err := client.DialContext(dialCtx, client.Options{
-		HostPort:  cfg.TemporalHostPort,
-		Namespace: cfg.TemporalNamespace,
-		Identity:  cfg.WorkerID,
-		Logger:    temporallog.NewStructuredLogger(logger.With("component", "temporal")),
-		ConnectionOptions: client.ConnectionOptions{
-			GetSystemInfoTimeout: cfg.TemporalConnectTimeout,
-		},
-	})
+	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s=%s (timeout %s): %w",
 			config.EnvTemporalHostPort, cfg.TemporalHostPort, cfg.TemporalConnectTimeout, err)

@@ -1,17 +1,21 @@
 // Package controlplane connects an execution worker to the api-server's
 // ControlPlane gRPC service (proto/mango/controlplane/v1), adding the
-// shared worker token to every call. Workers reach all persistent state
-// through it; they never import the db module.
+// shared worker token to every call, over TLS when configured. Workers
+// reach all persistent state through it; they never import the db module.
 package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -24,15 +28,28 @@ type Client struct {
 }
 
 // Dial returns a client of the ControlPlane at addr (host:port) that sends
-// "authorization: Bearer <token>" with every call. The connection is
-// established lazily, on the first call.
+// "authorization: Bearer <token>" with every call, over plaintext. The
+// connection is established lazily, on the first call.
 func Dial(addr, token string, opts ...grpc.DialOption) (*Client, error) {
+	return DialTLS(addr, token, nil, opts...)
+}
+
+// DialTLS is Dial over TLS configured by tlsConf (tlsconf.Client.Config),
+// or plaintext when tlsConf is nil. With TLS, the token's credentials
+// require transport security, so gRPC refuses to send it over any
+// connection that is not encrypted, even if opts replace the transport
+// credentials.
+func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (*Client, error) {
 	if token == "" {
 		return nil, errors.New("controlplane: worker token is empty (MANGO_WORKER_TOKEN)")
 	}
+	transport := insecure.NewCredentials()
+	if tlsConf != nil {
+		transport = credentials.NewTLS(tlsConf)
+	}
 	opts = append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer(token)),
+		grpc.WithTransportCredentials(transport),
+		grpc.WithPerRPCCredentials(bearer{token: token, requireTLS: tlsConf != nil}),
 		// Reconnect within a second of the api-server coming back: gRPC's
 		// default backoff grows to two minutes, so a restart of a few
 		// seconds left turns waiting half a minute for the next attempt.
@@ -51,13 +68,35 @@ func Dial(addr, token string, opts ...grpc.DialOption) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// bearer is per-call credentials carrying the worker token. It allows
-// plaintext connections: the ControlPlane listens on a private network
-// unless TLS is configured in front of it.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+// Loopback reports whether addr (host:port) names this machine: localhost
+// or a loopback IP address. A plaintext connection to any other address
+// sends the worker token across a network.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
-func (bearer) RequireTransportSecurity() bool { return false }
+// bearer is per-call credentials carrying the worker token. Without TLS
+// it allows plaintext connections (the ControlPlane may listen on a
+// private network); with TLS it requires transport security, which gRPC
+// enforces before sending it.
+type bearer struct {
+	token      string
+	requireTLS bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return b.requireTLS }
+
+var _ credentials.PerRPCCredentials = bearer{}
