@@ -18,13 +18,15 @@ import (
 // controlPlane is the internal gRPC listener serving the ControlPlane to
 // execution workers.
 type controlPlane struct {
-	srv *grpc.Server
-	ln  net.Listener
+	srv   *grpc.Server
+	ln    net.Listener
+	drain chan struct{} // closed by stop: ends the preview streams
 }
 
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
 // set, and binds MANGO_GRPC_ADDR.
 func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
+	c.drain = make(chan struct{})
 	var tlsConf *tls.Config
 	if cfg.GRPCTLS != nil {
 		var err error
@@ -34,7 +36,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews cont
 	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
-		TLS: tlsConf,
+		TLS: tlsConf, Drain: c.drain,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)
@@ -62,6 +64,7 @@ func (c *controlPlane) stop(ctx context.Context) {
 	if c.srv == nil {
 		return
 	}
+	close(c.drain)
 	done := make(chan struct{})
 	go func() {
 		c.srv.GracefulStop()

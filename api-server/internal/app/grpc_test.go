@@ -107,3 +107,41 @@ func TestControlPlaneTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownEndsPreviewStreams checks that a graceful stop ends the
+// workers' long-lived preview streams (they reconnect elsewhere) instead
+// of waiting for them until MANGO_SHUTDOWN_TIMEOUT, which would outlast a
+// pod's termination grace period and end in SIGKILL.
+func TestShutdownEndsPreviewStreams(t *testing.T) {
+	t.Parallel()
+	const timeout = 60 * time.Second
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SHUTDOWN_TIMEOUT", timeout.String()))
+	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+srv.WorkerToken)
+	stream, err := pb.NewControlPlaneClient(conn).StreamPreviews(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.StreamPreviewsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat round trip proves the stream's RPC is being served.
+	if _, err := pb.NewControlPlaneClient(conn).RecordWorkerHeartbeat(ctx, &pb.RecordWorkerHeartbeatRequest{
+		WorkerId: "w1", Provider: "local", TaskQueues: []string{"mango.local"}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := srv.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if took := time.Since(start); took > timeout/4 {
+		t.Errorf("shutdown with an open preview stream took %v, want far less than MANGO_SHUTDOWN_TIMEOUT=%v", took, timeout)
+	}
+	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("preview stream after shutdown: %v, want Unavailable (reconnect)", err)
+	}
+}

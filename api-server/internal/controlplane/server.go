@@ -48,6 +48,10 @@ type Deps struct {
 	// TLS, when not nil, makes NewGRPCServer serve over TLS with this
 	// configuration (tlsconf.Server.Config); nil serves plaintext.
 	TLS *tls.Config
+	// Drain, when closed, ends the long-lived preview streams (workers
+	// reconnect to another replica), so a graceful stop waits only for
+	// unary calls; nil never drains.
+	Drain <-chan struct{}
 }
 
 // PreviewSink receives preview frames (implemented by *preview.Hub). Publish
@@ -68,6 +72,7 @@ type Server struct {
 	now      func() time.Time
 	metrics  *metrics
 	previews PreviewSink
+	drain    <-chan struct{}
 }
 
 // New returns the ControlPlane service.
@@ -82,7 +87,7 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews}, nil
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

@@ -221,15 +221,35 @@ func (s *Server) GetTaskQueueHealth(ctx context.Context, req *pb.GetTaskQueueHea
 // fast as it sends; frames are not checked against the database (they are
 // ephemeral and only reach subscribers of the named session).
 func (s *Server) StreamPreviews(stream pb.ControlPlane_StreamPreviewsServer) error {
+	// Recv runs apart so that a drain can end the stream between messages.
+	msgs, recvErr := make(chan *pb.StreamPreviewsRequest), make(chan error, 1)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
 	var n int64
 	var frames []preview.Frame
 	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return stream.SendAndClose(&pb.StreamPreviewsResponse{FramesReceived: n})
-		}
-		if err != nil {
+		var msg *pb.StreamPreviewsRequest
+		select {
+		case msg = <-msgs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return stream.SendAndClose(&pb.StreamPreviewsResponse{FramesReceived: n})
+			}
 			return err
+		case <-s.drain:
+			return status.Error(codes.Unavailable, "stream previews: api-server is shutting down, reconnect")
 		}
 		n += int64(len(msg.GetFrames()))
 		if s.previews == nil {

@@ -7,9 +7,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +38,13 @@ type Server struct {
 	// TaskQueuePrefix keeps this server's workflows on task queues of its
 	// own, so tests sharing one Temporal server never see each other's.
 	TaskQueuePrefix string
+
+	stop func() error
 }
+
+// Stop shuts the server down as SIGTERM does and returns Serve's result;
+// later calls (and the test's cleanup) return the same.
+func (s *Server) Stop() error { return s.stop() }
 
 // Option adjusts the configuration before start.
 type Option func(env map[string]string)
@@ -98,19 +106,23 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
+	timeout := cfg.ShutdownTimeout + 5*time.Second
+	stop := sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Errorf("test server: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("test server did not shut down within 10s")
+			return err
+		case <-time.After(timeout):
+			return fmt.Errorf("test server did not shut down within %v", timeout)
+		}
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("test server: %v", err)
 		}
 	})
 	return &Server{BaseURL: "http://" + srv.HTTPAddr(), APIKey: APIKey, DatabaseURL: cfg.DatabaseURL, TaskQueuePrefix: cfg.TaskQueuePrefix,
-		GRPCAddr: srv.GRPCAddr(), WorkerToken: cfg.WorkerToken}
+		GRPCAddr: srv.GRPCAddr(), WorkerToken: cfg.WorkerToken, stop: stop}
 }
 
 func randomSuffix() string {
