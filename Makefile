@@ -47,12 +47,14 @@ generate: ## Regenerate sqlc (db/sqlc.yaml) and buf (proto/buf.gen.yaml) output,
 verify: ## Fail if generated code (db/, proto/) is stale after `make generate`; buf lint
 	@scripts/verify.sh
 
-lint: ## Run golangci-lint in each module (api-server db execution-worker proto)
+lint: ## Run golangci-lint in each module (api-server db execution-worker proto, and deploy with GOWORK=off)
 	@rc=0; for m in $(MODULES); do \
 	  echo "golangci-lint: $$m"; (cd $$m && $(BIN)/golangci-lint run ./...) || rc=1; \
-	done; exit $$rc
+	done; \
+	echo "golangci-lint: deploy"; (cd deploy && GOWORK=off $(BIN)/golangci-lint run ./...) || rc=1; \
+	exit $$rc
 
-test: ## Full test run: tools, test stack, go vet, go test, fuzz, fault injection, dev smoke, verify, lint
+test: ## Full test run: tools, test stack, go vet, go test, deploy (chart, compose, images e2e), fuzz, faults, fresh-clone dev smoke, verify, lint
 	@scripts/test.sh
 
 test-faults: ## Fault-injection suite: real processes, crashes of worker, api-server, PostgreSQL and Temporal mid-turn

@@ -3,12 +3,27 @@
 #   make dev-up  ->  go run ./api-server/examples/quickstart (with .dev.env)  ->  make dev-down
 # then asserts nothing dev-up started is still running (pids dead, ports free).
 # dev-down always runs, also on failure.
+#
+# --fresh-clone runs all of that in a copy of the tree as a new clone has it
+# (tracked and untracked-but-not-ignored files: no bin/, no .mango/, no
+# .dev.env), so it proves that `make dev-up` installs what it needs.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MANGO_LOG_TAG="dev-smoke"
 cd "$REPO_ROOT"
+
+if [[ "${1:-}" == "--fresh-clone" ]]; then
+	clone="$(mktemp -d "${TMPDIR:-/tmp}/mango-fresh-clone.XXXXXX")"
+	trap 'rm -rf "$clone"' EXIT
+	git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$clone"
+	[[ ! -e "${clone}/bin" && ! -e "${clone}/.mango" ]] || die "the fresh copy has bin/ or .mango/"
+	log "fresh copy of the tree (no bin/, no .mango/) in ${clone}"
+	rc=0
+	env -u GOWORK MANGO_LOG_TAG= "${clone}/scripts/dev-smoke.sh" || rc=$?
+	exit "$rc"
+fi
 export GOWORK="${REPO_ROOT}/go.work"
 
 MAKE="${MAKE:-make}"

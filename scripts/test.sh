@@ -4,9 +4,12 @@
 #   1. go vet (all workspace modules)
 #   2. go test -count=1 -race -p 2 -timeout 20m (all workspace modules) with
 #      MANGO_TEST_DATABASE_URL, MANGO_TEST_TEMPORAL_HOSTPORT, MANGO_REQUIRE_SERVICES=1
-#   2a. scripts/fuzz.sh: each fuzz target for MANGO_FUZZ_TIME (default 10s)
-#   2b. scripts/faults.sh: the fault-injection suite (its own processes)
-#   3. scripts/dev-smoke.sh (make dev-up, quickstart, make dev-down)
+#   2a. the deploy module (GOWORK=off): Helm chart lint and render, compose
+#       file, and the container end-to-end run (make images + testcontainers)
+#   2b. scripts/fuzz.sh: each fuzz target for MANGO_FUZZ_TIME (default 10s)
+#   2c. scripts/faults.sh: the fault-injection suite (its own processes)
+#   3. scripts/dev-smoke.sh --fresh-clone (make dev-up in a copy of the tree
+#      without bin/ or .mango/, quickstart, make dev-down)
 #   4. make verify (generated code up to date, buf lint)
 #   5. make lint (golangci-lint in every module)
 # The test stack components this run started are stopped at the end unless
@@ -75,7 +78,10 @@ test_env() {
 }
 
 stack_up() { MANGO_STACK_STARTED_FILE="$STARTED_STACK" "${REPO_ROOT}/scripts/stack.sh" up test; }
-go_vet() { go vet "${PKGS[@]}"; }
+go_vet() {
+	go vet "${PKGS[@]}"
+	(cd deploy && GOWORK=off go vet ./...)
+}
 # live_gates: with the live switches on but no credentials (an empty HOME),
 # every live conformance test must skip cleanly with a message.
 live_gates() {
@@ -109,6 +115,10 @@ sandbox_image() {
 	fi
 }
 go_test() { go test -count=1 -race -p 2 -timeout 20m "$@" "${PKGS[@]}"; }
+# The deploy module is outside go.work (Helm, Kubernetes, compose and
+# testcontainers stay out of the services' builds). Its container e2e builds
+# the images itself with scripts/build-images.sh.
+deploy_test() { (cd deploy && GOWORK=off go test -count=1 -timeout 15m ./...); }
 
 step "install tools" "${REPO_ROOT}/scripts/install-tools.sh"
 step "stack up test" stack_up
@@ -117,9 +127,10 @@ log "MANGO_TEST_DATABASE_URL=${MANGO_TEST_DATABASE_URL} MANGO_TEST_TEMPORAL_HOST
 step "go vet" go_vet
 step "sandbox image" sandbox_image
 step "go test" go_test "$@"
+step "deploy: chart, compose, containers e2e" deploy_test
 step "fuzz" "${REPO_ROOT}/scripts/fuzz.sh"
 step "fault injection" "${REPO_ROOT}/scripts/faults.sh"
-step "dev smoke" "${REPO_ROOT}/scripts/dev-smoke.sh"
+step "dev smoke (fresh clone)" "${REPO_ROOT}/scripts/dev-smoke.sh" --fresh-clone
 step "live gates skip" live_gates
 step "make verify" "$MAKE" --no-print-directory verify
 step "make lint" "$MAKE" --no-print-directory lint

@@ -48,8 +48,11 @@ fi
 ok "generated code up to date"
 
 # go.mod/go.sum must be tidy in every module (go mod tidy -diff changes nothing).
-for m in api-server db execution-worker proto; do
-	if ! out="$(cd "$m" && go mod tidy -diff 2>&1)"; then
+# deploy/ is outside go.work and always built with GOWORK=off.
+for m in api-server db execution-worker proto deploy; do
+	gowork="${REPO_ROOT}/go.work"
+	[[ "$m" == deploy ]] && gowork=off
+	if ! out="$(cd "$m" && GOWORK="$gowork" go mod tidy -diff 2>&1)"; then
 		err "${m}/go.mod is not tidy; run \`(cd ${m} && go mod tidy)\` and commit:"
 		printf '%s\n' "$out" | sed -n 1,40p >&2
 		exit 1
