@@ -26,6 +26,10 @@ Usage: include "mango.pools" . | fromYamlArray
 {{- end }}
 {{- end }}
 {{- $where := printf "workerPools[%d] (%s)" $i $p.name }}
+{{- if and (eq $p.provider "local") (not (dig "image" "repository" "" $raw)) }}
+{{- $_ := set $p.image "repository" $p.localImageRepository }}
+{{- end }}
+{{- $_ := unset $p "localImageRepository" }}
 {{- if hasKey $seen $p.name }}
 {{- fail (printf "%s: the pool name %q is used twice" $where $p.name) }}
 {{- end }}
