@@ -45,7 +45,7 @@ func load(t *testing.T, env map[string]string) (*types.Project, error) {
 	if err != nil {
 		t.Fatalf("project options: %v", err)
 	}
-	return cli.ProjectFromOptions(context.Background(), opts)
+	return opts.LoadProject(context.Background())
 }
 
 func mustLoad(t *testing.T) *types.Project {

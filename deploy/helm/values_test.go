@@ -2,6 +2,9 @@ package helm_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -207,5 +210,53 @@ workerPools: [{name: loc, provider: local}]`))
 	svc := all[*corev1.Service](r)
 	if len(svc) != 1 || !strings.HasSuffix(svc[0].Name, "-api-server") {
 		t.Errorf("Services %v, want one ending in -api-server", svc)
+	}
+}
+
+// TestChartValuesDocumented: every key of values.yaml has a comment right
+// above it, or is an object whose keys all have one. A commented object or
+// list (a Kubernetes type passed through, like resources) is documented as
+// a whole.
+func TestChartValuesDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := regexp.MustCompile(`^( *)([A-Za-z][A-Za-z0-9]*):(.*)$`)
+	lines := strings.Split(string(b), "\n")
+	skipIndent := -1 // inside a list or a documented object under a key at this indentation
+	keys := 0
+	for i, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		if skipIndent >= 0 && indent > skipIndent {
+			continue // documented by the key above
+		}
+		skipIndent = -1
+		m := key.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("values.yaml:%d: unexpected line %q", i+1, line)
+			continue
+		}
+		documented := i > 0 && strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#")
+		nested := strings.TrimSpace(m[3]) == ""
+		isList := nested && i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i+1]), "- ")
+		switch {
+		case nested && !isList && !documented:
+			continue // an object: its keys carry the comments
+		case nested:
+			skipIndent = indent
+		}
+		keys++
+		if !documented {
+			t.Errorf("values.yaml:%d: %s has no comment above it", i+1, m[2])
+		}
+	}
+	if keys < 60 {
+		t.Errorf("found %d documented keys in values.yaml; the check is not reading the file it should", keys)
 	}
 }
