@@ -494,6 +494,23 @@ func checkWorkers(t *testing.T, r *rendered, vals map[string]any, api apiServerF
 				t.Errorf("%s: %s=%q reaches the database credential", name, k, v)
 			}
 		}
+		// Neither the database Secret nor its key, under any name.
+		dbName, dbKey, _ := strings.Cut(strings.TrimPrefix(api.DatabaseRef, "secret:"), "/")
+		for _, e := range c.Env {
+			if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && (ref.SecretKeyRef.Name == dbName || ref.SecretKeyRef.Key == dbKey) {
+				t.Errorf("%s: env %s reads %s/%s, the database Secret's name or key (%s/%s)", name, e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key, dbName, dbKey)
+			}
+		}
+		for _, ef := range c.EnvFrom {
+			if ef.SecretRef != nil && ef.SecretRef.Name == dbName {
+				t.Errorf("%s: envFrom the database Secret %s", name, dbName)
+			}
+		}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == dbName {
+				t.Errorf("%s: mounts the database Secret %s", name, dbName)
+			}
+		}
 		// Chart-supplied secrets: the worker token, the model key with a
 		// real model, the router token of a k8s pool. Nothing else.
 		for _, e := range c.Env {
