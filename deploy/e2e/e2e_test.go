@@ -332,7 +332,9 @@ func (m *mango) session(t *testing.T, provider string) string {
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}
-	t.Cleanup(func() { _, _ = m.client.Beta.Sessions.Delete(context.Background(), s.ID, anthropic.BetaSessionDeleteParams{}) })
+	t.Cleanup(func() {
+		_, _ = m.client.Beta.Sessions.Delete(context.Background(), s.ID, anthropic.BetaSessionDeleteParams{})
+	})
 	return s.ID
 }
 
@@ -576,7 +578,8 @@ func (s *sse) until(t *testing.T, stop string) []event {
 func (s *sse) ended(t *testing.T) {
 	t.Helper()
 	select {
-	case <-s.done:
+	case err := <-s.done:
+		t.Logf("stream ended as its server stopped: %v", err)
 	case e := <-s.events:
 		t.Fatalf("stream sent %s after its server stopped", e.Type)
 	case <-time.After(30 * time.Second):
