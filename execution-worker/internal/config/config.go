@@ -335,6 +335,20 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 	if c.Model == ModelAnthropic && c.ModelAPIKey == "" {
 		p.fail(EnvModelAPIKey, "required when %s=%s", EnvModel, ModelAnthropic)
 	}
+	if c.Model == ModelFake && p.valid(EnvModel) {
+		// A model endpoint configured for the fake is a forgotten
+		// MANGO_MODEL=anthropic: say so instead of silently faking.
+		var set []string
+		for _, name := range []string{EnvModelBaseURL, EnvModelAPIKey} {
+			if p.get(name) != "" {
+				set = append(set, name)
+			}
+		}
+		if len(set) > 0 {
+			p.errs = append(p.errs, fmt.Errorf("%s: set while %s=%s, the offline fake model, which never calls a model: "+
+				"set %s=%s to use them, or unset them", strings.Join(set, ", "), EnvModel, ModelFake, EnvModel, ModelAnthropic))
+		}
+	}
 
 	// Only judge the combination once both halves are known to be valid, so
 	// the message never blames a variable that is merely misspelt.

@@ -402,8 +402,18 @@ func TestFromEnvInvalid(t *testing.T) {
 			want: []string{`MANGO_CONTROLPLANE_ADDR: invalid port in "api:99999"`},
 		},
 		{
+			name: "model endpoint with the fake model",
+			env:  map[string]string{"MANGO_MODEL_BASE_URL": "https://llm.internal", "MANGO_MODEL_API_KEY": "k"},
+			want: []string{"MANGO_MODEL_BASE_URL, MANGO_MODEL_API_KEY: set while MANGO_MODEL=fake, the offline fake model, which never calls a model: set MANGO_MODEL=anthropic to use them, or unset them"},
+		},
+		{
+			name: "model key with MANGO_MODEL=fake named",
+			env:  map[string]string{"MANGO_MODEL": "fake", "MANGO_MODEL_API_KEY": "k"},
+			want: []string{"MANGO_MODEL_API_KEY: set while MANGO_MODEL=fake"},
+		},
+		{
 			name: "relative base URL",
-			env:  map[string]string{"MANGO_MODEL_BASE_URL": "api.anthropic.com"},
+			env:  map[string]string{"MANGO_MODEL": "anthropic", "MANGO_MODEL_API_KEY": "k", "MANGO_MODEL_BASE_URL": "api.anthropic.com"},
 			want: []string{`MANGO_MODEL_BASE_URL: invalid URL "api.anthropic.com" (want an absolute http or https URL)`},
 		},
 		{
