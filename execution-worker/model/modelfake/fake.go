@@ -59,8 +59,36 @@ const LoopCommand = `{"command":"echo loop"}`
 
 // Client is the fake model client. The zero value is not usable; call New.
 type Client struct {
-	mu    sync.Mutex
-	calls map[string]int // #error counters, by conversation hash
+	mu       sync.Mutex
+	calls    map[string]int // #error counters, by conversation hash
+	observer func(Call)
+}
+
+// Call is one answered request, as an observer sees it.
+type Call struct {
+	// Request is the request as received. Observers must not modify it.
+	Request *model.Request
+	// EstimatedInputTokens is the fake's size estimate of the request
+	// (EstimateInputTokens), whatever #usage reports.
+	EstimatedInputTokens int64
+	// Response is the answer returned.
+	Response *model.Response
+}
+
+// SetObserver makes fn see every successful call, synchronously, before
+// the call returns; nil removes it. Tests use it to record what was sent.
+func (c *Client) SetObserver(fn func(Call)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observer = fn
+}
+
+// EstimateInputTokens is the fake's default input_tokens for req: the
+// bytes of the system prompt and of every message's text, thinking, tool
+// inputs, tool results and raw blocks, divided by 4 (rounded down), at
+// least 1. Tool definitions are not counted.
+func EstimateInputTokens(req *model.Request) int64 {
+	return tokens(requestSize(req))
 }
 
 // New returns a fake model client.
@@ -152,14 +180,23 @@ func (c *Client) respond(ctx context.Context, req *model.Request, onEvent func(m
 		Content:    content,
 		StopReason: stop,
 		Usage: model.Usage{
-			InputTokens:  tokens(requestSize(req)),
+			InputTokens:  EstimateInputTokens(req),
 			OutputTokens: tokens(blocksSize(content)),
 		},
+	}
+	if n := len(sc.usage); n > 0 {
+		sc.usage[min(rounds, n-1)].apply(&resp.Usage)
 	}
 	if onEvent != nil {
 		if err := emit(ctx, resp.Content, sc.slow, onEvent); err != nil {
 			return nil, err
 		}
+	}
+	c.mu.Lock()
+	observer := c.observer
+	c.mu.Unlock()
+	if observer != nil {
+		observer(Call{Request: req, EstimatedInputTokens: EstimateInputTokens(req), Response: resp})
 	}
 	return resp, nil
 }

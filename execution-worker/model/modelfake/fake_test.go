@@ -368,6 +368,11 @@ func TestInvalidScripts(t *testing.T) {
 		"#stop because",
 		"#loop now",
 		"#reply",
+		"#usage",
+		"#usage input",
+		"#usage input=-1",
+		"#usage input=1 input=2",
+		"#usage tokens=5",
 	} {
 		_, err := modelfake.New().Create(t.Context(), req(user(text)))
 		var me *model.Error
@@ -402,5 +407,53 @@ func TestLatestUserTextWins(t *testing.T) {
 	}
 	if texts(resp) != "second turn" {
 		t.Errorf("reply %q, want %q", texts(resp), "second turn")
+	}
+}
+
+// #usage sets the counts each round reports; the k-th line applies to
+// round k, the last line to every later round, unnamed counts keep their
+// defaults.
+func TestUsageDirective(t *testing.T) {
+	t.Parallel()
+	echo := func(string, json.RawMessage) string { return "ok" }
+	script := "#tool bash {}\n#tool bash {}\n#tool bash {}\n#usage input=100 output=7 cache_read=30 cache_write=20\n#usage input=5000"
+	c := modelfake.New()
+	var seen []modelfake.Call
+	var mu sync.Mutex
+	c.SetObserver(func(call modelfake.Call) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, call)
+	})
+	got := run(t, c, script, 10, echo)
+	if len(got) != 4 {
+		t.Fatalf("got %d responses, want 4", len(got))
+	}
+	want0 := model.Usage{InputTokens: 100, OutputTokens: 7, CacheReadInputTokens: 30, CacheCreationInputTokens: 20}
+	if got[0].Usage != want0 {
+		t.Errorf("round 0 usage %+v, want %+v", got[0].Usage, want0)
+	}
+	for i := 1; i < 4; i++ {
+		u := got[i].Usage
+		if u.InputTokens != 5000 || u.CacheReadInputTokens != 0 || u.CacheCreationInputTokens != 0 || u.OutputTokens < 1 {
+			t.Errorf("round %d usage %+v, want input 5000, default output, no cache", i, u)
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("observer saw %d calls, want 4", len(seen))
+	}
+	for i, call := range seen {
+		if call.Response != got[i] {
+			t.Errorf("observer call %d: response differs from the one returned", i)
+		}
+		if want := modelfake.EstimateInputTokens(call.Request); call.EstimatedInputTokens != want || want < 1 || want == call.Response.Usage.InputTokens {
+			t.Errorf("observer call %d: estimate %d, want EstimateInputTokens %d, independent of #usage", i, call.EstimatedInputTokens, want)
+		}
+	}
+
+	// Without #usage the input count is the estimate.
+	plain := run(t, modelfake.New(), "hello", 1, echo)
+	if r := req(user("hello")); plain[0].Usage.InputTokens != modelfake.EstimateInputTokens(r) {
+		t.Errorf("default input tokens %d, want the estimate %d", plain[0].Usage.InputTokens, modelfake.EstimateInputTokens(r))
 	}
 }

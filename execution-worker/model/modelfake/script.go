@@ -33,6 +33,15 @@ type script struct {
 	fail *failure
 	// stop overrides the stop reason of the final answer.
 	stop string
+	// usage holds the #usage lines in order: round R of the turn reports
+	// usage[min(R, len-1)].
+	usage []usageSpec
+}
+
+// usageSpec is one #usage line. A nil count keeps the default: the size
+// estimate for input and output, 0 for the cache counts.
+type usageSpec struct {
+	input, output, cacheRead, cacheWrite *int64
 }
 
 type toolCall struct {
@@ -59,6 +68,7 @@ var stopReasons = map[string]bool{
 var directives = map[string]bool{
 	"reply": true, "tool": true, "parallel": true, "think": true,
 	"slow": true, "error": true, "loop": true, "stop": true,
+	"usage": true,
 }
 
 // parseScript reads the directives of a user message. A known directive
@@ -114,6 +124,12 @@ func parseScript(text string) (*script, error) {
 				return nil, lineErr("%v", err)
 			}
 			s.fail = f
+		case "usage":
+			u, err := parseUsage(args)
+			if err != nil {
+				return nil, lineErr("%v", err)
+			}
+			s.usage = append(s.usage, u)
 		case "stop":
 			if !stopReasons[args] {
 				return nil, lineErr("want one of end_turn, max_tokens, stop_sequence, pause_turn, refusal")
@@ -161,6 +177,58 @@ func toolInput(s string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("input must be a JSON object, got %q", s)
 	}
 	return buf.Bytes(), nil
+}
+
+// parseUsage parses the arguments of #usage: one or more key=N pairs,
+// keys input, output, cache_read, cache_write, each at most once, N a
+// non-negative integer.
+func parseUsage(args string) (usageSpec, error) {
+	var u usageSpec
+	fields := strings.Fields(args)
+	if len(fields) == 0 {
+		return u, fmt.Errorf("want #usage input=N output=N cache_read=N cache_write=N (any of them)")
+	}
+	for _, f := range fields {
+		k, v, ok := strings.Cut(f, "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return u, fmt.Errorf("want key=N with N a non-negative integer, got %q", f)
+		}
+		var dst **int64
+		switch k {
+		case "input":
+			dst = &u.input
+		case "output":
+			dst = &u.output
+		case "cache_read":
+			dst = &u.cacheRead
+		case "cache_write":
+			dst = &u.cacheWrite
+		default:
+			return u, fmt.Errorf("unknown key %q, want input, output, cache_read or cache_write", k)
+		}
+		if *dst != nil {
+			return u, fmt.Errorf("key %q given twice", k)
+		}
+		*dst = &n
+	}
+	return u, nil
+}
+
+// apply overrides the counts u names.
+func (u usageSpec) apply(usage *model.Usage) {
+	if u.input != nil {
+		usage.InputTokens = *u.input
+	}
+	if u.output != nil {
+		usage.OutputTokens = *u.output
+	}
+	if u.cacheRead != nil {
+		usage.CacheReadInputTokens = *u.cacheRead
+	}
+	if u.cacheWrite != nil {
+		usage.CacheCreationInputTokens = *u.cacheWrite
+	}
 }
 
 // failureKinds are the kinds #error accepts.
