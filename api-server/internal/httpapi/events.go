@@ -41,6 +41,9 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 		if cur.Status == db.StatusTerminated {
 			return nil, apierror.Conflictf("session %q is terminated and accepts no more events", cur.ID)
 		}
+		if cur.ArchivedAt != nil {
+			return nil, apierror.Conflictf("session %q is archived and read-only: it accepts no more events", cur.ID)
+		}
 		var pending []string
 		awaiting := false
 		if cur.Status == db.StatusIdle && len(cur.StopReason) > 0 {

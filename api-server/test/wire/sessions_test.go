@@ -193,6 +193,26 @@ func TestSessionLifecycle(t *testing.T) {
 	if ids := list(anthropic.BetaSessionListParams{}); len(ids) != 2 {
 		t.Errorf("list after archive = %d, want 2", len(ids))
 	}
+	// An archived session is read-only: sending events is a conflict that
+	// will not clear, in the error envelope, and nothing is appended.
+	before, err := client.Beta.Sessions.Events.List(ctx, pinned.ID, anthropic.BetaSessionEventListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Beta.Sessions.Events.Send(ctx, pinned.ID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("after archive")}})
+	apiErr := apiErrorWithStatus(t, err, http.StatusConflict)
+	if apiErr.Response.Header.Get("x-should-retry") != "false" || !strings.Contains(apiErr.RawJSON(), "archived") {
+		t.Errorf("send to an archived session: x-should-retry %q, error %s; want false and a message naming the archive",
+			apiErr.Response.Header.Get("x-should-retry"), apiErr.RawJSON())
+	}
+	r := do(t, srv, http.MethodPost, "/v1/sessions/"+pinned.ID+"/events", "application/json",
+		[]byte(`{"events":[{"type":"user.message","content":[{"type":"text","text":"raw"}]}]}`), nil)
+	checkEnvelope(t, r, http.StatusConflict, "conflict_error", "archived")
+	after, err := client.Beta.Sessions.Events.List(ctx, pinned.ID, anthropic.BetaSessionEventListParams{})
+	if err != nil || len(after.Data) != len(before.Data) {
+		t.Errorf("events after refused sends = %d (%v), want %d", len(after.Data), err, len(before.Data))
+	}
 	if ids := list(anthropic.BetaSessionListParams{IncludeArchived: anthropic.Bool(true)}); len(ids) != 3 {
 		t.Errorf("include_archived list = %d, want 3", len(ids))
 	}
