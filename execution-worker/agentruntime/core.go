@@ -60,6 +60,10 @@ type Previewer interface {
 type TranscriptMessage struct {
 	Key string
 	Msg model.Message
+	// Anchor is set on assistant messages: the provider's measure of the
+	// request that produced them, kept beside the message so that a retry
+	// estimates the next request exactly as the first attempt did.
+	Anchor *Anchor
 }
 
 // Run is one turn's input.
@@ -86,6 +90,12 @@ type Run struct {
 	// the transcript yet (the trigger's user message): they are stored
 	// with the turn's first commit.
 	Unsaved []TranscriptMessage
+	// Snapshot is the latest stored context snapshot of the session (nil:
+	// the model sees Conversation as is).
+	Snapshot *ContextSnapshot
+	// Anchor is the provider's measure of the newest request, from the
+	// transcript (nil: none).
+	Anchor *Anchor
 
 	mcp *mcpCatalog // the MCP tools of this run, set by Run
 }
@@ -98,6 +108,9 @@ const (
 	OutcomeEndTurn        Outcome = "end_turn"
 	OutcomeRequiresAction Outcome = "requires_action"
 	OutcomeRoundLimit     Outcome = "tool_use_limit"
+	// OutcomeContextWindow: the next request does not fit the model's
+	// context window even after compaction (Result.Detail says why).
+	OutcomeContextWindow Outcome = "context_window"
 )
 
 // Result is how a run ended.
@@ -108,6 +121,8 @@ type Result struct {
 	RequiredEventIDs []string
 	// Rounds is the number of model calls made in this run.
 	Rounds int
+	// Detail explains OutcomeContextWindow.
+	Detail string
 }
 
 // Runtime runs agent turns.
@@ -126,6 +141,8 @@ type Core struct {
 	MaxTokens int
 	// ModelID, when set, overrides the agent's model id.
 	ModelID string
+	// Context tunes context-window management.
+	Context ContextConfig
 }
 
 var _ Runtime = (*Core)(nil)
@@ -186,7 +203,16 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 		if c.roundsSoFar(conv, run) >= c.maxRounds() {
 			return end(OutcomeRoundLimit)
 		}
-		msg, err := c.callModel(ctx, run, conv, n, unsaved)
+		req, err := c.fit(ctx, run, conv, len(unsaved))
+		var cwe *ContextWindowError
+		if errors.As(err, &cwe) {
+			res.Detail = cwe.Error()
+			return end(OutcomeContextWindow)
+		}
+		if err != nil {
+			return nil, err
+		}
+		msg, err := c.callModel(ctx, run, req, len(conv), n, unsaved)
 		res.Rounds++
 		if err != nil {
 			if ctx.Err() != nil {
@@ -272,17 +298,17 @@ type textBlock struct {
 	Text string `json:"text"`
 }
 
-// callModel makes one model request (message n of the turn) and commits
-// its events: span start (with the unsaved transcript messages), thinking,
-// the agent message, tool uses, span end (with the model's message).
-func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n int, unsaved []TranscriptMessage) (*model.Message, error) {
+// callModel makes one model request (message n of the turn, at index of
+// the conversation) and commits its events: span start (with the unsaved
+// transcript messages), thinking, the agent message, tool uses, span end
+// (with the model's message).
+func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, index, n int, unsaved []TranscriptMessage) (*model.Message, error) {
 	key := messageKey(run.TurnKey, n)
 	ids, err := c.Store.AppendWithTranscript(ctx, unsaved, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
 	if err != nil {
 		return nil, err
 	}
 	startID := ids[0]
-	req := c.request(run, conv)
 	var resp *model.Response
 	if c.Preview != nil {
 		resp, err = c.Model.Stream(ctx, req, func(ev model.StreamEvent) {
@@ -321,9 +347,12 @@ func (c *Core) callModel(ctx context.Context, run *Run, conv []model.Message, n 
 	// end in one commit: a retry after it resumes with the model's answer
 	// instead of asking again.
 	events = append(events, spanEnd(key, startID, &resp.Usage, false))
-	if _, err := c.Store.AppendWithTranscript(ctx, []TranscriptMessage{{Key: key, Msg: msg}}, events); err != nil {
+	anchor := &Anchor{Index: index, Snapshot: snapKey(run.Snapshot),
+		PromptTokens: resp.Usage.InputTokens + resp.Usage.CacheReadInputTokens + resp.Usage.CacheCreationInputTokens}
+	if _, err := c.Store.AppendWithTranscript(ctx, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events); err != nil {
 		return nil, err
 	}
+	run.Anchor = anchor
 	return &msg, nil
 }
 

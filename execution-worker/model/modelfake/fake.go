@@ -32,6 +32,7 @@ package modelfake
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -126,12 +127,7 @@ func (c *Client) respond(ctx context.Context, req *model.Request, onEvent func(m
 		return nil, sc.fail.modelError()
 	}
 
-	reqHash := hashJSON(struct {
-		Model    string          `json:"model"`
-		System   string          `json:"system"`
-		Messages []model.Message `json:"messages"`
-		Tools    []model.ToolDef `json:"tools"`
-	}{req.Model, req.System, req.Messages, req.Tools})
+	reqHash := hashRequest(req)
 	rounds := toolRounds(req.Messages[idx+1:])
 
 	var content []model.Block
@@ -439,6 +435,49 @@ func hashJSON(v any) string {
 		b = fmt.Appendf(nil, "%#v", v)
 	}
 	return hashBytes(b)
+}
+
+// hashRequest hashes the model, system prompt, messages and tools of req:
+// every field length-prefixed, so distinct requests hash apart, without
+// encoding the (possibly large) request as JSON.
+func hashRequest(req *model.Request) string {
+	h := sha256.New()
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	str := func(s string) { put([]byte(s)) }
+	str(req.Model)
+	str(req.System)
+	binary.BigEndian.PutUint64(n[:], uint64(len(req.Messages)))
+	h.Write(n[:])
+	for _, m := range req.Messages {
+		str(m.Role)
+		binary.BigEndian.PutUint64(n[:], uint64(len(m.Content)))
+		h.Write(n[:])
+		for _, b := range m.Content {
+			for _, f := range []string{b.Type, b.Text, b.Thinking, b.Signature, b.ID, b.Name, b.ToolUseID} {
+				str(f)
+			}
+			put(b.Input)
+			put(b.Content)
+			put(b.Raw)
+			if b.IsError {
+				str("is_error")
+			} else {
+				str("")
+			}
+		}
+	}
+	tools, err := json.Marshal(req.Tools)
+	if err != nil {
+		tools = fmt.Appendf(nil, "%#v", req.Tools)
+	}
+	put(tools)
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:12])
 }
 
 func hashString(s string) string { return hashBytes([]byte(s)) }

@@ -44,7 +44,7 @@ func (s *cpStore) AppendEvent(ctx context.Context, event agentruntime.NewEvent) 
 func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentruntime.TranscriptMessage, events []agentruntime.NewEvent) ([]string, error) {
 	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
 	for _, m := range transcript {
-		body, err := json.Marshal(m.Msg)
+		body, err := json.Marshal(transcriptBody{Message: m.Msg, Anchor: m.Anchor})
 		if err != nil {
 			return nil, fmt.Errorf("encode transcript message: %w", err)
 		}

@@ -71,6 +71,9 @@ type TurnActivities struct {
 	MaxRounds    int
 	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
 	MCP agentruntime.MCPClient
+	// Context tunes context-window management (MANGO_MODEL_CONTEXT_WINDOW,
+	// MANGO_COMPACTION_MODEL).
+	Context agentruntime.ContextConfig
 	// OnTurn, when set, is told how each RunTurn ended ("error" when it
 	// failed) and how long it took.
 	OnTurn func(outcome string, took time.Duration)
@@ -177,7 +180,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		}
 	}
 	store := &cpStore{cp: a.ControlPlane, sessionID: sid}
-	conv, keys, err := projectTranscript(run.GetTranscript())
+	conv, keys, anchor, err := projectTranscript(run.GetTranscript())
 	if err != nil {
 		return nil, err
 	}
@@ -247,12 +250,13 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if err != nil {
 		return nil, err
 	}
-	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP}
+	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
 	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
+		Anchor:  anchor,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) },
 	})
 	// From here on the turn's ending must be recorded even if the activity
@@ -302,6 +306,11 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	case agentruntime.OutcomeRoundLimit:
 		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
 			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), retryExhausted)
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
+			return nil, err
+		}
+	case agentruntime.OutcomeContextWindow:
+		ev := errorEvent(turnKey+"/context_window", "unknown_error", result.Detail, retryExhausted)
 		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
 			return nil, err
 		}
@@ -498,18 +507,31 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func projectTranscript(entries []*pb.TranscriptEntry) ([]model.Message, []string, error) {
+func projectTranscript(entries []*pb.TranscriptEntry) ([]model.Message, []string, *agentruntime.Anchor, error) {
 	conv := make([]model.Message, 0, len(entries))
 	keys := make([]string, 0, len(entries))
-	for _, e := range entries {
-		var m model.Message
+	var anchor *agentruntime.Anchor
+	for i, e := range entries {
+		var m transcriptBody
 		if err := json.Unmarshal([]byte(e.GetBody()), &m); err != nil {
-			return nil, nil, fmt.Errorf("decode transcript entry %s: %w", e.GetKey(), err)
+			return nil, nil, nil, fmt.Errorf("decode transcript entry %s: %w", e.GetKey(), err)
 		}
-		conv = append(conv, m)
+		if m.Anchor != nil {
+			anchor = m.Anchor
+			anchor.Index = i
+		}
+		conv = append(conv, m.Message)
 		keys = append(keys, e.GetKey())
 	}
-	return conv, keys, nil
+	return conv, keys, anchor, nil
+}
+
+// transcriptBody is a transcript entry as stored: the provider-native
+// message and, on assistant messages, the anchor of the request that
+// produced it (never sent to the model).
+type transcriptBody struct {
+	model.Message
+	Anchor *agentruntime.Anchor `json:"mango_anchor,omitempty"`
 }
 
 func userMessage(ev *pb.Event) (model.Message, error) {

@@ -1,0 +1,445 @@
+package agentruntime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/agentruntime"
+	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/model/modelfake"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/tools"
+)
+
+// memStore is an in-memory agentruntime.Store and ContextStore, keyed like
+// the ControlPlane: a key stored twice keeps the first write.
+type memStore struct {
+	mu         sync.Mutex
+	eventIDs   map[string]string
+	events     []agentruntime.NewEvent
+	keys       []string
+	transcript map[string]agentruntime.TranscriptMessage
+	journal    map[string]tools.Result
+	snapshots  []*agentruntime.ContextSnapshot
+	// crashOnSummary, when > 0, fails the n-th snapshot save that carries
+	// a summary (after the summary call, before anything is stored), like
+	// a worker dying mid-compaction.
+	crashOnSummary int
+	summarySaves   int
+	crashes        int
+}
+
+var errCrash = errors.New("simulated worker crash before the snapshot commit")
+
+func newMemStore() *memStore {
+	return &memStore{eventIDs: map[string]string{}, transcript: map[string]agentruntime.TranscriptMessage{}, journal: map[string]tools.Result{}}
+}
+
+func (s *memStore) appendLocked(evs []agentruntime.NewEvent) []string {
+	var ids []string
+	for _, e := range evs {
+		id, ok := s.eventIDs[e.Key]
+		if !ok {
+			id = fmt.Sprintf("sevt_%d", len(s.events))
+			s.eventIDs[e.Key] = id
+			s.events = append(s.events, e)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (s *memStore) recordLocked(ms []agentruntime.TranscriptMessage) {
+	for _, m := range ms {
+		if _, ok := s.transcript[m.Key]; ok {
+			continue
+		}
+		// Stored as JSON, like the ControlPlane does.
+		b, _ := json.Marshal(m.Msg)
+		var back model.Message
+		_ = json.Unmarshal(b, &back)
+		m.Msg = back
+		s.transcript[m.Key] = m
+		s.keys = append(s.keys, m.Key)
+	}
+}
+
+func (s *memStore) AppendEvents(_ context.Context, evs []agentruntime.NewEvent) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(evs), nil
+}
+
+func (s *memStore) AppendEvent(_ context.Context, e agentruntime.NewEvent) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, existed := s.eventIDs[e.Key]
+	return s.appendLocked([]agentruntime.NewEvent{e})[0], existed, nil
+}
+
+func (s *memStore) AppendWithTranscript(_ context.Context, ms []agentruntime.TranscriptMessage, evs []agentruntime.NewEvent) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recordLocked(ms)
+	return s.appendLocked(evs), nil
+}
+
+func (s *memStore) RecordMessage(_ context.Context, key string, msg model.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recordLocked([]agentruntime.TranscriptMessage{{Key: key, Msg: msg}})
+	return nil
+}
+
+func (s *memStore) ToolResult(_ context.Context, id string) (*tools.Result, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.journal[id]
+	return &r, ok, nil
+}
+
+func (s *memStore) RecordToolResult(_ context.Context, id string, r tools.Result) (tools.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.journal[id]; ok {
+		return old, nil
+	}
+	s.journal[id] = r
+	return r, nil
+}
+
+func (s *memStore) MarkStarted(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.journal[key]; ok {
+		return false, nil
+	}
+	s.journal[key] = tools.Result{Content: "started"}
+	return true, nil
+}
+
+func (s *memStore) SaveContextSnapshot(_ context.Context, snap *agentruntime.ContextSnapshot, evs []agentruntime.NewEvent) (*agentruntime.ContextSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range evs {
+		if e.Type == "span.model_request_end" {
+			s.summarySaves++
+			if s.summarySaves == s.crashOnSummary {
+				s.crashes++
+				return nil, errCrash
+			}
+			break
+		}
+	}
+	for _, old := range s.snapshots {
+		if old.Key == snap.Key {
+			return old, nil
+		}
+	}
+	b, _ := json.Marshal(snap)
+	var stored agentruntime.ContextSnapshot
+	_ = json.Unmarshal(b, &stored)
+	s.snapshots = append(s.snapshots, &stored)
+	s.appendLocked(evs)
+	return &stored, nil
+}
+
+// load is what RunTurn gets from the ControlPlane: the conversation, the
+// anchor of its newest assistant message and the latest snapshot.
+func (s *memStore) load() ([]model.Message, []string, *agentruntime.Anchor, *agentruntime.ContextSnapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var conv []model.Message
+	var anchor *agentruntime.Anchor
+	for i, k := range s.keys {
+		m := s.transcript[k]
+		conv = append(conv, m.Msg)
+		if m.Anchor != nil {
+			a := *m.Anchor
+			a.Index = i
+			anchor = &a
+		}
+	}
+	var snap *agentruntime.ContextSnapshot
+	if n := len(s.snapshots); n > 0 {
+		snap = s.snapshots[n-1]
+	}
+	return conv, append([]string(nil), s.keys...), anchor, snap
+}
+
+// usage sums the usage of the committed span ends.
+func (s *memStore) usage(t *testing.T) model.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var u model.Usage
+	for _, e := range s.events {
+		if e.Type != "span.model_request_end" {
+			continue
+		}
+		b, _ := json.Marshal(e.Body)
+		var body struct {
+			ModelUsage model.Usage `json:"model_usage"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		u = addUsage(u, body.ModelUsage)
+	}
+	return u
+}
+
+func (s *memStore) count(typ string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func addUsage(a, b model.Usage) model.Usage {
+	return model.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CacheReadInputTokens: a.CacheReadInputTokens + b.CacheReadInputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens + b.CacheCreationInputTokens}
+}
+
+const bashToolset = `[{"type":"agent_toolset_20260401","default_config":{"enabled":true,"permission_policy":{"type":"always_allow"}},"configs":[{"name":"bash","enabled":true,"permission_policy":{"type":"always_allow"}}]}]`
+
+// harness drives turns like RunTurn does, over a memStore.
+type harness struct {
+	t     *testing.T
+	store *memStore
+	core  *agentruntime.Core
+	fake  *modelfake.Client
+	sb    func(ctx context.Context) (sandbox.Sandbox, error)
+	tools *agentruntime.ToolConfig
+	agent *agentruntime.Agent
+
+	mu       sync.Mutex
+	calls    int
+	largest  int64
+	observed model.Usage
+	last     model.Usage
+	// lost is the usage of calls whose commit the simulated crash lost.
+	lost model.Usage
+}
+
+func newHarness(t *testing.T, window int) *harness {
+	t.Helper()
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _, err := p.Create(t.Context(), "sess_context", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, store: newMemStore(), fake: modelfake.New(), tools: tc,
+		sb:    func(context.Context) (sandbox.Sandbox, error) { return box, nil },
+		agent: &agentruntime.Agent{ID: "agent_1", System: "You are a test agent."}}
+	h.agent.Model.ID = "mango-fake"
+	h.fake.SetObserver(func(c modelfake.Call) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.calls++
+		h.largest = max(h.largest, c.EstimatedInputTokens)
+		h.observed = addUsage(h.observed, c.Response.Usage)
+		h.last = c.Response.Usage
+		if c.EstimatedInputTokens > int64(window) {
+			t.Errorf("call %d: request of %d estimated tokens, over the %d-token window", h.calls, c.EstimatedInputTokens, window)
+		}
+	})
+	h.core = &agentruntime.Core{Model: h.fake, Store: h.store, Context: agentruntime.ContextConfig{Window: window}}
+	return h
+}
+
+// turn runs turn i with the user text, retrying once after a simulated
+// crash as a new RunTurn attempt would.
+func (h *harness) turn(i int, text string) *agentruntime.Result {
+	h.t.Helper()
+	for attempt := 0; ; attempt++ {
+		conv, keys, anchor, snap := h.store.load()
+		turnKey := fmt.Sprintf("sevt_turn%04d", i)
+		var unsaved []agentruntime.TranscriptMessage
+		first := turnKey + "/0"
+		turnMessages := 0
+		for _, k := range keys {
+			if strings.HasPrefix(k, turnKey+"/") {
+				turnMessages++
+			}
+		}
+		if !containsKey(keys, first) {
+			msg := model.Message{Role: "user", Content: []model.Block{{Type: "text", Text: text}}}
+			unsaved = append(unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
+			conv = append(conv, msg)
+			turnMessages++
+		}
+		res, err := h.core.Run(h.t.Context(), &agentruntime.Run{TurnKey: turnKey, Agent: h.agent, Tools: h.tools,
+			Conversation: conv, TurnMessages: turnMessages, Sandbox: h.sb, Unsaved: unsaved, Snapshot: snap, Anchor: anchor})
+		if errors.Is(err, errCrash) && attempt == 0 {
+			// The summary call, the last one made, was never committed.
+			h.mu.Lock()
+			h.lost = addUsage(h.lost, h.last)
+			h.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			h.t.Fatalf("turn %d attempt %d: %v", i, attempt, err)
+		}
+		return res
+	}
+}
+
+func containsKey(keys []string, k string) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// A long session of one-tool turns with 20 KB results against a
+// 50,000-token window keeps working, never sends a request over the
+// window, compacts the same way when a worker dies mid-compaction, and the
+// usage committed adds up to what the model reported.
+func TestLongSessionCompaction(t *testing.T) {
+	t.Parallel()
+	const turns, window = 300, 50_000
+	run := func(t *testing.T, crashOnSummary int) (*harness, time.Duration) {
+		h := newHarness(t, window)
+		h.store.crashOnSummary = crashOnSummary
+		start := time.Now()
+		for i := range turns {
+			res := h.turn(i, fmt.Sprintf("turn %d\n#tool bash {\"command\": \"head -c 20000 /dev/zero | tr '\\\\0' a\"}", i))
+			if res.Outcome != agentruntime.OutcomeEndTurn {
+				t.Fatalf("turn %d ended %s (%s), want end_turn", i, res.Outcome, res.Detail)
+			}
+		}
+		return h, time.Since(start)
+	}
+	var plain, crashed *harness
+	var took time.Duration
+	t.Run("runs", func(t *testing.T) {
+		t.Run("plain", func(t *testing.T) {
+			t.Parallel()
+			plain, took = run(t, 0)
+		})
+		t.Run("crash after the second summary call", func(t *testing.T) {
+			t.Parallel()
+			crashed, _ = run(t, 2)
+		})
+	})
+	if t.Failed() {
+		return
+	}
+
+	if crashed.store.crashes != 1 {
+		t.Fatalf("simulated %d crashes, want 1", crashed.store.crashes)
+	}
+	summaries := 0
+	for _, s := range plain.store.snapshots {
+		if len(s.Messages) > 0 && strings.HasPrefix(s.Messages[0].Content[0].Text, "<context_summary>") {
+			summaries++
+		}
+	}
+	if summaries < 2 || len(plain.store.snapshots) < 10 {
+		t.Fatalf("%d snapshots, %d with a summary; want at least 10 and 2", len(plain.store.snapshots), summaries)
+	}
+	if got := plain.store.count("agent.thread_context_compacted"); got != len(plain.store.snapshots) {
+		t.Errorf("%d agent.thread_context_compacted events, want one per snapshot (%d)", got, len(plain.store.snapshots))
+	}
+	// Determinism: the crashed run's snapshots and transcript equal the
+	// plain run's.
+	if len(crashed.store.snapshots) != len(plain.store.snapshots) {
+		t.Fatalf("crashed run has %d snapshots, plain run %d", len(crashed.store.snapshots), len(plain.store.snapshots))
+	}
+	for i := range plain.store.snapshots {
+		if !reflect.DeepEqual(plain.store.snapshots[i], crashed.store.snapshots[i]) {
+			t.Fatalf("snapshot %d differs after the crash: %s vs %s", i, plain.store.snapshots[i].Key, crashed.store.snapshots[i].Key)
+		}
+	}
+	pc, _, _, _ := plain.store.load()
+	cc, _, _, _ := crashed.store.load()
+	if !reflect.DeepEqual(pc, cc) {
+		t.Error("the transcripts of the plain and the crashed run differ")
+	}
+	// The lossless transcript keeps every tool result whole.
+	big := 0
+	for _, m := range pc {
+		for _, b := range m.Content {
+			if b.Type == "tool_result" && len(b.Content) >= 20_000 {
+				big++
+			}
+		}
+	}
+	if big != turns {
+		t.Errorf("transcript holds %d whole 20 KB tool results, want %d", big, turns)
+	}
+	// Usage adds up: what was committed is what the model reported, less
+	// the call whose commit the crash lost.
+	if got := plain.store.usage(t); got != plain.observed {
+		t.Errorf("committed usage %+v, want the model's %+v", got, plain.observed)
+	}
+	if got, want := crashed.store.usage(t), crashed.observed; addUsage(got, crashed.lost) != want {
+		t.Errorf("crashed run: committed usage %+v + lost %+v, want the model's %+v", got, crashed.lost, want)
+	}
+	t.Logf("%d turns: %d model calls, %d compactions (%d with a summary), largest request %d estimated tokens of %d, %v",
+		turns, plain.calls, len(plain.store.snapshots), summaries, plain.largest, window, took)
+}
+
+// A request that still does not fit after compaction ends the turn with
+// OutcomeContextWindow after one model call, instead of looping.
+func TestOverWindowEndsTurn(t *testing.T) {
+	t.Parallel()
+	// 12,000 tokens less 8,192 of output leave 3,808 for input; the tool
+	// result alone needs 5,000.
+	h := newHarness(t, 12_000)
+	res := h.turn(0, "#tool bash {\"command\": \"head -c 20000 /dev/zero | tr '\\\\0' a\"}")
+	if res.Outcome != agentruntime.OutcomeContextWindow {
+		t.Fatalf("outcome %s, want %s", res.Outcome, agentruntime.OutcomeContextWindow)
+	}
+	if !strings.Contains(res.Detail, "context window") {
+		t.Errorf("detail %q, want it to name the context window", res.Detail)
+	}
+	if h.calls != 1 {
+		t.Errorf("%d model calls, want 1 (the tool round; none over the window)", h.calls)
+	}
+	// The tool result is in the transcript: the turn's work is kept.
+	conv, _, _, _ := h.store.load()
+	if len(conv) != 3 {
+		t.Errorf("transcript has %d messages, want 3 (user, tool use, tool result)", len(conv))
+	}
+}
+
+func TestProfileFor(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]int{
+		"claude-sonnet-4-5-20250929": 64_000,
+		"claude-opus-4-1":            32_000,
+		"claude-opus-4-5":            64_000,
+		"claude-3-haiku-20240307":    4_096,
+		"mango-fake":                 agentruntime.DefaultContextProfile.MaxOutput,
+	} {
+		if got := agentruntime.ProfileFor(id).MaxOutput; got != want {
+			t.Errorf("ProfileFor(%q).MaxOutput = %d, want %d", id, got, want)
+		}
+	}
+	if w := agentruntime.ProfileFor("unknown-model").Window; w != agentruntime.DefaultContextProfile.Window || w > 200_000 {
+		t.Errorf("unknown model window %d, want the default %d", w, agentruntime.DefaultContextProfile.Window)
+	}
+}
