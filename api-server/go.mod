@@ -14,6 +14,7 @@ require (
 	github.com/mangohq/mango/db v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	go.temporal.io/sdk v1.51.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require github.com/kylelemons/godebug v1.1.0 // indirect
@@ -66,7 +67,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.temporal.io/api v1.64.3
 	go.uber.org/multierr v1.11.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect

@@ -34,18 +34,33 @@ type Session struct {
 	Metadata      map[string]string
 	Status        Status
 	StopReason    json.RawMessage
-	Usage         json.RawMessage
-	LastSeq       int64
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	ArchivedAt    *time.Time
-	Deleting      bool
+	// Usage is the cumulative usage (usage.go).
+	Usage Usage
+	// BudgetMaxCents is the budget's max_list_cost in US cents; nil
+	// without a budget. BudgetRemoved is set once a budget was removed.
+	BudgetMaxCents *int64
+	BudgetRemoved  bool
+	// ActiveMicros and RunningSince measure the time in running status
+	// (status.go).
+	ActiveMicros int64
+	RunningSince *time.Time
+	LastSeq      int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	ArchivedAt   *time.Time
+	Deleting     bool
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 	s := &Session{ID: r.ID, AgentID: r.AgentID, AgentVersion: r.AgentVersion, Agent: r.Agent, EnvironmentID: r.EnvironmentID,
-		Provider: r.Provider, Title: r.Title, Status: Status(r.Status), StopReason: r.StopReason, Usage: r.Usage,
+		Provider: r.Provider, Title: r.Title, Status: Status(r.Status), StopReason: r.StopReason,
+		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
 		LastSeq: r.LastSeq, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil}
+	u, err := usageFromJSON(r.ID, r.Usage)
+	if err != nil {
+		return nil, err
+	}
+	s.Usage = u
 	if err := json.Unmarshal(r.Metadata, &s.Metadata); err != nil {
 		return nil, fmt.Errorf("decode metadata of session %s: %w", r.ID, err)
 	}
@@ -109,6 +124,10 @@ type NewEvent struct {
 	// Pending leaves processed_at unset: a trigger the worker has yet to
 	// pick up.
 	Pending bool
+	// Usage, when set, is the usage of the model request the event
+	// reports: it is added to the session's usage when the event is
+	// appended, never when the event was already stored under its key.
+	Usage *Usage
 }
 
 // SessionCreateParams create a session.
@@ -122,6 +141,8 @@ type SessionCreateParams struct {
 	Title         string
 	Metadata      map[string]string
 	Now           time.Time
+	// BudgetMaxCents, when set, is the session's budget in US cents.
+	BudgetMaxCents *int64
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -133,6 +154,7 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 		row, err := q.SessionInsert(ctx, dbsqlc.SessionInsertParams{
 			ID: p.ID, AgentID: p.AgentID, AgentVersion: p.AgentVersion, Agent: p.Agent, EnvironmentID: p.EnvironmentID,
 			Provider: p.Provider, Title: p.Title, Metadata: metadataJSON(p.Metadata), CreatedAt: p.Now,
+			BudgetMaxCents: p.BudgetMaxCents,
 		})
 		if err != nil {
 			return err
@@ -176,6 +198,11 @@ type AppendRequest struct {
 	// Processed names trigger events marked processed (at Now, unless
 	// they already are) in the same transaction.
 	Processed []string
+	// TurnEnd, when set, is called when the request's change ends a turn
+	// (running or rescheduling to idle or terminated), with the session's
+	// usage including this request's: the event it returns (if any) is
+	// appended just before the status event.
+	TurnEnd func(cur *Session) *NewEvent
 }
 
 // Change is a status change made with an append. The store appends the
@@ -284,6 +311,13 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		}
 		fresh = append(fresh, ev)
 	}
+	setUsage := false
+	for _, ev := range fresh {
+		if ev.Usage != nil {
+			cur.Usage.Add(*ev.Usage)
+			setUsage = true
+		}
+	}
 	setStatus := false
 	var stop []byte
 	if change != nil && change.To == StatusIdle && cur.Status == StatusIdle && len(change.StopReason) > 0 {
@@ -300,6 +334,12 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		if err := CheckTransition(cur.Status, change.To); err != nil {
 			return nil, nil, err
 		}
+		if req.TurnEnd != nil && (cur.Status == StatusRunning || cur.Status == StatusRescheduling) &&
+			(change.To == StatusIdle || change.To == StatusTerminated) {
+			if ev := req.TurnEnd(cur); ev != nil {
+				fresh = append(fresh, *ev)
+			}
+		}
 		body := json.RawMessage(`{}`)
 		stop = nil
 		if change.To == StatusIdle {
@@ -311,6 +351,7 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		}
 		fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
 		setStatus = true
+		cur.moveClock(cur.Status, change.To, req.Now)
 		cur.Status, cur.StopReason, cur.UpdatedAt = change.To, stop, req.Now
 	}
 	wake, wakeKind := change != nil && change.Wake, "wakeup"
@@ -320,7 +361,8 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 	if len(fresh) == 0 {
 		// Nothing to number: only the rare writes without an event.
 		if setStatus {
-			if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: stop, UpdatedAt: req.Now}); err != nil {
+			if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: stop, UpdatedAt: req.Now,
+				ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince}); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -332,7 +374,11 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		return cur, out, nil
 	}
 	arg := dbsqlc.EventsAppendParams{SessionID: sessionID, SetStatus: setStatus, Status: string(cur.Status), StopReason: stop,
-		Now: req.Now, Wake: wake, WakeKind: wakeKind}
+		Now: req.Now, Wake: wake, WakeKind: wakeKind, ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince,
+		SetUsage: setUsage}
+	if setUsage {
+		arg.Usage = cur.Usage.json()
+	}
 	for _, ev := range fresh {
 		body := ev.Body
 		if len(body) == 0 {
@@ -372,7 +418,7 @@ func (e *decideError) Error() string { return e.err.Error() }
 func (e *decideError) Unwrap() error { return e.err }
 
 // SessionUpdate locks the session and stores what next returns (title,
-// metadata, agent). An error from next is returned as is.
+// metadata, agent, budget). An error from next is returned as is.
 func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, next func(cur *Session) (*Session, error)) (*Session, error) {
 	var out *Session
 	err := s.inTx(ctx, "update session", func(q *dbsqlc.Queries) error {
@@ -391,7 +437,8 @@ func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, nex
 		if err != nil {
 			return &decideError{err}
 		}
-		updated, err := q.SessionUpdate(ctx, dbsqlc.SessionUpdateParams{ID: id, Title: n.Title, Metadata: metadataJSON(n.Metadata), Agent: n.Agent, UpdatedAt: now})
+		updated, err := q.SessionUpdate(ctx, dbsqlc.SessionUpdateParams{ID: id, Title: n.Title, Metadata: metadataJSON(n.Metadata), Agent: n.Agent, UpdatedAt: now,
+			BudgetMaxCents: n.BudgetMaxCents, BudgetRemoved: n.BudgetRemoved})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 -- name: SessionInsert :one
-INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9)
+INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
 RETURNING *;
 
 -- name: SessionGetByID :one
@@ -10,10 +10,10 @@ SELECT * FROM sessions WHERE id = $1 AND deleting_at IS NULL;
 SELECT * FROM sessions WHERE id = $1 FOR UPDATE;
 
 -- name: SessionSetStatus :exec
-UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4 WHERE id = $1;
+UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4, active_micros = $5, running_since = $6 WHERE id = $1;
 
 -- name: SessionUpdate :one
-UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5
+UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
 RETURNING *;
 
@@ -61,14 +61,18 @@ WHERE session_id = sqlc.arg(session_id) AND event_key = ANY(sqlc.arg(keys)::text
 -- name: EventsAppend :one
 -- One round trip for an append's writes, under the session's row lock
 -- held by the caller: the session's last_seq (and status, when
--- set_status), the events numbered after the old last_seq in array
--- order, the wake-up outbox row (when wake) and the notification.
+-- set_status, with the active time), the usage (when set_usage), the
+-- events numbered after the old last_seq in array order, the wake-up
+-- outbox row (when wake) and the notification.
 WITH s AS (
     UPDATE sessions SET
         last_seq    = last_seq + cardinality(sqlc.arg(ids)::text[]),
         status      = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(status)::text ELSE status END,
         stop_reason = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.narg(stop_reason)::jsonb ELSE stop_reason END,
-        updated_at  = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(now)::timestamptz ELSE updated_at END
+        updated_at  = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(now)::timestamptz ELSE updated_at END,
+        active_micros = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(active_micros)::bigint ELSE active_micros END,
+        running_since = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.narg(running_since)::timestamptz ELSE running_since END,
+        usage       = CASE WHEN sqlc.arg(set_usage)::bool THEN sqlc.arg(usage)::jsonb ELSE usage END
     WHERE id = sqlc.arg(session_id)
     RETURNING last_seq
 ), ins AS (

@@ -22,6 +22,9 @@ type NewEvent struct {
 	Key  string
 	Type string
 	Body any
+	// Usage is the model usage the event reports (span.model_request_end),
+	// committed with it so the session's usage counts it exactly once.
+	Usage *model.Usage
 }
 
 // Store is where a run's durable effects go (the ControlPlane in the
@@ -203,6 +206,9 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 		if c.roundsSoFar(conv, run) >= c.maxRounds() {
 			return end(OutcomeRoundLimit)
 		}
+		if c.budgetReached() {
+			return end(OutcomeBudgetReached)
+		}
 		req, err := c.fit(ctx, run, conv, len(unsaved))
 		var cwe *ContextWindowError
 		if errors.As(err, &cwe) {
@@ -373,7 +379,7 @@ func spanEnd(key, startID string, u *model.Usage, isError bool) NewEvent {
 		// commits its own end.
 		suffix = "/span_end_error/" + startID
 	}
-	return NewEvent{Key: key + suffix, Type: "span.model_request_end",
+	return NewEvent{Key: key + suffix, Type: "span.model_request_end", Usage: u,
 		Body: map[string]any{"model_request_start_id": startID, "is_error": isError, "model_usage": usage}}
 }
 

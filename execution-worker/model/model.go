@@ -134,6 +134,15 @@ type Usage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	// CacheCreation5mInputTokens and CacheCreation1hInputTokens break
+	// CacheCreationInputTokens down by cache lifetime when the provider
+	// reports it (both 0 otherwise).
+	CacheCreation5mInputTokens int64 `json:"cache_creation_5m_input_tokens,omitempty"`
+	CacheCreation1hInputTokens int64 `json:"cache_creation_1h_input_tokens,omitempty"`
+	// WebSearchRequests and WebFetchRequests count the server-executed
+	// tool calls of the request.
+	WebSearchRequests int64 `json:"web_search_requests,omitempty"`
+	WebFetchRequests  int64 `json:"web_fetch_requests,omitempty"`
 }
 
 // Response is the model's complete answer.

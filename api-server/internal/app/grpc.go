@@ -36,7 +36,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews cont
 	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
-		TLS: tlsConf, Drain: c.drain,
+		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	LogLevel slog.Level
 	// LogFormat is "text" or "json" (MANGO_LOG_FORMAT).
 	LogFormat string
+	// Prices is the model price table: the defaults, with the entries of
+	// the JSON or YAML file named by MANGO_MODEL_PRICES added or replaced.
+	Prices *usage.Table
 }
 
 // Load reads the configuration through getenv (os.Getenv in production).
@@ -153,6 +157,14 @@ func Load(getenv func(string) string) (*Config, error) {
 		if !found {
 			r.fail("MANGO_SANDBOX_PROVIDERS", fmt.Sprintf("must include the default provider %q named by MANGO_SANDBOX", c.DefaultSandbox))
 		}
+	}
+	c.Prices = usage.DefaultTable()
+	if path := r.str("MANGO_MODEL_PRICES", ""); path != "" {
+		t, err := usage.LoadFile(path)
+		if err != nil {
+			r.fail("MANGO_MODEL_PRICES", fmt.Sprintf("%s: %v", path, err))
+		}
+		c.Prices = t
 	}
 	if err := errors.Join(r.errs...); err != nil {
 		return nil, err

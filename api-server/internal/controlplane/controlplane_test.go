@@ -378,9 +378,13 @@ func TestParkTurn(t *testing.T) {
 	if !jsonEqual(body, `{"stop_reason":`+wantReason+`}`) {
 		t.Errorf("status_idle body %s, want stop_reason %s", body, wantReason)
 	}
-	// The status event follows the parked events directly (atomic commit).
-	if c := e.count(t, `SELECT seq FROM events WHERE session_id = $1 AND type = 'session.status_idle'`, sid); c != 5 {
-		t.Errorf("status_idle seq = %d, want 5", c)
+	// The parked events, the turn's session.usage snapshot and the status
+	// event follow each other directly (atomic commit).
+	if c := e.count(t, `SELECT seq FROM events WHERE session_id = $1 AND type = 'session.usage'`, sid); c != 5 {
+		t.Errorf("session.usage seq = %d, want 5", c)
+	}
+	if c := e.count(t, `SELECT seq FROM events WHERE session_id = $1 AND type = 'session.status_idle'`, sid); c != 6 {
+		t.Errorf("status_idle seq = %d, want 6", c)
 	}
 
 	retry, err := e.client.ParkTurn(ctx, req)
@@ -390,8 +394,8 @@ func TestParkTurn(t *testing.T) {
 	if retry.Events[1].Id != toolID || retry.Status != pb.SessionStatus_SESSION_STATUS_IDLE {
 		t.Errorf("retry -> %s %v, want %s IDLE", retry.Events[1].Id, retry.Status, toolID)
 	}
-	if c := e.count(t, `SELECT count(*) FROM events WHERE session_id = $1`, sid); c != 5 {
-		t.Errorf("events after retry = %d, want 5", c)
+	if c := e.count(t, `SELECT count(*) FROM events WHERE session_id = $1`, sid); c != 6 {
+		t.Errorf("events after retry = %d, want 6", c)
 	}
 
 	_, err = e.client.ParkTurn(ctx, &pb.ParkTurnRequest{SessionId: sid, RequiredActionEventKeys: []string{"nope"}})

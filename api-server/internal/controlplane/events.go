@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -29,7 +30,7 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	}
 	resp := &pb.GetRunResponse{
 		SessionId: sess.ID, AgentId: sess.AgentID, AgentVersion: sess.AgentVersion, Agent: string(sess.Agent),
-		Provider: sess.Provider, Status: statusToPB(sess.Status), LastSeq: sess.LastSeq,
+		Provider: sess.Provider, Status: statusToPB(sess.Status), LastSeq: sess.LastSeq, BudgetExhausted: sess.BudgetExhausted(),
 	}
 	var toolCfg struct {
 		Tools      json.RawMessage `json:"tools"`
@@ -102,7 +103,7 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if len(req.GetEvents()) == 0 {
 		return nil, invalid("events", "at least one is required")
 	}
-	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
+	evs, err := s.newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +111,11 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := s.appendEvents(ctx, req.GetSessionId(), &db.AppendRequest{Events: evs, Transcript: transcript})
+	out, sess, err := s.appendEvents(ctx, req.GetSessionId(), &db.AppendRequest{Events: evs, Transcript: transcript})
 	if err != nil {
 		return nil, s.fail(ctx, "append events", err)
 	}
-	return &pb.AppendEventsResponse{Events: out}, nil
+	return &pb.AppendEventsResponse{Events: out, BudgetExhausted: sess.BudgetExhausted()}, nil
 }
 
 // ParkTurn implements pb.ControlPlaneServer.
@@ -127,7 +128,7 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 	if len(req.GetRequiredActionEventIds()) == 0 && len(req.GetRequiredActionEventKeys()) == 0 {
 		return nil, invalid("required_action_event_ids", "at least one event id or key is required")
 	}
-	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
+	evs, err := s.newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 		}
 		return &db.Change{To: db.StatusIdle, StopReason: reason, EventID: ids.New(ids.Event)}, nil
 	}
-	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Decide: decide})
+	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Decide: decide, TurnEnd: s.usageEvent(reqKey(evs))})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -190,6 +191,8 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		to, reason = db.StatusIdle, json.RawMessage(`{"type":"end_turn"}`)
 	case pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED:
 		to, reason = db.StatusIdle, json.RawMessage(`{"type":"retries_exhausted"}`)
+	case pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED:
+		to, reason = db.StatusIdle, json.RawMessage(`{"type":"budget_reached"}`)
 	case pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING:
 		to = db.StatusRescheduling
 	case pb.TurnOutcome_TURN_OUTCOME_TERMINATED:
@@ -199,7 +202,7 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	default:
 		return nil, invalid("outcome", "required")
 	}
-	evs, err := newEvents(req.GetSessionId(), req.GetEvents())
+	evs, err := s.newEvents(req.GetSessionId(), req.GetEvents())
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +231,12 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		}
 		return &db.Change{To: to, StopReason: reason, EventID: ids.New(ids.Event), Key: key}, nil
 	}
-	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide})
+	usageKey := key
+	if usageKey == "" {
+		usageKey = reqKey(evs)
+	}
+	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide,
+		TurnEnd: s.usageEvent(usageKey)})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -247,10 +255,33 @@ func allStored(evs []db.NewEvent, stored map[string]string) bool {
 	return true
 }
 
-// newEvents validates worker events and mints their identifiers.
+// reqKey is a key for what a request's keyed events end: the first
+// event's key, or empty.
+func reqKey(evs []db.NewEvent) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[0].Key
+}
+
+// usageEvent returns the AppendRequest.TurnEnd of a turn-ending request:
+// the session.usage snapshot appended before the status event, keyed
+// after key when set (a retry of the same end finds it stored).
+func (s *Server) usageEvent(key string) func(cur *db.Session) *db.NewEvent {
+	return func(cur *db.Session) *db.NewEvent {
+		ev := &db.NewEvent{ID: ids.New(ids.Event), Type: "session.usage", Body: usage.SnapshotEvent(cur, s.now())}
+		if key != "" {
+			ev.Key = key + "/session_usage"
+			ev.ID = sessionwf.EventID(cur.ID, ev.Key)
+		}
+		return ev
+	}
+}
+
 // newEvents validates worker events and gives each the id derived from its
-// key (sessionwf.EventID), the id the worker announced in its previews.
-func newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
+// key (sessionwf.EventID), the id the worker announced in its previews,
+// and prices the model usage they carry.
+func (s *Server) newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
 	out := make([]db.NewEvent, 0, len(in))
 	seen := make(map[string]bool, len(in))
 	for i, e := range in {
@@ -270,7 +301,17 @@ func newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, db.NewEvent{ID: sessionwf.EventID(sessionID, e.GetKey()), Type: e.GetType(), Body: body, Key: e.GetKey()})
+		ev := db.NewEvent{ID: sessionwf.EventID(sessionID, e.GetKey()), Type: e.GetType(), Body: body, Key: e.GetKey()}
+		if u := e.GetUsage(); u != nil {
+			if err := checkUsage(field+".usage", u); err != nil {
+				return nil, err
+			}
+			cost := s.prices.Cost(usage.Request{Model: u.GetModel(), InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(),
+				CacheReadInputTokens: u.GetCacheReadInputTokens(), CacheCreation5m: u.GetCacheCreation_5MInputTokens(),
+				CacheCreation1h: u.GetCacheCreation_1HInputTokens(), WebSearchRequests: u.GetWebSearchRequests(), WebFetchRequests: u.GetWebFetchRequests()})
+			ev.Usage = &cost
+		}
+		out = append(out, ev)
 	}
 	return out, nil
 }
@@ -345,4 +386,19 @@ func statusToPB(st db.Status) pb.SessionStatus {
 		return pb.SessionStatus_SESSION_STATUS_TERMINATED
 	}
 	return pb.SessionStatus_SESSION_STATUS_UNSPECIFIED
+}
+
+// checkUsage refuses negative or absurd usage counters (a defective
+// worker must not corrupt a session's totals).
+func checkUsage(field string, u *pb.ModelUsage) error {
+	const maxCount = 1 << 40
+	for name, v := range map[string]int64{"input_tokens": u.GetInputTokens(), "output_tokens": u.GetOutputTokens(),
+		"cache_read_input_tokens": u.GetCacheReadInputTokens(), "cache_creation_5m_input_tokens": u.GetCacheCreation_5MInputTokens(),
+		"cache_creation_1h_input_tokens": u.GetCacheCreation_1HInputTokens(), "web_search_requests": u.GetWebSearchRequests(),
+		"web_fetch_requests": u.GetWebFetchRequests()} {
+		if v < 0 || v > maxCount {
+			return invalid(field+"."+name, fmt.Sprintf("must be between 0 and %d, got %d", int64(maxCount), v))
+		}
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/preview"
+	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
@@ -52,6 +53,9 @@ type Deps struct {
 	// reconnect to another replica), so a graceful stop waits only for
 	// unary calls; nil never drains.
 	Drain <-chan struct{}
+	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
+	// defaults.
+	Prices *usage.Table
 }
 
 // PreviewSink receives preview frames (implemented by *preview.Hub). Publish
@@ -73,6 +77,7 @@ type Server struct {
 	metrics  *metrics
 	previews PreviewSink
 	drain    <-chan struct{}
+	prices   *usage.Table
 }
 
 // New returns the ControlPlane service.
@@ -87,7 +92,10 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain}, nil
+	if d.Prices == nil {
+		d.Prices = usage.DefaultTable()
+	}
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain, prices: d.Prices}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

@@ -57,6 +57,9 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 		for i, ev := range events {
 			switch ev.Type {
 			case eventspec.UserMessage:
+				if cur.BudgetExhausted() {
+					return nil, apierror.Conflictf("session %q reached its budget (budget_reached): raise budget.max_list_cost with an update of the session to continue", cur.ID)
+				}
 				change.Wake = true
 				if cur.Status == db.StatusIdle {
 					change.To = db.StatusRunning

@@ -17,6 +17,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/preview"
+	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/proto/buildinfo"
 )
@@ -57,6 +58,9 @@ type Deps struct {
 	Cleanup SessionCleanup
 	// HeartbeatInterval spaces `: ping` comments on idle streams (15s).
 	HeartbeatInterval time.Duration
+	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
+	// defaults.
+	Prices *usage.Table
 }
 
 // API is the HTTP API. Its Handler serves every route.

@@ -19,6 +19,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/eventspec"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/jsonx"
+	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
 )
 
@@ -35,38 +36,25 @@ type sessionResponse struct {
 	Title              string            `json:"title"`
 	Metadata           map[string]string `json:"metadata"`
 	Status             db.Status         `json:"status"`
-	Usage              json.RawMessage   `json:"usage"`
-	Stats              sessionStats      `json:"stats"`
+	Usage              usage.Usage       `json:"usage"`
+	Stats              usage.Stats       `json:"stats"`
 	Resources          []any             `json:"resources"`
 	VaultIDs           []string          `json:"vault_ids"`
 	OutcomeEvaluations []any             `json:"outcome_evaluations"`
-	Budget             *struct{}         `json:"budget"`
+	Budget             *usage.Budget     `json:"budget"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
 	ArchivedAt         *time.Time        `json:"archived_at"`
 }
 
-type sessionStats struct {
-	ActiveSeconds   float64 `json:"active_seconds"`
-	DurationSeconds float64 `json:"duration_seconds"`
-}
-
-var zeroUsage = json.RawMessage(`{"input_tokens":0,"output_tokens":0,"cache_read_input_tokens":0,` +
-	`"cache_creation":{"ephemeral_1h_input_tokens":0,"ephemeral_5m_input_tokens":0},` +
-	`"server_tool_use":{"web_fetch_requests":0,"web_search_requests":0}}`)
-
 func (a *API) toSessionResponse(s *db.Session) *sessionResponse {
-	usage := s.Usage
-	if len(usage) == 0 || string(usage) == "{}" {
-		usage = zeroUsage
-	}
 	md := s.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
+	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
-		Metadata: md, Status: s.Status, Usage: usage,
-		Stats:     sessionStats{DurationSeconds: a.now().Sub(s.CreatedAt).Seconds()},
+		Metadata: md, Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
 		Resources: []any{}, VaultIDs: []string{}, OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
@@ -131,8 +119,13 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if in.Resources.Set && !in.Resources.Null && string(in.Resources.Value) != "[]" {
 		return apierror.Invalid("resources: session resources are not supported by this server")
 	}
+	var budget *int64
 	if in.Budget.Set && !in.Budget.Null {
-		return apierror.Invalid("budget: budgets are not supported by this server")
+		n, err := usage.ParseBudget(in.Budget.Value)
+		if err != nil {
+			return apierror.Invalid("%v", err)
+		}
+		budget = &n
 	}
 	title := ""
 	if in.Title != nil {
@@ -155,6 +148,11 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if budget != nil {
+		if err := a.checkBudgetable(snapshot.Model.ID); err != nil {
+			return err
+		}
+	}
 	provider, err := a.environmentProvider(ctx, *in.EnvironmentID)
 	if err != nil {
 		return err
@@ -171,7 +169,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	}
 	now := a.now()
 	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
-		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now}
+		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget}
 	var req *db.AppendRequest
 	if len(initial) > 0 {
 		req = a.admission(initial, now)
@@ -326,8 +324,13 @@ func (a *API) sessionUpdate(c echo.Context) error {
 	if err := jsonx.Decode(body, &in, ""); err != nil {
 		return err
 	}
+	var budget *int64
 	if in.Budget.Set && !in.Budget.Null {
-		return apierror.Invalid("budget: budgets are not supported by this server")
+		n, err := usage.ParseBudget(in.Budget.Value)
+		if err != nil {
+			return apierror.Invalid("%v", err)
+		}
+		budget = &n
 	}
 	if in.VaultIDs.Set && len(in.VaultIDs.Value) > 0 {
 		return apierror.Invalid("vault_ids: vaults are not supported by this server")
@@ -364,6 +367,11 @@ func (a *API) sessionUpdate(c echo.Context) error {
 				return nil, err
 			}
 			next.Agent = agentJSON
+		}
+		if in.Budget.Set {
+			if err := a.updateBudget(&next, budget); err != nil {
+				return nil, err
+			}
 		}
 		return &next, nil
 	})
@@ -506,4 +514,52 @@ func (a *API) sessionList(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, resp)
+}
+
+// modelNotBudgetable is the reason a budget is refused for a session whose
+// model has no list price.
+const modelNotBudgetable = "model_not_budgetable"
+
+// checkBudgetable refuses a budget for a session whose model has no list
+// price in the price table: its cost could not be measured.
+func (a *API) checkBudgetable(id string) error {
+	if !a.prices().Priced(id) {
+		return apierror.Invalid("budget: %s: model %q has no list price on this server, so a budget cannot be enforced (see MANGO_MODEL_PRICES)",
+			modelNotBudgetable, id)
+	}
+	return nil
+}
+
+// updateBudget applies a Sessions.Update budget (nil: remove it) to next,
+// with the refusals of the public API.
+func (a *API) updateBudget(next *db.Session, maxCents *int64) error {
+	if next.Status == db.StatusTerminated {
+		return apierror.Conflictf("session %q is terminated: its budget cannot change", next.ID)
+	}
+	if maxCents != nil {
+		var snap agentspec.Snapshot
+		if err := json.Unmarshal(next.Agent, &snap); err != nil {
+			return fmt.Errorf("decode agent of session %s: %w", next.ID, err)
+		}
+		if err := a.checkBudgetable(snap.Model.ID); err != nil {
+			return err
+		}
+	}
+	switch err := db.CheckBudgetUpdate(next, maxCents); {
+	case errors.Is(err, db.ErrBudgetCreateOnly):
+		return apierror.Invalid("budget: budget_create_only: session %q has no budget; a budget can only be set when a session is created, and a removed one cannot be added back", next.ID)
+	case errors.Is(err, db.ErrBudgetNotRaised):
+		return apierror.Invalid("budget: budget_not_raised: the new max_list_cost must be above the session's consumed list cost (%s cents)",
+			strconv.FormatInt(next.Usage.ListCostCents(), 10))
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+func (a *API) prices() *usage.Table {
+	if a.deps.Prices == nil {
+		return usage.DefaultTable()
+	}
+	return a.deps.Prices
 }

@@ -227,7 +227,7 @@ func TestTurnThroughSDK(t *testing.T) {
 	e.say(t, id, `#tool bash {"command":"echo from-bash-$((6*7))"}`)
 	evs := until(t, events, "session.status_idle", 30*time.Second)
 	inOrder(t, evs, "user.message", "session.status_running", "span.model_request_start", "agent.tool_use", "agent.tool_result",
-		"agent.message", "span.model_request_end", "session.status_idle")
+		"agent.message", "span.model_request_end", "session.usage", "session.status_idle")
 	if r := last(evs, "agent.tool_result"); !strings.Contains(resultText(r), "from-bash-42") || r["is_error"] == true {
 		t.Errorf("tool result = %v, want the command's real output", r)
 	}
@@ -499,7 +499,7 @@ func TestTurnOnDockerThroughSDK(t *testing.T) {
 	e.say(t, s.ID, `#tool bash {"command":"echo in-$(pwd); cat /proc/1/cgroup >/dev/null && echo container"}`)
 	evs := until(t, events, "session.status_idle", 60*time.Second)
 	inOrder(t, evs, "session.status_running", "span.model_request_start", "agent.tool_use", "agent.tool_result",
-		"agent.message", "span.model_request_end", "session.status_idle")
+		"agent.message", "span.model_request_end", "session.usage", "session.status_idle")
 	if r := resultText(last(evs, "agent.tool_result")); !strings.Contains(r, "in-/workspace") {
 		t.Errorf("tool result = %q, want it to run in /workspace of the container", r)
 	}

@@ -77,22 +77,26 @@ type SandboxBinding struct {
 }
 
 type Session struct {
-	ID            string
-	AgentID       string
-	AgentVersion  int64
-	Agent         []byte
-	EnvironmentID *string
-	Provider      string
-	Title         string
-	Metadata      json.RawMessage
-	Status        string
-	StopReason    []byte
-	Usage         json.RawMessage
-	LastSeq       int64
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	ArchivedAt    *time.Time
-	DeletingAt    *time.Time
+	ID             string
+	AgentID        string
+	AgentVersion   int64
+	Agent          []byte
+	EnvironmentID  *string
+	Provider       string
+	Title          string
+	Metadata       json.RawMessage
+	Status         string
+	StopReason     []byte
+	Usage          json.RawMessage
+	LastSeq        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ArchivedAt     *time.Time
+	DeletingAt     *time.Time
+	BudgetMaxCents *int64
+	BudgetRemoved  bool
+	ActiveMicros   int64
+	RunningSince   *time.Time
 }
 
 type ToolJournal struct {

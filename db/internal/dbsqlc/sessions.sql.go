@@ -144,21 +144,24 @@ WITH s AS (
         last_seq    = last_seq + cardinality($2::text[]),
         status      = CASE WHEN $3::bool THEN $4::text ELSE status END,
         stop_reason = CASE WHEN $3::bool THEN $5::jsonb ELSE stop_reason END,
-        updated_at  = CASE WHEN $3::bool THEN $6::timestamptz ELSE updated_at END
+        updated_at  = CASE WHEN $3::bool THEN $6::timestamptz ELSE updated_at END,
+        active_micros = CASE WHEN $3::bool THEN $7::bigint ELSE active_micros END,
+        running_since = CASE WHEN $3::bool THEN $8::timestamptz ELSE running_since END,
+        usage       = CASE WHEN $9::bool THEN $10::jsonb ELSE usage END
     WHERE id = $1
     RETURNING last_seq
 ), ins AS (
     INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
     SELECT $1, s.last_seq - cardinality($2::text[]) + i,
-           ($2::text[])[i], ($7::text[])[i], (($8::text[])[i])::json,
-           NULLIF(($9::text[])[i], ''), $6::timestamptz,
-           CASE WHEN ($10::bool[])[i] THEN NULL ELSE $6::timestamptz END
+           ($2::text[])[i], ($11::text[])[i], (($12::text[])[i])::json,
+           NULLIF(($13::text[])[i], ''), $6::timestamptz,
+           CASE WHEN ($14::bool[])[i] THEN NULL ELSE $6::timestamptz END
     FROM s, generate_subscripts($2::text[], 1) AS i
     RETURNING seq
 ), ob AS (
     INSERT INTO outbox (session_id, kind, payload)
-    SELECT $1, $11::text, '{}'::jsonb
-    WHERE $12::bool
+    SELECT $1, $15::text, '{}'::jsonb
+    WHERE $16::bool
     RETURNING id
 )
 SELECT s.last_seq::bigint AS last_seq
@@ -166,24 +169,29 @@ FROM s, LATERAL (SELECT pg_notify('mango_events', $1::text || ':' || s.last_seq)
 `
 
 type EventsAppendParams struct {
-	SessionID  string
-	Ids        []string
-	SetStatus  bool
-	Status     string
-	StopReason []byte
-	Now        time.Time
-	Types      []string
-	Bodies     []string
-	Keys       []string
-	Pending    []bool
-	WakeKind   string
-	Wake       bool
+	SessionID    string
+	Ids          []string
+	SetStatus    bool
+	Status       string
+	StopReason   []byte
+	Now          time.Time
+	ActiveMicros int64
+	RunningSince *time.Time
+	SetUsage     bool
+	Usage        json.RawMessage
+	Types        []string
+	Bodies       []string
+	Keys         []string
+	Pending      []bool
+	WakeKind     string
+	Wake         bool
 }
 
 // One round trip for an append's writes, under the session's row lock
 // held by the caller: the session's last_seq (and status, when
-// set_status), the events numbered after the old last_seq in array
-// order, the wake-up outbox row (when wake) and the notification.
+// set_status, with the active time), the usage (when set_usage), the
+// events numbered after the old last_seq in array order, the wake-up
+// outbox row (when wake) and the notification.
 func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int64, error) {
 	row := q.db.QueryRow(ctx, eventsAppend,
 		arg.SessionID,
@@ -192,6 +200,10 @@ func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int
 		arg.Status,
 		arg.StopReason,
 		arg.Now,
+		arg.ActiveMicros,
+		arg.RunningSince,
+		arg.SetUsage,
+		arg.Usage,
 		arg.Types,
 		arg.Bodies,
 		arg.Keys,
@@ -294,7 +306,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
 `
 
 type SessionArchiveParams struct {
@@ -322,6 +334,10 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }
@@ -352,7 +368,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
 `
 
 type SessionFenceParams struct {
@@ -380,12 +396,16 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -408,26 +428,31 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }
 
 const sessionInsert = `-- name: SessionInsert :one
-INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at
+INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
 `
 
 type SessionInsertParams struct {
-	ID            string
-	AgentID       string
-	AgentVersion  int64
-	Agent         []byte
-	EnvironmentID *string
-	Provider      string
-	Title         string
-	Metadata      json.RawMessage
-	CreatedAt     time.Time
+	ID             string
+	AgentID        string
+	AgentVersion   int64
+	Agent          []byte
+	EnvironmentID  *string
+	Provider       string
+	Title          string
+	Metadata       json.RawMessage
+	CreatedAt      time.Time
+	BudgetMaxCents *int64
 }
 
 func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (Session, error) {
@@ -441,6 +466,7 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		arg.Title,
 		arg.Metadata,
 		arg.CreatedAt,
+		arg.BudgetMaxCents,
 	)
 	var i Session
 	err := row.Scan(
@@ -460,12 +486,16 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions
 WHERE deleting_at IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -545,6 +575,10 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.UpdatedAt,
 			&i.ArchivedAt,
 			&i.DeletingAt,
+			&i.BudgetMaxCents,
+			&i.BudgetRemoved,
+			&i.ActiveMicros,
+			&i.RunningSince,
 		); err != nil {
 			return nil, err
 		}
@@ -557,7 +591,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -580,19 +614,25 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }
 
 const sessionSetStatus = `-- name: SessionSetStatus :exec
-UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4 WHERE id = $1
+UPDATE sessions SET status = $2, stop_reason = $3, updated_at = $4, active_micros = $5, running_since = $6 WHERE id = $1
 `
 
 type SessionSetStatusParams struct {
-	ID         string
-	Status     string
-	StopReason []byte
-	UpdatedAt  time.Time
+	ID           string
+	Status       string
+	StopReason   []byte
+	UpdatedAt    time.Time
+	ActiveMicros int64
+	RunningSince *time.Time
 }
 
 func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusParams) error {
@@ -601,22 +641,26 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 		arg.Status,
 		arg.StopReason,
 		arg.UpdatedAt,
+		arg.ActiveMicros,
+		arg.RunningSince,
 	)
 	return err
 }
 
 const sessionUpdate = `-- name: SessionUpdate :one
-UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5
+UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
 `
 
 type SessionUpdateParams struct {
-	ID        string
-	Title     string
-	Metadata  json.RawMessage
-	Agent     []byte
-	UpdatedAt time.Time
+	ID             string
+	Title          string
+	Metadata       json.RawMessage
+	Agent          []byte
+	UpdatedAt      time.Time
+	BudgetMaxCents *int64
+	BudgetRemoved  bool
 }
 
 func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (Session, error) {
@@ -626,6 +670,8 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		arg.Metadata,
 		arg.Agent,
 		arg.UpdatedAt,
+		arg.BudgetMaxCents,
+		arg.BudgetRemoved,
 	)
 	var i Session
 	err := row.Scan(
@@ -645,6 +691,10 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.UpdatedAt,
 		&i.ArchivedAt,
 		&i.DeletingAt,
+		&i.BudgetMaxCents,
+		&i.BudgetRemoved,
+		&i.ActiveMicros,
+		&i.RunningSince,
 	)
 	return i, err
 }

@@ -118,6 +118,8 @@ func TestStreamRecorded(t *testing.T) {
 		wantEvents []model.StreamEvent
 		// wantJSON is the content as it would be sent back, when Raw matters.
 		wantJSON string
+		// wantUsage, when set, is the response's usage.
+		wantUsage *model.Usage
 	}{
 		{
 			file: "text.sse",
@@ -180,6 +182,8 @@ func TestStreamRecorded(t *testing.T) {
 				`{"id":"srvtoolu_014hJH82Qum7Td6UV8gDXThB","input":{"query":"weather NYC today"},"name":"web_search","type":"server_tool_use"},` +
 				`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_014hJH82Qum7Td6UV8gDXThB","content":[{"type":"web_search_result","title":"Weather in New York City","url":"https://weather.example/nyc","encrypted_content":"Ev0DCioIAxgCIiQ3NmU4ZmI4OC1k","page_age":null}]},` +
 				`{"citations":[{"type":"web_search_result_location","cited_text":"Sunny, 75°F","url":"https://weather.example/nyc","title":"Weather in New York City","encrypted_index":"EpMBCioIAxgC"}],"text":"It is sunny and 75°F.","type":"text"}]`,
+			// message_delta's server_tool_use counts the searches.
+			wantUsage: &model.Usage{InputTokens: 2679, OutputTokens: 510, WebSearchRequests: 1},
 		},
 	}
 	for _, tt := range tests {
@@ -210,6 +214,9 @@ func TestStreamRecorded(t *testing.T) {
 			if !reflect.DeepEqual(events, tt.wantEvents) {
 				t.Errorf("events\n%+v\nwant\n%+v", events, tt.wantEvents)
 			}
+			if tt.wantUsage != nil && resp.Usage != *tt.wantUsage {
+				t.Errorf("usage %+v, want %+v", resp.Usage, *tt.wantUsage)
+			}
 		})
 	}
 }
@@ -231,7 +238,8 @@ func TestCreate(t *testing.T) {
 			{Type: "text", Text: "Let me check."},
 			{Type: "tool_use", ID: "toolu_01A09q90qw90lq917835lq9", Name: "read", Input: json.RawMessage(`{"path": "README.md"}`)},
 		},
-		Usage: model.Usage{InputTokens: 2095, OutputTokens: 503, CacheCreationInputTokens: 100, CacheReadInputTokens: 7},
+		Usage: model.Usage{InputTokens: 2095, OutputTokens: 503, CacheCreationInputTokens: 100, CacheReadInputTokens: 7,
+			CacheCreation5mInputTokens: 60, CacheCreation1hInputTokens: 40},
 	}
 	if !reflect.DeepEqual(resp, want) {
 		t.Errorf("response\n%s\nwant\n%s", mustJSON(t, resp), mustJSON(t, want))

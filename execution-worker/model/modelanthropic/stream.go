@@ -38,6 +38,14 @@ type wireUsage struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheCreation            *struct {
+		Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	ServerToolUse *struct {
+		WebSearchRequests *int64 `json:"web_search_requests"`
+		WebFetchRequests  *int64 `json:"web_fetch_requests"`
+	} `json:"server_tool_use"`
 }
 
 func (u wireUsage) apply(dst *model.Usage) {
@@ -50,6 +58,14 @@ func (u wireUsage) apply(dst *model.Usage) {
 	set(&dst.OutputTokens, u.OutputTokens)
 	set(&dst.CacheReadInputTokens, u.CacheReadInputTokens)
 	set(&dst.CacheCreationInputTokens, u.CacheCreationInputTokens)
+	if c := u.CacheCreation; c != nil {
+		set(&dst.CacheCreation5mInputTokens, c.Ephemeral5m)
+		set(&dst.CacheCreation1hInputTokens, c.Ephemeral1h)
+	}
+	if t := u.ServerToolUse; t != nil {
+		set(&dst.WebSearchRequests, t.WebSearchRequests)
+		set(&dst.WebFetchRequests, t.WebFetchRequests)
+	}
 }
 
 // invalidResponse reports a response that does not follow the protocol.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
@@ -17,9 +18,37 @@ import (
 type cpStore struct {
 	cp        pb.ControlPlaneClient
 	sessionID string
+	// model is the model id the turn's requests use: it prices their
+	// usage.
+	model string
+	// exhausted is the session's budget state as the last commit
+	// reported it (or GetRun, before the first).
+	exhausted atomic.Bool
 }
 
-var _ agentruntime.Store = (*cpStore)(nil)
+var (
+	_ agentruntime.Store          = (*cpStore)(nil)
+	_ agentruntime.BudgetReporter = (*cpStore)(nil)
+)
+
+// BudgetExhausted implements agentruntime.BudgetReporter.
+func (s *cpStore) BudgetExhausted() bool { return s.exhausted.Load() }
+
+// usageToPB is a model request's usage as the ControlPlane counts it.
+// Cache writes the provider did not break down by lifetime are 5-minute
+// writes (the default lifetime).
+func (s *cpStore) usageToPB(u *model.Usage) *pb.ModelUsage {
+	if u == nil {
+		return nil
+	}
+	w5, w1 := u.CacheCreation5mInputTokens, u.CacheCreation1hInputTokens
+	if rest := u.CacheCreationInputTokens - w5 - w1; rest > 0 {
+		w5 += rest
+	}
+	return &pb.ModelUsage{Model: s.model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreation_5MInputTokens: w5, CacheCreation_1HInputTokens: w1,
+		WebSearchRequests: u.WebSearchRequests, WebFetchRequests: u.WebFetchRequests}
+}
 
 func (s *cpStore) AppendEvents(ctx context.Context, events []agentruntime.NewEvent) ([]string, error) {
 	return s.AppendWithTranscript(ctx, nil, events)
@@ -31,10 +60,11 @@ func (s *cpStore) AppendEvent(ctx context.Context, event agentruntime.NewEvent) 
 		return "", false, fmt.Errorf("encode %s event: %w", event.Type, err)
 	}
 	resp, err := s.cp.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: s.sessionID,
-		Events: []*pb.NewEvent{{Key: event.Key, Type: event.Type, Body: string(body)}}})
+		Events: []*pb.NewEvent{{Key: event.Key, Type: event.Type, Body: string(body), Usage: s.usageToPB(event.Usage)}}})
 	if err != nil {
 		return "", false, fmt.Errorf("append events: %w", err)
 	}
+	s.exhausted.Store(resp.GetBudgetExhausted())
 	if len(resp.GetEvents()) != 1 {
 		return "", false, fmt.Errorf("append events: %d events answered, want 1", len(resp.GetEvents()))
 	}
@@ -55,12 +85,13 @@ func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentru
 		if err != nil {
 			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
 		}
-		req.Events = append(req.Events, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body)})
+		req.Events = append(req.Events, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body), Usage: s.usageToPB(e.Usage)})
 	}
 	resp, err := s.cp.AppendEvents(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}
+	s.exhausted.Store(resp.GetBudgetExhausted())
 	ids := make([]string, 0, len(resp.GetEvents()))
 	for _, e := range resp.GetEvents() {
 		ids = append(ids, e.GetId())

@@ -250,6 +250,11 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if err != nil {
 		return nil, err
 	}
+	store.model = agent.Model.ID
+	if a.ModelID != "" {
+		store.model = a.ModelID
+	}
+	store.exhausted.Store(run.GetBudgetExhausted())
 	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
@@ -307,6 +312,12 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
 			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), retryExhausted)
 		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
+			return nil, err
+		}
+	case agentruntime.OutcomeBudgetReached:
+		// Idle with stop_reason budget_reached, before the next model
+		// request; the client raises the budget to continue.
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED, nil, batch...); err != nil {
 			return nil, err
 		}
 	case agentruntime.OutcomeContextWindow:

@@ -109,6 +109,8 @@ const (
 	TurnOutcome_TURN_OUTCOME_TERMINATED TurnOutcome = 4
 	// TURN_OUTCOME_RUNNING: a rescheduled session runs again (its retry starts).
 	TurnOutcome_TURN_OUTCOME_RUNNING TurnOutcome = 5
+	// The session's budget is used up: idle with stop_reason budget_reached.
+	TurnOutcome_TURN_OUTCOME_BUDGET_REACHED TurnOutcome = 6
 )
 
 // Enum value maps for TurnOutcome.
@@ -120,6 +122,7 @@ var (
 		3: "TURN_OUTCOME_RESCHEDULING",
 		4: "TURN_OUTCOME_TERMINATED",
 		5: "TURN_OUTCOME_RUNNING",
+		6: "TURN_OUTCOME_BUDGET_REACHED",
 	}
 	TurnOutcome_value = map[string]int32{
 		"TURN_OUTCOME_UNSPECIFIED":       0,
@@ -128,6 +131,7 @@ var (
 		"TURN_OUTCOME_RESCHEDULING":      3,
 		"TURN_OUTCOME_TERMINATED":        4,
 		"TURN_OUTCOME_RUNNING":           5,
+		"TURN_OUTCOME_BUDGET_REACHED":    6,
 	}
 )
 
@@ -335,7 +339,12 @@ type NewEvent struct {
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// The event's members other than id, type and processed_at, as a JSON
 	// object; empty means {}.
-	Body          string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	Body string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// The token usage of the model request the event reports (set on
+	// span.model_request_end). The api-server adds it to the session's usage
+	// and list cost in the transaction that appends the event, and only when
+	// the event is newly appended, so a retry never counts it twice.
+	Usage         *ModelUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,6 +400,122 @@ func (x *NewEvent) GetBody() string {
 	return ""
 }
 
+func (x *NewEvent) GetUsage() *ModelUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ModelUsage is the token usage of one model request.
+type ModelUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Model id the request was sent with; it selects the price.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Uncached input tokens.
+	InputTokens int64 `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	// Output tokens.
+	OutputTokens int64 `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Input tokens read from the prompt cache.
+	CacheReadInputTokens int64 `protobuf:"varint,4,opt,name=cache_read_input_tokens,json=cacheReadInputTokens,proto3" json:"cache_read_input_tokens,omitempty"`
+	// Input tokens written to 5-minute cache entries.
+	CacheCreation_5MInputTokens int64 `protobuf:"varint,5,opt,name=cache_creation_5m_input_tokens,json=cacheCreation5mInputTokens,proto3" json:"cache_creation_5m_input_tokens,omitempty"`
+	// Input tokens written to 1-hour cache entries.
+	CacheCreation_1HInputTokens int64 `protobuf:"varint,6,opt,name=cache_creation_1h_input_tokens,json=cacheCreation1hInputTokens,proto3" json:"cache_creation_1h_input_tokens,omitempty"`
+	// Server-executed web search requests.
+	WebSearchRequests int64 `protobuf:"varint,7,opt,name=web_search_requests,json=webSearchRequests,proto3" json:"web_search_requests,omitempty"`
+	// Server-executed web fetch requests.
+	WebFetchRequests int64 `protobuf:"varint,8,opt,name=web_fetch_requests,json=webFetchRequests,proto3" json:"web_fetch_requests,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ModelUsage) Reset() {
+	*x = ModelUsage{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelUsage) ProtoMessage() {}
+
+func (x *ModelUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
+func (*ModelUsage) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ModelUsage) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelUsage) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCacheReadInputTokens() int64 {
+	if x != nil {
+		return x.CacheReadInputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCacheCreation_5MInputTokens() int64 {
+	if x != nil {
+		return x.CacheCreation_5MInputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCacheCreation_1HInputTokens() int64 {
+	if x != nil {
+		return x.CacheCreation_1HInputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetWebSearchRequests() int64 {
+	if x != nil {
+		return x.WebSearchRequests
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetWebFetchRequests() int64 {
+	if x != nil {
+		return x.WebFetchRequests
+	}
+	return 0
+}
+
 // TranscriptEntry is one provider-native message of a session's lossless
 // provider transcript.
 type TranscriptEntry struct {
@@ -405,7 +530,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +542,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[2]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +555,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TranscriptEntry) GetKey() string {
@@ -458,7 +583,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +595,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[3]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +608,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{3}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRunRequest) GetSessionId() string {
@@ -524,14 +649,17 @@ type GetRunResponse struct {
 	// The provider transcript, in the order it was appended.
 	Transcript []*TranscriptEntry `protobuf:"bytes,12,rep,name=transcript,proto3" json:"transcript,omitempty"`
 	// Sequence number of the newest event of the session.
-	LastSeq       int64 `protobuf:"varint,13,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastSeq int64 `protobuf:"varint,13,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// The session's budget is used up: no model request may be made until
+	// the client raises it.
+	BudgetExhausted bool `protobuf:"varint,14,opt,name=budget_exhausted,json=budgetExhausted,proto3" json:"budget_exhausted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +671,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[4]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +684,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{4}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRunResponse) GetSessionId() string {
@@ -650,6 +778,13 @@ func (x *GetRunResponse) GetLastSeq() int64 {
 	return 0
 }
 
+func (x *GetRunResponse) GetBudgetExhausted() bool {
+	if x != nil {
+		return x.BudgetExhausted
+	}
+	return false
+}
+
 // MarkTriggersProcessedRequest names the trigger events taken into a run.
 type MarkTriggersProcessedRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -664,7 +799,7 @@ type MarkTriggersProcessedRequest struct {
 
 func (x *MarkTriggersProcessedRequest) Reset() {
 	*x = MarkTriggersProcessedRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +811,7 @@ func (x *MarkTriggersProcessedRequest) String() string {
 func (*MarkTriggersProcessedRequest) ProtoMessage() {}
 
 func (x *MarkTriggersProcessedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +824,7 @@ func (x *MarkTriggersProcessedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkTriggersProcessedRequest.ProtoReflect.Descriptor instead.
 func (*MarkTriggersProcessedRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MarkTriggersProcessedRequest) GetSessionId() string {
@@ -717,7 +852,7 @@ type MarkTriggersProcessedResponse struct {
 
 func (x *MarkTriggersProcessedResponse) Reset() {
 	*x = MarkTriggersProcessedResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +864,7 @@ func (x *MarkTriggersProcessedResponse) String() string {
 func (*MarkTriggersProcessedResponse) ProtoMessage() {}
 
 func (x *MarkTriggersProcessedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +877,7 @@ func (x *MarkTriggersProcessedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkTriggersProcessedResponse.ProtoReflect.Descriptor instead.
 func (*MarkTriggersProcessedResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MarkTriggersProcessedResponse) GetEvents() []*Event {
@@ -769,7 +904,7 @@ type AppendEventsRequest struct {
 
 func (x *AppendEventsRequest) Reset() {
 	*x = AppendEventsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +916,7 @@ func (x *AppendEventsRequest) String() string {
 func (*AppendEventsRequest) ProtoMessage() {}
 
 func (x *AppendEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +929,7 @@ func (x *AppendEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventsRequest.ProtoReflect.Descriptor instead.
 func (*AppendEventsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AppendEventsRequest) GetSessionId() string {
@@ -823,14 +958,17 @@ type AppendEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The stored events in request order: the newly appended ones and, for
 	// keys already present, the events stored earlier.
-	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The session's budget is used up after this call: the worker makes no
+	// further model request and ends the turn with TURN_OUTCOME_BUDGET_REACHED.
+	BudgetExhausted bool `protobuf:"varint,2,opt,name=budget_exhausted,json=budgetExhausted,proto3" json:"budget_exhausted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AppendEventsResponse) Reset() {
 	*x = AppendEventsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +980,7 @@ func (x *AppendEventsResponse) String() string {
 func (*AppendEventsResponse) ProtoMessage() {}
 
 func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +993,7 @@ func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventsResponse.ProtoReflect.Descriptor instead.
 func (*AppendEventsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AppendEventsResponse) GetEvents() []*Event {
@@ -863,6 +1001,13 @@ func (x *AppendEventsResponse) GetEvents() []*Event {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *AppendEventsResponse) GetBudgetExhausted() bool {
+	if x != nil {
+		return x.BudgetExhausted
+	}
+	return false
 }
 
 // ParkTurnRequest appends events and parks the session until the client
@@ -886,7 +1031,7 @@ type ParkTurnRequest struct {
 
 func (x *ParkTurnRequest) Reset() {
 	*x = ParkTurnRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1043,7 @@ func (x *ParkTurnRequest) String() string {
 func (*ParkTurnRequest) ProtoMessage() {}
 
 func (x *ParkTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1056,7 @@ func (x *ParkTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkTurnRequest.ProtoReflect.Descriptor instead.
 func (*ParkTurnRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ParkTurnRequest) GetSessionId() string {
@@ -958,7 +1103,7 @@ type ParkTurnResponse struct {
 
 func (x *ParkTurnResponse) Reset() {
 	*x = ParkTurnResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1115,7 @@ func (x *ParkTurnResponse) String() string {
 func (*ParkTurnResponse) ProtoMessage() {}
 
 func (x *ParkTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1128,7 @@ func (x *ParkTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkTurnResponse.ProtoReflect.Descriptor instead.
 func (*ParkTurnResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ParkTurnResponse) GetEvents() []*Event {
@@ -1032,7 +1177,7 @@ type CompleteTurnRequest struct {
 
 func (x *CompleteTurnRequest) Reset() {
 	*x = CompleteTurnRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1189,7 @@ func (x *CompleteTurnRequest) String() string {
 func (*CompleteTurnRequest) ProtoMessage() {}
 
 func (x *CompleteTurnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1202,7 @@ func (x *CompleteTurnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTurnRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTurnRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompleteTurnRequest) GetSessionId() string {
@@ -1111,7 +1256,7 @@ type CompleteTurnResponse struct {
 
 func (x *CompleteTurnResponse) Reset() {
 	*x = CompleteTurnResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1268,7 @@ func (x *CompleteTurnResponse) String() string {
 func (*CompleteTurnResponse) ProtoMessage() {}
 
 func (x *CompleteTurnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1281,7 @@ func (x *CompleteTurnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTurnResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTurnResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteTurnResponse) GetEvents() []*Event {
@@ -1173,7 +1318,7 @@ type AppendTranscriptRequest struct {
 
 func (x *AppendTranscriptRequest) Reset() {
 	*x = AppendTranscriptRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1330,7 @@ func (x *AppendTranscriptRequest) String() string {
 func (*AppendTranscriptRequest) ProtoMessage() {}
 
 func (x *AppendTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1343,7 @@ func (x *AppendTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*AppendTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AppendTranscriptRequest) GetSessionId() string {
@@ -1226,7 +1371,7 @@ type AppendTranscriptResponse struct {
 
 func (x *AppendTranscriptResponse) Reset() {
 	*x = AppendTranscriptResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1383,7 @@ func (x *AppendTranscriptResponse) String() string {
 func (*AppendTranscriptResponse) ProtoMessage() {}
 
 func (x *AppendTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1396,7 @@ func (x *AppendTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*AppendTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AppendTranscriptResponse) GetInserted() int32 {
@@ -1276,7 +1421,7 @@ type ToolJournalEntry struct {
 
 func (x *ToolJournalEntry) Reset() {
 	*x = ToolJournalEntry{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1433,7 @@ func (x *ToolJournalEntry) String() string {
 func (*ToolJournalEntry) ProtoMessage() {}
 
 func (x *ToolJournalEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1446,7 @@ func (x *ToolJournalEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolJournalEntry.ProtoReflect.Descriptor instead.
 func (*ToolJournalEntry) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolJournalEntry) GetToolUseId() string {
@@ -1340,7 +1485,7 @@ type RecordToolJournalRequest struct {
 
 func (x *RecordToolJournalRequest) Reset() {
 	*x = RecordToolJournalRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1497,7 @@ func (x *RecordToolJournalRequest) String() string {
 func (*RecordToolJournalRequest) ProtoMessage() {}
 
 func (x *RecordToolJournalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1510,7 @@ func (x *RecordToolJournalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolJournalRequest.ProtoReflect.Descriptor instead.
 func (*RecordToolJournalRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordToolJournalRequest) GetSessionId() string {
@@ -1403,7 +1548,7 @@ type RecordToolJournalResponse struct {
 
 func (x *RecordToolJournalResponse) Reset() {
 	*x = RecordToolJournalResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1560,7 @@ func (x *RecordToolJournalResponse) String() string {
 func (*RecordToolJournalResponse) ProtoMessage() {}
 
 func (x *RecordToolJournalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1573,7 @@ func (x *RecordToolJournalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolJournalResponse.ProtoReflect.Descriptor instead.
 func (*RecordToolJournalResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordToolJournalResponse) GetEntry() *ToolJournalEntry {
@@ -1458,7 +1603,7 @@ type GetToolJournalRequest struct {
 
 func (x *GetToolJournalRequest) Reset() {
 	*x = GetToolJournalRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1615,7 @@ func (x *GetToolJournalRequest) String() string {
 func (*GetToolJournalRequest) ProtoMessage() {}
 
 func (x *GetToolJournalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1628,7 @@ func (x *GetToolJournalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolJournalRequest.ProtoReflect.Descriptor instead.
 func (*GetToolJournalRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetToolJournalRequest) GetSessionId() string {
@@ -1511,7 +1656,7 @@ type GetToolJournalResponse struct {
 
 func (x *GetToolJournalResponse) Reset() {
 	*x = GetToolJournalResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1668,7 @@ func (x *GetToolJournalResponse) String() string {
 func (*GetToolJournalResponse) ProtoMessage() {}
 
 func (x *GetToolJournalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1681,7 @@ func (x *GetToolJournalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolJournalResponse.ProtoReflect.Descriptor instead.
 func (*GetToolJournalResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetToolJournalResponse) GetEntry() *ToolJournalEntry {
@@ -1570,7 +1715,7 @@ type SandboxBinding struct {
 
 func (x *SandboxBinding) Reset() {
 	*x = SandboxBinding{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1727,7 @@ func (x *SandboxBinding) String() string {
 func (*SandboxBinding) ProtoMessage() {}
 
 func (x *SandboxBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1740,7 @@ func (x *SandboxBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxBinding.ProtoReflect.Descriptor instead.
 func (*SandboxBinding) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SandboxBinding) GetSessionId() string {
@@ -1664,7 +1809,7 @@ type PutProvisioningIntentRequest struct {
 
 func (x *PutProvisioningIntentRequest) Reset() {
 	*x = PutProvisioningIntentRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1821,7 @@ func (x *PutProvisioningIntentRequest) String() string {
 func (*PutProvisioningIntentRequest) ProtoMessage() {}
 
 func (x *PutProvisioningIntentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1834,7 @@ func (x *PutProvisioningIntentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutProvisioningIntentRequest.ProtoReflect.Descriptor instead.
 func (*PutProvisioningIntentRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutProvisioningIntentRequest) GetSessionId() string {
@@ -1731,7 +1876,7 @@ type PutProvisioningIntentResponse struct {
 
 func (x *PutProvisioningIntentResponse) Reset() {
 	*x = PutProvisioningIntentResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1888,7 @@ func (x *PutProvisioningIntentResponse) String() string {
 func (*PutProvisioningIntentResponse) ProtoMessage() {}
 
 func (x *PutProvisioningIntentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1901,7 @@ func (x *PutProvisioningIntentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutProvisioningIntentResponse.ProtoReflect.Descriptor instead.
 func (*PutProvisioningIntentResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PutProvisioningIntentResponse) GetBinding() *SandboxBinding {
@@ -1786,7 +1931,7 @@ type PutBindingRequest struct {
 
 func (x *PutBindingRequest) Reset() {
 	*x = PutBindingRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1943,7 @@ func (x *PutBindingRequest) String() string {
 func (*PutBindingRequest) ProtoMessage() {}
 
 func (x *PutBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1956,7 @@ func (x *PutBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBindingRequest.ProtoReflect.Descriptor instead.
 func (*PutBindingRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutBindingRequest) GetSessionId() string {
@@ -1860,7 +2005,7 @@ type PutBindingResponse struct {
 
 func (x *PutBindingResponse) Reset() {
 	*x = PutBindingResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2017,7 @@ func (x *PutBindingResponse) String() string {
 func (*PutBindingResponse) ProtoMessage() {}
 
 func (x *PutBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2030,7 @@ func (x *PutBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBindingResponse.ProtoReflect.Descriptor instead.
 func (*PutBindingResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutBindingResponse) GetBinding() *SandboxBinding {
@@ -1906,7 +2051,7 @@ type GetBindingRequest struct {
 
 func (x *GetBindingRequest) Reset() {
 	*x = GetBindingRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2063,7 @@ func (x *GetBindingRequest) String() string {
 func (*GetBindingRequest) ProtoMessage() {}
 
 func (x *GetBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2076,7 @@ func (x *GetBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBindingRequest.ProtoReflect.Descriptor instead.
 func (*GetBindingRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetBindingRequest) GetSessionId() string {
@@ -1952,7 +2097,7 @@ type GetBindingResponse struct {
 
 func (x *GetBindingResponse) Reset() {
 	*x = GetBindingResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2109,7 @@ func (x *GetBindingResponse) String() string {
 func (*GetBindingResponse) ProtoMessage() {}
 
 func (x *GetBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2122,7 @@ func (x *GetBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBindingResponse.ProtoReflect.Descriptor instead.
 func (*GetBindingResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetBindingResponse) GetBinding() *SandboxBinding {
@@ -1998,7 +2143,7 @@ type DeleteBindingRequest struct {
 
 func (x *DeleteBindingRequest) Reset() {
 	*x = DeleteBindingRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2155,7 @@ func (x *DeleteBindingRequest) String() string {
 func (*DeleteBindingRequest) ProtoMessage() {}
 
 func (x *DeleteBindingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2168,7 @@ func (x *DeleteBindingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBindingRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBindingRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteBindingRequest) GetSessionId() string {
@@ -2044,7 +2189,7 @@ type DeleteBindingResponse struct {
 
 func (x *DeleteBindingResponse) Reset() {
 	*x = DeleteBindingResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2201,7 @@ func (x *DeleteBindingResponse) String() string {
 func (*DeleteBindingResponse) ProtoMessage() {}
 
 func (x *DeleteBindingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2214,7 @@ func (x *DeleteBindingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBindingResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBindingResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteBindingResponse) GetDeleted() bool {
@@ -2097,7 +2242,7 @@ type ListBindingsRequest struct {
 
 func (x *ListBindingsRequest) Reset() {
 	*x = ListBindingsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2254,7 @@ func (x *ListBindingsRequest) String() string {
 func (*ListBindingsRequest) ProtoMessage() {}
 
 func (x *ListBindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2267,7 @@ func (x *ListBindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBindingsRequest.ProtoReflect.Descriptor instead.
 func (*ListBindingsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListBindingsRequest) GetProvider() string {
@@ -2164,7 +2309,7 @@ type ListBindingsResponse struct {
 
 func (x *ListBindingsResponse) Reset() {
 	*x = ListBindingsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2321,7 @@ func (x *ListBindingsResponse) String() string {
 func (*ListBindingsResponse) ProtoMessage() {}
 
 func (x *ListBindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2334,7 @@ func (x *ListBindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBindingsResponse.ProtoReflect.Descriptor instead.
 func (*ListBindingsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListBindingsResponse) GetBindings() []*SandboxBinding {
@@ -2226,7 +2371,7 @@ type RecordWorkerHeartbeatRequest struct {
 
 func (x *RecordWorkerHeartbeatRequest) Reset() {
 	*x = RecordWorkerHeartbeatRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2383,7 @@ func (x *RecordWorkerHeartbeatRequest) String() string {
 func (*RecordWorkerHeartbeatRequest) ProtoMessage() {}
 
 func (x *RecordWorkerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[31]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2396,7 @@ func (x *RecordWorkerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*RecordWorkerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecordWorkerHeartbeatRequest) GetWorkerId() string {
@@ -2301,7 +2446,7 @@ type RecordWorkerHeartbeatResponse struct {
 
 func (x *RecordWorkerHeartbeatResponse) Reset() {
 	*x = RecordWorkerHeartbeatResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2458,7 @@ func (x *RecordWorkerHeartbeatResponse) String() string {
 func (*RecordWorkerHeartbeatResponse) ProtoMessage() {}
 
 func (x *RecordWorkerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[32]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2471,7 @@ func (x *RecordWorkerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*RecordWorkerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordWorkerHeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
@@ -2347,7 +2492,7 @@ type GetTaskQueueHealthRequest struct {
 
 func (x *GetTaskQueueHealthRequest) Reset() {
 	*x = GetTaskQueueHealthRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2504,7 @@ func (x *GetTaskQueueHealthRequest) String() string {
 func (*GetTaskQueueHealthRequest) ProtoMessage() {}
 
 func (x *GetTaskQueueHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[33]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2517,7 @@ func (x *GetTaskQueueHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskQueueHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskQueueHealthRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTaskQueueHealthRequest) GetTaskQueue() string {
@@ -2398,7 +2543,7 @@ type GetTaskQueueHealthResponse struct {
 
 func (x *GetTaskQueueHealthResponse) Reset() {
 	*x = GetTaskQueueHealthResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2555,7 @@ func (x *GetTaskQueueHealthResponse) String() string {
 func (*GetTaskQueueHealthResponse) ProtoMessage() {}
 
 func (x *GetTaskQueueHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2568,7 @@ func (x *GetTaskQueueHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskQueueHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskQueueHealthResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTaskQueueHealthResponse) GetLastHeartbeatAt() *timestamppb.Timestamp {
@@ -2467,7 +2612,7 @@ type PreviewFrame struct {
 
 func (x *PreviewFrame) Reset() {
 	*x = PreviewFrame{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2624,7 @@ func (x *PreviewFrame) String() string {
 func (*PreviewFrame) ProtoMessage() {}
 
 func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2637,7 @@ func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewFrame.ProtoReflect.Descriptor instead.
 func (*PreviewFrame) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PreviewFrame) GetSessionId() string {
@@ -2555,7 +2700,7 @@ type StreamPreviewsRequest struct {
 
 func (x *StreamPreviewsRequest) Reset() {
 	*x = StreamPreviewsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2712,7 @@ func (x *StreamPreviewsRequest) String() string {
 func (*StreamPreviewsRequest) ProtoMessage() {}
 
 func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2725,7 @@ func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsRequest.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamPreviewsRequest) GetFrames() []*PreviewFrame {
@@ -2601,7 +2746,7 @@ type StreamPreviewsResponse struct {
 
 func (x *StreamPreviewsResponse) Reset() {
 	*x = StreamPreviewsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2758,7 @@ func (x *StreamPreviewsResponse) String() string {
 func (*StreamPreviewsResponse) ProtoMessage() {}
 
 func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2771,7 @@ func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsResponse.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
@@ -2647,7 +2792,7 @@ type FinalizeSessionDeletionRequest struct {
 
 func (x *FinalizeSessionDeletionRequest) Reset() {
 	*x = FinalizeSessionDeletionRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2804,7 @@ func (x *FinalizeSessionDeletionRequest) String() string {
 func (*FinalizeSessionDeletionRequest) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2817,7 @@ func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FinalizeSessionDeletionRequest) GetSessionId() string {
@@ -2694,7 +2839,7 @@ type FinalizeSessionDeletionResponse struct {
 
 func (x *FinalizeSessionDeletionResponse) Reset() {
 	*x = FinalizeSessionDeletionResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2851,7 @@ func (x *FinalizeSessionDeletionResponse) String() string {
 func (*FinalizeSessionDeletionResponse) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2864,7 @@ func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
@@ -2743,17 +2888,28 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
 	"\fprocessed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\x12\x18\n" +
-	"\aexisted\x18\b \x01(\bR\aexisted\"D\n" +
+	"\aexisted\x18\b \x01(\bR\aexisted\"}\n" +
 	"\bNewEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\tR\x04body\"7\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x127\n" +
+	"\x05usage\x18\x04 \x01(\v2!.mango.controlplane.v1.ModelUsageR\x05usage\"\x87\x03\n" +
+	"\n" +
+	"ModelUsage\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
+	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x125\n" +
+	"\x17cache_read_input_tokens\x18\x04 \x01(\x03R\x14cacheReadInputTokens\x12B\n" +
+	"\x1ecache_creation_5m_input_tokens\x18\x05 \x01(\x03R\x1acacheCreation5mInputTokens\x12B\n" +
+	"\x1ecache_creation_1h_input_tokens\x18\x06 \x01(\x03R\x1acacheCreation1hInputTokens\x12.\n" +
+	"\x13web_search_requests\x18\a \x01(\x03R\x11webSearchRequests\x12,\n" +
+	"\x12web_fetch_requests\x18\b \x01(\x03R\x10webFetchRequests\"7\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\".\n" +
 	"\rGetRunRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x98\x04\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc3\x04\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -2772,7 +2928,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"transcript\x18\f \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
 	"transcript\x12\x19\n" +
-	"\blast_seq\x18\r \x01(\x03R\alastSeq\"Z\n" +
+	"\blast_seq\x18\r \x01(\x03R\alastSeq\x12)\n" +
+	"\x10budget_exhausted\x18\x0e \x01(\bR\x0fbudgetExhausted\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -2785,9 +2942,10 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x12F\n" +
 	"\n" +
 	"transcript\x18\x03 \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
-	"transcript\"L\n" +
+	"transcript\"w\n" +
 	"\x14AppendEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\"\xe1\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12)\n" +
+	"\x10budget_exhausted\x18\x02 \x01(\bR\x0fbudgetExhausted\"\xe1\x01\n" +
 	"\x0fParkTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -2928,14 +3086,15 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n" +
 	"\x16SESSION_STATUS_RUNNING\x10\x02\x12\x1f\n" +
 	"\x1bSESSION_STATUS_RESCHEDULING\x10\x03\x12\x1d\n" +
-	"\x19SESSION_STATUS_TERMINATED\x10\x04*\xc0\x01\n" +
+	"\x19SESSION_STATUS_TERMINATED\x10\x04*\xe1\x01\n" +
 	"\vTurnOutcome\x12\x1c\n" +
 	"\x18TURN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15TURN_OUTCOME_END_TURN\x10\x01\x12\"\n" +
 	"\x1eTURN_OUTCOME_RETRIES_EXHAUSTED\x10\x02\x12\x1d\n" +
 	"\x19TURN_OUTCOME_RESCHEDULING\x10\x03\x12\x1b\n" +
 	"\x17TURN_OUTCOME_TERMINATED\x10\x04\x12\x18\n" +
-	"\x14TURN_OUTCOME_RUNNING\x10\x05*r\n" +
+	"\x14TURN_OUTCOME_RUNNING\x10\x05\x12\x1f\n" +
+	"\x1bTURN_OUTCOME_BUDGET_REACHED\x10\x06*r\n" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
@@ -2974,125 +3133,127 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
 	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
 	(PreviewFrameKind)(0),                   // 2: mango.controlplane.v1.PreviewFrameKind
 	(*Event)(nil),                           // 3: mango.controlplane.v1.Event
 	(*NewEvent)(nil),                        // 4: mango.controlplane.v1.NewEvent
-	(*TranscriptEntry)(nil),                 // 5: mango.controlplane.v1.TranscriptEntry
-	(*GetRunRequest)(nil),                   // 6: mango.controlplane.v1.GetRunRequest
-	(*GetRunResponse)(nil),                  // 7: mango.controlplane.v1.GetRunResponse
-	(*MarkTriggersProcessedRequest)(nil),    // 8: mango.controlplane.v1.MarkTriggersProcessedRequest
-	(*MarkTriggersProcessedResponse)(nil),   // 9: mango.controlplane.v1.MarkTriggersProcessedResponse
-	(*AppendEventsRequest)(nil),             // 10: mango.controlplane.v1.AppendEventsRequest
-	(*AppendEventsResponse)(nil),            // 11: mango.controlplane.v1.AppendEventsResponse
-	(*ParkTurnRequest)(nil),                 // 12: mango.controlplane.v1.ParkTurnRequest
-	(*ParkTurnResponse)(nil),                // 13: mango.controlplane.v1.ParkTurnResponse
-	(*CompleteTurnRequest)(nil),             // 14: mango.controlplane.v1.CompleteTurnRequest
-	(*CompleteTurnResponse)(nil),            // 15: mango.controlplane.v1.CompleteTurnResponse
-	(*AppendTranscriptRequest)(nil),         // 16: mango.controlplane.v1.AppendTranscriptRequest
-	(*AppendTranscriptResponse)(nil),        // 17: mango.controlplane.v1.AppendTranscriptResponse
-	(*ToolJournalEntry)(nil),                // 18: mango.controlplane.v1.ToolJournalEntry
-	(*RecordToolJournalRequest)(nil),        // 19: mango.controlplane.v1.RecordToolJournalRequest
-	(*RecordToolJournalResponse)(nil),       // 20: mango.controlplane.v1.RecordToolJournalResponse
-	(*GetToolJournalRequest)(nil),           // 21: mango.controlplane.v1.GetToolJournalRequest
-	(*GetToolJournalResponse)(nil),          // 22: mango.controlplane.v1.GetToolJournalResponse
-	(*SandboxBinding)(nil),                  // 23: mango.controlplane.v1.SandboxBinding
-	(*PutProvisioningIntentRequest)(nil),    // 24: mango.controlplane.v1.PutProvisioningIntentRequest
-	(*PutProvisioningIntentResponse)(nil),   // 25: mango.controlplane.v1.PutProvisioningIntentResponse
-	(*PutBindingRequest)(nil),               // 26: mango.controlplane.v1.PutBindingRequest
-	(*PutBindingResponse)(nil),              // 27: mango.controlplane.v1.PutBindingResponse
-	(*GetBindingRequest)(nil),               // 28: mango.controlplane.v1.GetBindingRequest
-	(*GetBindingResponse)(nil),              // 29: mango.controlplane.v1.GetBindingResponse
-	(*DeleteBindingRequest)(nil),            // 30: mango.controlplane.v1.DeleteBindingRequest
-	(*DeleteBindingResponse)(nil),           // 31: mango.controlplane.v1.DeleteBindingResponse
-	(*ListBindingsRequest)(nil),             // 32: mango.controlplane.v1.ListBindingsRequest
-	(*ListBindingsResponse)(nil),            // 33: mango.controlplane.v1.ListBindingsResponse
-	(*RecordWorkerHeartbeatRequest)(nil),    // 34: mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	(*RecordWorkerHeartbeatResponse)(nil),   // 35: mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	(*GetTaskQueueHealthRequest)(nil),       // 36: mango.controlplane.v1.GetTaskQueueHealthRequest
-	(*GetTaskQueueHealthResponse)(nil),      // 37: mango.controlplane.v1.GetTaskQueueHealthResponse
-	(*PreviewFrame)(nil),                    // 38: mango.controlplane.v1.PreviewFrame
-	(*StreamPreviewsRequest)(nil),           // 39: mango.controlplane.v1.StreamPreviewsRequest
-	(*StreamPreviewsResponse)(nil),          // 40: mango.controlplane.v1.StreamPreviewsResponse
-	(*FinalizeSessionDeletionRequest)(nil),  // 41: mango.controlplane.v1.FinalizeSessionDeletionRequest
-	(*FinalizeSessionDeletionResponse)(nil), // 42: mango.controlplane.v1.FinalizeSessionDeletionResponse
-	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
+	(*ModelUsage)(nil),                      // 5: mango.controlplane.v1.ModelUsage
+	(*TranscriptEntry)(nil),                 // 6: mango.controlplane.v1.TranscriptEntry
+	(*GetRunRequest)(nil),                   // 7: mango.controlplane.v1.GetRunRequest
+	(*GetRunResponse)(nil),                  // 8: mango.controlplane.v1.GetRunResponse
+	(*MarkTriggersProcessedRequest)(nil),    // 9: mango.controlplane.v1.MarkTriggersProcessedRequest
+	(*MarkTriggersProcessedResponse)(nil),   // 10: mango.controlplane.v1.MarkTriggersProcessedResponse
+	(*AppendEventsRequest)(nil),             // 11: mango.controlplane.v1.AppendEventsRequest
+	(*AppendEventsResponse)(nil),            // 12: mango.controlplane.v1.AppendEventsResponse
+	(*ParkTurnRequest)(nil),                 // 13: mango.controlplane.v1.ParkTurnRequest
+	(*ParkTurnResponse)(nil),                // 14: mango.controlplane.v1.ParkTurnResponse
+	(*CompleteTurnRequest)(nil),             // 15: mango.controlplane.v1.CompleteTurnRequest
+	(*CompleteTurnResponse)(nil),            // 16: mango.controlplane.v1.CompleteTurnResponse
+	(*AppendTranscriptRequest)(nil),         // 17: mango.controlplane.v1.AppendTranscriptRequest
+	(*AppendTranscriptResponse)(nil),        // 18: mango.controlplane.v1.AppendTranscriptResponse
+	(*ToolJournalEntry)(nil),                // 19: mango.controlplane.v1.ToolJournalEntry
+	(*RecordToolJournalRequest)(nil),        // 20: mango.controlplane.v1.RecordToolJournalRequest
+	(*RecordToolJournalResponse)(nil),       // 21: mango.controlplane.v1.RecordToolJournalResponse
+	(*GetToolJournalRequest)(nil),           // 22: mango.controlplane.v1.GetToolJournalRequest
+	(*GetToolJournalResponse)(nil),          // 23: mango.controlplane.v1.GetToolJournalResponse
+	(*SandboxBinding)(nil),                  // 24: mango.controlplane.v1.SandboxBinding
+	(*PutProvisioningIntentRequest)(nil),    // 25: mango.controlplane.v1.PutProvisioningIntentRequest
+	(*PutProvisioningIntentResponse)(nil),   // 26: mango.controlplane.v1.PutProvisioningIntentResponse
+	(*PutBindingRequest)(nil),               // 27: mango.controlplane.v1.PutBindingRequest
+	(*PutBindingResponse)(nil),              // 28: mango.controlplane.v1.PutBindingResponse
+	(*GetBindingRequest)(nil),               // 29: mango.controlplane.v1.GetBindingRequest
+	(*GetBindingResponse)(nil),              // 30: mango.controlplane.v1.GetBindingResponse
+	(*DeleteBindingRequest)(nil),            // 31: mango.controlplane.v1.DeleteBindingRequest
+	(*DeleteBindingResponse)(nil),           // 32: mango.controlplane.v1.DeleteBindingResponse
+	(*ListBindingsRequest)(nil),             // 33: mango.controlplane.v1.ListBindingsRequest
+	(*ListBindingsResponse)(nil),            // 34: mango.controlplane.v1.ListBindingsResponse
+	(*RecordWorkerHeartbeatRequest)(nil),    // 35: mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	(*RecordWorkerHeartbeatResponse)(nil),   // 36: mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	(*GetTaskQueueHealthRequest)(nil),       // 37: mango.controlplane.v1.GetTaskQueueHealthRequest
+	(*GetTaskQueueHealthResponse)(nil),      // 38: mango.controlplane.v1.GetTaskQueueHealthResponse
+	(*PreviewFrame)(nil),                    // 39: mango.controlplane.v1.PreviewFrame
+	(*StreamPreviewsRequest)(nil),           // 40: mango.controlplane.v1.StreamPreviewsRequest
+	(*StreamPreviewsResponse)(nil),          // 41: mango.controlplane.v1.StreamPreviewsResponse
+	(*FinalizeSessionDeletionRequest)(nil),  // 42: mango.controlplane.v1.FinalizeSessionDeletionRequest
+	(*FinalizeSessionDeletionResponse)(nil), // 43: mango.controlplane.v1.FinalizeSessionDeletionResponse
+	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	43, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	43, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
-	0,  // 2: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	3,  // 3: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
-	5,  // 4: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 5: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 6: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	5,  // 7: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 8: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 9: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 10: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 11: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	1,  // 12: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
-	4,  // 13: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 14: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 15: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	5,  // 16: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	43, // 17: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
-	18, // 18: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	18, // 19: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	43, // 20: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	43, // 21: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 22: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 23: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 24: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	23, // 25: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	43, // 26: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	43, // 27: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	43, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 29: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	43, // 30: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	38, // 31: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	6,  // 32: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	8,  // 33: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	10, // 34: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	12, // 35: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	14, // 36: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	16, // 37: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	19, // 38: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	21, // 39: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	24, // 40: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	26, // 41: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	28, // 42: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	30, // 43: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	32, // 44: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	41, // 45: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	34, // 46: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	36, // 47: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	39, // 48: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	7,  // 49: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	9,  // 50: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	11, // 51: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	13, // 52: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	15, // 53: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	17, // 54: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	20, // 55: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	22, // 56: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	25, // 57: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	27, // 58: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	29, // 59: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	31, // 60: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	33, // 61: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	42, // 62: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	35, // 63: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	37, // 64: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	40, // 65: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	49, // [49:66] is the sub-list for method output_type
-	32, // [32:49] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	44, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	44, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	5,  // 2: mango.controlplane.v1.NewEvent.usage:type_name -> mango.controlplane.v1.ModelUsage
+	0,  // 3: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	3,  // 4: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
+	6,  // 5: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 6: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 7: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	6,  // 8: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 9: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 10: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 11: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 12: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	1,  // 13: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
+	4,  // 14: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 15: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 16: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	6,  // 17: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	44, // 18: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	19, // 19: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	19, // 20: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	44, // 21: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	44, // 22: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 23: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 24: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 25: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 26: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	44, // 27: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	44, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	44, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 30: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	44, // 31: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	39, // 32: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	7,  // 33: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	9,  // 34: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	11, // 35: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	13, // 36: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	15, // 37: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	17, // 38: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	20, // 39: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	22, // 40: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	25, // 41: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	27, // 42: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	29, // 43: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	31, // 44: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	33, // 45: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	42, // 46: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	35, // 47: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 48: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	40, // 49: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	8,  // 50: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 51: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 52: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 53: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 54: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 55: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 56: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 57: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 58: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 59: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 60: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 61: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 62: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	43, // 63: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 64: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 65: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	41, // 66: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	50, // [50:67] is the sub-list for method output_type
+	33, // [33:50] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -3106,7 +3267,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
