@@ -55,8 +55,8 @@ func (u *Usage) ListCostCents() int64 { return u.ListCostNanos / NanosPerCent }
 
 func usageFromJSON(sessionID string, raw json.RawMessage) (Usage, error) {
 	var u Usage
-	if len(raw) == 0 {
-		return u, nil
+	if len(raw) == 0 || string(raw) == "{}" {
+		return u, nil // a session without usage yet: nothing to decode
 	}
 	if err := json.Unmarshal(raw, &u); err != nil {
 		return u, fmt.Errorf("decode usage of session %s: %w", sessionID, err)
