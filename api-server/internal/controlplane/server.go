@@ -121,6 +121,7 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	}
 	g := grpc.NewServer(opts...)
 	pb.RegisterControlPlaneServer(g, svc)
+	pb.RegisterContextSnapshotsServer(g, &snapshotServer{s: svc})
 	return g, nil
 }
 

@@ -32,6 +32,15 @@ type ApiKey struct {
 	RevokedAt *time.Time
 }
 
+type ContextSnapshot struct {
+	SessionID   string
+	Seq         *int64
+	SnapshotKey string
+	Covered     int32
+	Body        []byte
+	CreatedAt   time.Time
+}
+
 type Environment struct {
 	ID          string
 	Name        string

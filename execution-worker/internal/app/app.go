@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
 
+	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/metrics"
@@ -114,6 +115,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
+		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0)}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)

@@ -35,6 +35,9 @@ const (
 	EnvModelAPIKey            = "MANGO_MODEL_API_KEY"
 	EnvModelAuth              = "MANGO_MODEL_AUTH"
 	EnvModelID                = "MANGO_MODEL_ID"
+	EnvModelContextWindow     = "MANGO_MODEL_CONTEXT_WINDOW"
+	EnvCompactionModel        = "MANGO_COMPACTION_MODEL"
+	EnvCompactionThreshold    = "MANGO_COMPACTION_THRESHOLD"
 	EnvAllowUnsafeLocal       = "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX"
 	EnvControlPlaneAddr       = "MANGO_CONTROLPLANE_ADDR"
 	EnvReconcileInterval      = "MANGO_RECONCILE_INTERVAL"
@@ -64,6 +67,7 @@ const (
 
 // Defaults for variables that are not set.
 const (
+	DefaultCompactionThreshold    = 0.8
 	DefaultTemporalHostPort       = "127.0.0.1:7233"
 	DefaultTemporalNamespace      = "default"
 	DefaultTemporalConnectTimeout = 10 * time.Second
@@ -157,6 +161,15 @@ type Config struct {
 	ModelAuth ModelAuth
 	// ModelID overrides the model named by the agent, if set (MANGO_MODEL_ID).
 	ModelID string
+	// ModelContextWindow overrides the context window of every model, in
+	// tokens (MANGO_MODEL_CONTEXT_WINDOW; 0: each model's profile).
+	ModelContextWindow int
+	// CompactionModel writes the summaries of compacted turns
+	// (MANGO_COMPACTION_MODEL; empty: the agent's model).
+	CompactionModel string
+	// CompactionThreshold is the fraction of the window past which a
+	// request is compacted first (MANGO_COMPACTION_THRESHOLD, default 0.8).
+	CompactionThreshold float64
 
 	// AllowUnsafeLocalSandbox permits a network-backed model with a provider
 	// that runs tools on the host (MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX).
@@ -228,6 +241,9 @@ func (c *Config) LogValue() slog.Value {
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
 		slog.String("model_auth", string(c.ModelAuth)),
 		slog.String("model_id", c.ModelID),
+		slog.Int("model_context_window", c.ModelContextWindow),
+		slog.String("compaction_model", c.CompactionModel),
+		slog.Float64("compaction_threshold", c.CompactionThreshold),
 		slog.Bool("allow_unsafe_local_sandbox", c.AllowUnsafeLocalSandbox),
 		slog.String("controlplane_addr", c.ControlPlaneAddr),
 		slog.Any("controlplane_tls", c.ControlPlaneTLS),
@@ -304,6 +320,9 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		ModelAPIKey:             p.str(EnvModelAPIKey, ""),
 		ModelAuth:               ModelAuth(p.oneOf(EnvModelAuth, string(DefaultModelAuth), string(AuthXAPIKey), string(AuthBearer))),
 		ModelID:                 p.str(EnvModelID, ""),
+		ModelContextWindow:      p.contextWindow(EnvModelContextWindow),
+		CompactionModel:         p.str(EnvCompactionModel, ""),
+		CompactionThreshold:     p.fraction(EnvCompactionThreshold, DefaultCompactionThreshold),
 		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
 		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
 		WorkerToken:             p.str(EnvWorkerToken, ""),
@@ -376,6 +395,38 @@ type parser struct {
 	getenv func(string) string
 	errs   []error
 	bad    []string // names of variables that failed
+}
+
+// MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted.
+const MinContextWindow = 4_096
+
+// contextWindow reads a token count of at least MinContextWindow; unset
+// is 0.
+func (p *parser) contextWindow(name string) int {
+	v := p.get(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < MinContextWindow || n > 100_000_000 {
+		p.fail(name, "must be a number of tokens between %d and 100000000, got %q", MinContextWindow, v)
+		return 0
+	}
+	return n
+}
+
+// fraction reads a number in (0, 1].
+func (p *parser) fraction(name string, def float64) float64 {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || f > 1 {
+		p.fail(name, "must be a fraction above 0 and at most 1, like 0.8, got %q", v)
+		return def
+	}
+	return f
 }
 
 func (p *parser) fail(name, format string, args ...any) {

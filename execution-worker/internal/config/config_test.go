@@ -114,6 +114,9 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_MODEL_API_KEY":              "sk-test",
 				"MANGO_MODEL_AUTH":                 "bearer",
 				"MANGO_MODEL_ID":                   "claude-test",
+				"MANGO_MODEL_CONTEXT_WINDOW":       "150000",
+				"MANGO_COMPACTION_MODEL":           "claude-haiku-4-5",
+				"MANGO_COMPACTION_THRESHOLD":       "0.75",
 				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
 				"MANGO_CONTROLPLANE_ADDR":          "api:8081",
 				"MANGO_WORKER_TOKEN":               "tok",
@@ -139,6 +142,9 @@ func TestFromEnvValid(t *testing.T) {
 					ModelAPIKey:            "sk-test",
 					ModelAuth:              config.AuthBearer,
 					ModelID:                "claude-test",
+					ModelContextWindow:     150_000,
+					CompactionModel:        "claude-haiku-4-5",
+					CompactionThreshold:    0.75,
 					ControlPlaneAddr:       "api:8081",
 					WorkerToken:            "tok",
 					WorkerID:               "w-1",
@@ -575,6 +581,39 @@ func TestLogValueHidesSecrets(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log output %s does not contain %s", out, want)
+		}
+	}
+}
+
+func TestContextWindowConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.FromEnv(envFunc(map[string]string{}), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ModelContextWindow != 0 || cfg.CompactionModel != "" || cfg.CompactionThreshold != config.DefaultCompactionThreshold {
+		t.Errorf("defaults: window %d, compaction model %q, threshold %v; want 0, \"\", %v",
+			cfg.ModelContextWindow, cfg.CompactionModel, cfg.CompactionThreshold, config.DefaultCompactionThreshold)
+	}
+	cfg, err = config.FromEnv(envFunc(map[string]string{
+		"MANGO_MODEL_CONTEXT_WINDOW": "50000", "MANGO_COMPACTION_MODEL": "claude-haiku-4-5", "MANGO_COMPACTION_THRESHOLD": "0.7",
+	}), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ModelContextWindow != 50_000 || cfg.CompactionModel != "claude-haiku-4-5" || cfg.CompactionThreshold != 0.7 {
+		t.Errorf("set: window %d, compaction model %q, threshold %v; want 50000, claude-haiku-4-5, 0.7",
+			cfg.ModelContextWindow, cfg.CompactionModel, cfg.CompactionThreshold)
+	}
+	for env, want := range map[string]string{
+		"MANGO_MODEL_CONTEXT_WINDOW": "MANGO_MODEL_CONTEXT_WINDOW: must be a number of tokens between 4096",
+		"MANGO_COMPACTION_THRESHOLD": "MANGO_COMPACTION_THRESHOLD: must be a fraction above 0 and at most 1",
+	} {
+		for _, v := range []string{"0", "-1", "lots", "1.5"} {
+			_, err := config.FromEnv(envFunc(map[string]string{env: v}), registry())
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%s: error %v, want it to contain %q", env, v, err, want)
+			}
 		}
 	}
 }

@@ -24,8 +24,15 @@ import (
 // Client is a ControlPlane client stub over one connection.
 type Client struct {
 	pb.ControlPlaneClient
+	// ContextSnapshots is served on the same connection.
+	pb.ContextSnapshotsClient
 	conn *grpc.ClientConn
 }
+
+// MaxResponseBytes bounds one response message: GetRun carries the whole
+// provider transcript, which outgrows gRPC's 4 MiB default in a long
+// session (the model only ever sees its compacted projection).
+const MaxResponseBytes = 256 << 20
 
 // Dial returns a client of the ControlPlane at addr (host:port) that sends
 // "authorization: Bearer <token>" with every call, over plaintext. The
@@ -50,6 +57,7 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(transport),
 		grpc.WithPerRPCCredentials(bearer{token: token, requireTLS: tlsConf != nil}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseBytes)),
 		// Reconnect within a second of the api-server coming back: gRPC's
 		// default backoff grows to two minutes, so a restart of a few
 		// seconds left turns waiting half a minute for the next attempt.
@@ -62,7 +70,7 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: dial %s: %w", addr, err)
 	}
-	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), conn: conn}, nil
+	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.

@@ -74,6 +74,9 @@ type TurnActivities struct {
 	// Context tunes context-window management (MANGO_MODEL_CONTEXT_WINDOW,
 	// MANGO_COMPACTION_MODEL).
 	Context agentruntime.ContextConfig
+	// Snapshots stores context snapshots; nil: turns do not compact (a
+	// request over the window ends the turn).
+	Snapshots pb.ContextSnapshotsClient
 	// OnTurn, when set, is told how each RunTurn ended ("error" when it
 	// failed) and how long it took.
 	OnTurn func(outcome string, took time.Duration)
@@ -255,13 +258,23 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		store.model = a.ModelID
 	}
 	store.exhausted.Store(run.GetBudgetExhausted())
-	core := &agentruntime.Core{Model: a.Model, Store: store, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
+	// With the snapshot service the turn compacts its context, and
+	// continues from the snapshot in force.
+	var rtStore agentruntime.Store = store
+	var snapshot *agentruntime.ContextSnapshot
+	if a.Snapshots != nil {
+		if snapshot, err = latestSnapshot(ctx, a.Snapshots, sid); err != nil {
+			return nil, err
+		}
+		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots}
+	}
+	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
 	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
-		Anchor:  anchor,
+		Anchor: anchor, Snapshot: snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) },
 	})
 	// From here on the turn's ending must be recorded even if the activity

@@ -1,0 +1,99 @@
+package controlplane_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/mangohq/mango/api-server/internal/controlplane"
+	"github.com/mangohq/mango/db/dbtest"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// startSnapshots is start with a ContextSnapshots client on the same
+// server.
+func startSnapshots(t *testing.T) (*env, pb.ContextSnapshotsClient) {
+	t.Helper()
+	e := &env{store: dbtest.Store(t), reg: prometheus.NewRegistry(), clock: newClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	srv, err := controlplane.NewGRPCServer(controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now})
+	if err != nil {
+		t.Fatalf("NewGRPCServer: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	e.client = pb.NewControlPlaneClient(conn)
+	return e, pb.NewContextSnapshotsClient(conn)
+}
+
+// Snapshots are immutable and keyed: saving a key again returns the first
+// snapshot and appends no event twice; the newest snapshot is in force.
+func TestContextSnapshots(t *testing.T) {
+	t.Parallel()
+	e, snaps := startSnapshots(t)
+	ctx := authed(context.Background())
+	sid, _ := e.session(t, false)
+
+	if _, err := snaps.GetContextSnapshot(context.Background(), &pb.GetContextSnapshotRequest{SessionId: sid}); err == nil {
+		t.Error("GetContextSnapshot without the worker token: no error, want UNAUTHENTICATED")
+	}
+	got, err := snaps.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: sid})
+	if err != nil || got.GetSnapshot() != nil {
+		t.Fatalf("GetContextSnapshot of a new session: %v, %v; want no snapshot", got, err)
+	}
+	compacted := func(key string) []*pb.NewEvent {
+		return []*pb.NewEvent{{Key: key + "/compacted", Type: "agent.thread_context_compacted"}}
+	}
+	first := &pb.ContextSnapshot{Key: "context/4", Covered: 4, Body: `{"messages":[1]}`}
+	resp, err := snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: sid, Snapshot: first, Events: compacted("context/4")})
+	if err != nil || !resp.GetCreated() || !jsonEqual(resp.GetSnapshot().GetBody(), first.GetBody()) {
+		t.Fatalf("first save: %v, %v; want it created", resp, err)
+	}
+	// A retry with another body (a different summary) keeps the first.
+	again := &pb.ContextSnapshot{Key: "context/4", Covered: 4, Body: `{"messages":[2]}`}
+	resp, err = snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: sid, Snapshot: again, Events: compacted("context/4")})
+	if err != nil || resp.GetCreated() || !jsonEqual(resp.GetSnapshot().GetBody(), first.GetBody()) {
+		t.Fatalf("second save under the key: %v, %v; want the first snapshot, not created", resp, err)
+	}
+	if n := e.count(t, `SELECT count(*) FROM events WHERE session_id = $1 AND type = 'agent.thread_context_compacted'`, sid); n != 1 {
+		t.Errorf("%d agent.thread_context_compacted events, want 1", n)
+	}
+	later := &pb.ContextSnapshot{Key: "context/9", Covered: 9, Body: `{"messages":[3]}`}
+	if _, err := snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: sid, Snapshot: later, Events: compacted("context/9")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = snaps.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: sid})
+	if err != nil || got.GetSnapshot().GetKey() != "context/9" || got.GetSnapshot().GetCovered() != 9 {
+		t.Errorf("GetContextSnapshot: %v, %v; want context/9 covering 9", got, err)
+	}
+
+	for name, req := range map[string]*pb.SaveContextSnapshotRequest{
+		"no session":   {Snapshot: first, Events: compacted("x")},
+		"no snapshot":  {SessionId: sid, Events: compacted("x")},
+		"no key":       {SessionId: sid, Snapshot: &pb.ContextSnapshot{Body: "{}"}, Events: compacted("x")},
+		"bad body":     {SessionId: sid, Snapshot: &pb.ContextSnapshot{Key: "k", Body: "{"}, Events: compacted("x")},
+		"negative":     {SessionId: sid, Snapshot: &pb.ContextSnapshot{Key: "k", Covered: -1, Body: "{}"}, Events: compacted("x")},
+		"no events":    {SessionId: sid, Snapshot: &pb.ContextSnapshot{Key: "k", Body: "{}"}},
+		"user event":   {SessionId: sid, Snapshot: &pb.ContextSnapshot{Key: "k", Body: "{}"}, Events: []*pb.NewEvent{{Key: "u", Type: "user.message"}}},
+		"missing body": {SessionId: sid, Snapshot: &pb.ContextSnapshot{Key: "k"}, Events: compacted("x")},
+	} {
+		_, err := snaps.SaveContextSnapshot(ctx, req)
+		wantCode(t, name, err, codes.InvalidArgument)
+	}
+	_, err = snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: "sesn_missing", Snapshot: first, Events: compacted("x")})
+	wantCode(t, "unknown session", err, codes.NotFound)
+}

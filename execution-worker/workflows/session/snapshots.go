@@ -1,0 +1,72 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mangohq/mango/execution-worker/agentruntime"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// snapStore is cpStore with context snapshots: an agentruntime.Store
+// that also implements agentruntime.ContextStore, so the turn compacts.
+type snapStore struct {
+	*cpStore
+	snaps pb.ContextSnapshotsClient
+}
+
+var _ agentruntime.ContextStore = (*snapStore)(nil)
+
+// SaveContextSnapshot implements agentruntime.ContextStore.
+func (s *snapStore) SaveContextSnapshot(ctx context.Context, snap *agentruntime.ContextSnapshot, events []agentruntime.NewEvent) (*agentruntime.ContextSnapshot, error) {
+	body, err := json.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("encode context snapshot: %w", err)
+	}
+	evs, err := s.pbEvents(events)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: s.sessionID, Events: evs,
+		Snapshot: &pb.ContextSnapshot{Key: snap.Key, Covered: int32(snap.Covered), Body: string(body)}}) //nolint:gosec // a conversation's length
+	if err != nil {
+		return nil, fmt.Errorf("save context snapshot: %w", err)
+	}
+	return decodeSnapshot(resp.GetSnapshot())
+}
+
+// pbEvents encodes events for the ControlPlane, as AppendWithTranscript
+// does: the summary request's span end carries its usage.
+func (s *cpStore) pbEvents(events []agentruntime.NewEvent) ([]*pb.NewEvent, error) {
+	out := make([]*pb.NewEvent, 0, len(events))
+	for _, e := range events {
+		body, err := json.Marshal(e.Body)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
+		}
+		out = append(out, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body), Usage: s.usageToPB(e.Usage)})
+	}
+	return out, nil
+}
+
+// latestSnapshot loads the session's context snapshot in force (nil: none).
+func latestSnapshot(ctx context.Context, c pb.ContextSnapshotsClient, sessionID string) (*agentruntime.ContextSnapshot, error) {
+	resp, err := c.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: sessionID})
+	if err != nil {
+		return nil, fmt.Errorf("load context snapshot of session %s: %w", sessionID, err)
+	}
+	if resp.GetSnapshot() == nil {
+		return nil, nil
+	}
+	return decodeSnapshot(resp.GetSnapshot())
+}
+
+func decodeSnapshot(p *pb.ContextSnapshot) (*agentruntime.ContextSnapshot, error) {
+	var snap agentruntime.ContextSnapshot
+	if err := json.Unmarshal([]byte(p.GetBody()), &snap); err != nil {
+		return nil, fmt.Errorf("decode context snapshot %s: %w", p.GetKey(), err)
+	}
+	snap.Key, snap.Covered = p.GetKey(), int(p.GetCovered())
+	return &snap, nil
+}
