@@ -289,12 +289,27 @@ func (c *Client) do(ctx context.Context, req *model.Request, stream bool, onEven
 type wireRequest struct {
 	Model     string          `json:"model"`
 	MaxTokens int             `json:"max_tokens"`
-	System    string          `json:"system,omitempty"`
+	System    []wireText      `json:"system,omitempty"`
 	Messages  []model.Message `json:"messages"`
 	Tools     []model.ToolDef `json:"tools,omitempty"`
 	Stream    bool            `json:"stream,omitempty"`
 	Thinking  *wireThinking   `json:"thinking,omitempty"`
 }
+
+// wireText is a text block of the system prompt.
+type wireText struct {
+	Type         string        `json:"type"`
+	Text         string        `json:"text"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
+}
+
+// cacheControl marks a prompt caching breakpoint: the prefix up to and
+// including the block carrying it is cached.
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+var ephemeral = &cacheControl{Type: "ephemeral"}
 
 type wireThinking struct {
 	Type         string `json:"type"`
@@ -308,7 +323,6 @@ func (c *Client) body(req *model.Request, stream bool) ([]byte, error) {
 	w := wireRequest{
 		Model:     req.Model,
 		MaxTokens: req.MaxTokens,
-		System:    req.System,
 		Messages:  req.Messages,
 		Tools:     req.Tools,
 		Stream:    stream,
@@ -330,11 +344,93 @@ func (c *Client) body(req *model.Request, stream bool) ([]byte, error) {
 	}
 	w.Messages = fillToolInputs(w.Messages)
 	w.Tools = fillSchemas(w.Tools)
+	if req.System != "" {
+		w.System = []wireText{{Type: "text", Text: req.System}}
+	}
+	if err := markCache(&w); err != nil {
+		return nil, &model.Error{Type: "invalid_request_error", Message: "encode request: " + err.Error()}
+	}
 	b, err := json.Marshal(w)
 	if err != nil {
 		return nil, &model.Error{Type: "invalid_request_error", Message: "encode request: " + err.Error()}
 	}
 	return b, nil
+}
+
+// markCache sets the prompt caching breakpoints of a request, at most
+// four as the Messages API allows, in prefix order: the last tool
+// definition (tools are the start of the prompt), the system prompt, and
+// the last two user messages. In a tool loop each request is the previous
+// one plus an assistant message and a user message, so the breakpoint on
+// the previous request's last user message is the cached prefix the next
+// request reads, and the one on its own last user message is written for
+// the round after. The caller's request is not modified.
+func markCache(w *wireRequest) error {
+	if n := len(w.Tools); n > 0 {
+		last, err := withCacheControl(w.Tools[n-1])
+		if err != nil {
+			return err
+		}
+		w.Tools = append(append([]model.ToolDef(nil), w.Tools[:n-1]...), model.ToolDef{Name: w.Tools[n-1].Name, Type: w.Tools[n-1].Type, Raw: last})
+	}
+	if len(w.System) > 0 {
+		w.System[len(w.System)-1].CacheControl = ephemeral
+	}
+	marked := 0
+	var msgs []model.Message
+	for i := len(w.Messages) - 1; i >= 0 && marked < 2; i-- {
+		m := w.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		j := cacheableBlock(m.Content)
+		if j < 0 {
+			continue
+		}
+		raw, err := withCacheControl(m.Content[j])
+		if err != nil {
+			return err
+		}
+		if msgs == nil {
+			msgs = append([]model.Message(nil), w.Messages...)
+		}
+		content := append([]model.Block(nil), m.Content...)
+		content[j] = model.Block{Type: content[j].Type, Raw: raw}
+		msgs[i] = model.Message{Role: m.Role, Content: content}
+		marked++
+	}
+	if msgs != nil {
+		w.Messages = msgs
+	}
+	return nil
+}
+
+// cacheableBlock is the index of the last block of content that can carry
+// a breakpoint (not thinking, not empty text), or -1.
+func cacheableBlock(content []model.Block) int {
+	for j := len(content) - 1; j >= 0; j-- {
+		switch b := content[j]; {
+		case b.Type == "thinking" || b.Type == "redacted_thinking":
+		case b.Type == "text" && b.Text == "" && len(b.Raw) == 0:
+		default:
+			return j
+		}
+	}
+	return -1
+}
+
+// withCacheControl is v's JSON object with cache_control set.
+func withCacheControl(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	obj["cache_control"] = json.RawMessage(`{"type":"ephemeral"}`)
+	return json.Marshal(obj)
 }
 
 // fillToolInputs gives tool_use blocks without input an empty object,

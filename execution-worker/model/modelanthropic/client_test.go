@@ -319,28 +319,28 @@ func TestRequestBody(t *testing.T) {
 	want := map[string]any{
 		"model":      "claude-override",
 		"max_tokens": float64(modelanthropic.DefaultMaxTokens),
-		"system":     "Be brief.",
+		"system":     []any{map[string]any{"type": "text", "text": "Be brief.", "cache_control": ephemeral}},
 		"stream":     true,
 		"thinking":   map[string]any{"type": "enabled", "budget_tokens": 2048.0},
 		"messages": []any{
-			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "list"}}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "list", "cache_control": ephemeral}}},
 			map[string]any{"role": "assistant", "content": []any{
 				map[string]any{"type": "thinking", "thinking": "t", "signature": "s"},
 				map[string]any{"type": "tool_use", "id": "toolu_1", "name": "noargs", "input": map[string]any{}},
 			}},
-			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok", "cache_control": ephemeral}}},
 		},
 		"tools": []any{
 			map[string]any{"name": "bash", "description": "Run a command", "input_schema": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}}},
 			map[string]any{"name": "noargs", "input_schema": map[string]any{"type": "object"}},
-			map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 5.0},
+			map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 5.0, "cache_control": ephemeral},
 		},
 	}
 	if !reflect.DeepEqual(body, want) {
 		t.Errorf("body\n%s\nwant\n%s", mustJSON(t, body), mustJSON(t, want))
 	}
 	// The caller's request is not modified.
-	if req.Messages[1].Content[1].Input != nil || req.Tools[1].InputSchema != nil {
+	if req.Messages[1].Content[1].Input != nil || req.Tools[1].InputSchema != nil || req.Messages[2].Content[0].Raw != nil || req.Tools[2].Raw[len(req.Tools[2].Raw)-2] != '5' {
 		t.Error("the request's tool_use input or tool schema was filled in place")
 	}
 

@@ -24,6 +24,11 @@ func fakeServer(fake *modelfake.Client) http.HandlerFunc {
 			model.Request
 			Stream bool `json:"stream"`
 		}
+		raw, err := uncached(raw)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		if err := json.Unmarshal(raw, &body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -61,7 +66,8 @@ func fakeServer(fake *modelfake.Client) http.HandlerFunc {
 		halves := func(s string) []string { return []string{s[:len(s)/2], s[len(s)/2:]} }
 		send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 			"id": resp.ID, "type": "message", "role": "assistant", "model": resp.Model, "content": []any{},
-			"stop_reason": nil, "usage": map[string]any{"input_tokens": resp.Usage.InputTokens, "output_tokens": 1}}})
+			"stop_reason": nil, "usage": map[string]any{"input_tokens": resp.Usage.InputTokens, "output_tokens": 1,
+				"cache_read_input_tokens": resp.Usage.CacheReadInputTokens, "cache_creation_input_tokens": resp.Usage.CacheCreationInputTokens}}})
 		for i, b := range resp.Content {
 			delta := func(d map[string]any) {
 				send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
@@ -99,6 +105,43 @@ func fakeServer(fake *modelfake.Client) http.HandlerFunc {
 			"usage": map[string]any{"output_tokens": resp.Usage.OutputTokens}})
 		send("message_stop", map[string]any{"type": "message_stop"})
 	}
+}
+
+// uncached turns a Messages API body into the fake's request: the system
+// prompt's text blocks joined into a string, and cache_control removed
+// from tools and message blocks (the fake answers the same with or without
+// caching).
+func uncached(raw []byte) ([]byte, error) {
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, err
+	}
+	if sys, ok := body["system"].([]any); ok {
+		text := ""
+		for _, b := range sys {
+			if m, ok := b.(map[string]any); ok {
+				s, _ := m["text"].(string)
+				text += s
+			}
+		}
+		body["system"] = text
+	}
+	strip := func(list any) {
+		items, _ := list.([]any)
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				delete(m, "cache_control")
+			}
+		}
+	}
+	strip(body["tools"])
+	msgs, _ := body["messages"].([]any)
+	for _, m := range msgs {
+		if mm, ok := m.(map[string]any); ok {
+			strip(mm["content"])
+		}
+	}
+	return json.Marshal(body)
 }
 
 // TestAgainstFake drives the same scripted conversations through the fake
