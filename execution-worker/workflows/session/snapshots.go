@@ -14,6 +14,9 @@ import (
 type snapStore struct {
 	*cpStore
 	snaps pb.ContextSnapshotsClient
+	// summaryModel is the model that writes summaries
+	// (MANGO_COMPACTION_MODEL): it prices their usage. Empty: the turn's.
+	summaryModel string
 }
 
 var _ agentruntime.ContextStore = (*snapStore)(nil)
@@ -27,6 +30,11 @@ func (s *snapStore) SaveContextSnapshot(ctx context.Context, snap *agentruntime.
 	evs, err := s.pbEvents(events)
 	if err != nil {
 		return nil, err
+	}
+	for _, e := range evs {
+		if e.GetUsage() != nil && s.summaryModel != "" {
+			e.Usage.Model = s.summaryModel
+		}
 	}
 	resp, err := s.snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: s.sessionID, Events: evs,
 		Snapshot: &pb.ContextSnapshot{Key: snap.Key, Covered: int32(snap.Covered), Body: string(body)}}) //nolint:gosec // a conversation's length

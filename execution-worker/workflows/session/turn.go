@@ -266,7 +266,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		if snapshot, err = latestSnapshot(ctx, a.Snapshots, sid); err != nil {
 			return nil, err
 		}
-		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots}
+		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots, summaryModel: a.Context.CompactionModel}
 	}
 	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
 	if a.Previews != nil {
