@@ -33,8 +33,11 @@ type memStore struct {
 	// a summary (after the summary call, before anything is stored), like
 	// a worker dying mid-compaction.
 	crashOnSummary int
-	summarySaves   int
-	crashes        int
+	// crashAfterSummary, when > 0, stores the n-th snapshot that carries a
+	// summary and then fails, like a worker dying right after the commit.
+	crashAfterSummary int
+	summarySaves      int
+	crashes           int
 }
 
 var errCrash = errors.New("simulated worker crash before the snapshot commit")
@@ -129,8 +132,10 @@ func (s *memStore) MarkStarted(_ context.Context, key string) (bool, error) {
 func (s *memStore) SaveContextSnapshot(_ context.Context, snap *agentruntime.ContextSnapshot, evs []agentruntime.NewEvent) (*agentruntime.ContextSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	summary := false
 	for _, e := range evs {
 		if e.Type == "span.model_request_end" {
+			summary = true
 			s.summarySaves++
 			if s.summarySaves == s.crashOnSummary {
 				s.crashes++
@@ -149,7 +154,18 @@ func (s *memStore) SaveContextSnapshot(_ context.Context, snap *agentruntime.Con
 	_ = json.Unmarshal(b, &stored)
 	s.snapshots = append(s.snapshots, &stored)
 	s.appendLocked(evs)
+	if summary && s.summarySaves == s.crashAfterSummary {
+		s.crashes++
+		return nil, errCrash
+	}
 	return &stored, nil
+}
+
+// lastSaveLost reports whether the last crash lost its snapshot.
+func (s *memStore) lastSaveLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.summarySaves == s.crashOnSummary
 }
 
 // load is what RunTurn gets from the ControlPlane: the conversation, the
@@ -259,8 +275,9 @@ func newHarness(t *testing.T, window int) *harness {
 		h.largest = max(h.largest, c.EstimatedInputTokens)
 		h.observed = addUsage(h.observed, c.Response.Usage)
 		h.last = c.Response.Usage
-		if c.EstimatedInputTokens > int64(window) {
-			t.Errorf("call %d: request of %d estimated tokens, over the %d-token window", h.calls, c.EstimatedInputTokens, window)
+		// The input must leave room for the request's max_tokens.
+		if limit := int64(window - c.Request.MaxTokens); c.EstimatedInputTokens > limit {
+			t.Errorf("call %d: request of %d estimated tokens, over the %d the %d-token window leaves for input", h.calls, c.EstimatedInputTokens, limit, window)
 		}
 	})
 	h.core = &agentruntime.Core{Model: h.fake, Store: h.store, Context: agentruntime.ContextConfig{Window: window}}
@@ -291,10 +308,12 @@ func (h *harness) turn(i int, text string) *agentruntime.Result {
 		res, err := h.core.Run(h.t.Context(), &agentruntime.Run{TurnKey: turnKey, Agent: h.agent, Tools: h.tools,
 			Conversation: conv, TurnMessages: turnMessages, Sandbox: h.sb, Unsaved: unsaved, Snapshot: snap, Anchor: anchor})
 		if errors.Is(err, errCrash) && attempt == 0 {
-			// The summary call, the last one made, was never committed.
-			h.mu.Lock()
-			h.lost = addUsage(h.lost, h.last)
-			h.mu.Unlock()
+			if h.store.lastSaveLost() {
+				// The summary call, the last one made, was never committed.
+				h.mu.Lock()
+				h.lost = addUsage(h.lost, h.last)
+				h.mu.Unlock()
+			}
 			continue
 		}
 		if err != nil {
@@ -320,9 +339,9 @@ func containsKey(keys []string, k string) bool {
 func TestLongSessionCompaction(t *testing.T) {
 	t.Parallel()
 	const turns, window = 300, 50_000
-	run := func(t *testing.T, crashOnSummary int) (*harness, time.Duration) {
+	run := func(t *testing.T, crashOnSummary, crashAfterSummary int) (*harness, time.Duration) {
 		h := newHarness(t, window)
-		h.store.crashOnSummary = crashOnSummary
+		h.store.crashOnSummary, h.store.crashAfterSummary = crashOnSummary, crashAfterSummary
 		start := time.Now()
 		for i := range turns {
 			res := h.turn(i, fmt.Sprintf("turn %d\n#tool bash {\"command\": \"head -c 20000 /dev/zero | tr '\\\\0' a\"}", i))
@@ -337,19 +356,19 @@ func TestLongSessionCompaction(t *testing.T) {
 	t.Run("runs", func(t *testing.T) {
 		t.Run("plain", func(t *testing.T) {
 			t.Parallel()
-			plain, took = run(t, 0)
+			plain, took = run(t, 0, 0)
 		})
-		t.Run("crash after the second summary call", func(t *testing.T) {
+		t.Run("crashes before and after a snapshot commit", func(t *testing.T) {
 			t.Parallel()
-			crashed, _ = run(t, 2)
+			crashed, _ = run(t, 2, 5)
 		})
 	})
 	if t.Failed() {
 		return
 	}
 
-	if crashed.store.crashes != 1 {
-		t.Fatalf("simulated %d crashes, want 1", crashed.store.crashes)
+	if crashed.store.crashes != 2 {
+		t.Fatalf("simulated %d crashes, want 2", crashed.store.crashes)
 	}
 	summaries := 0
 	for _, s := range plain.store.snapshots {
