@@ -544,6 +544,13 @@ func (a *API) updateBudget(next *db.Session, maxCents *int64) error {
 		if err := a.checkBudgetable(snap.Model.ID); err != nil {
 			return err
 		}
+		if next.Usage.Unpriced && next.BudgetMaxCents != nil {
+			// A worker ran a model without a price (MANGO_MODEL_ID): no
+			// budget can measure this session any more; only removing it
+			// lets the session continue.
+			return apierror.Invalid("budget: %s: the session's usage includes a model with no list price on this server, so no budget can be enforced; remove the budget (null) to continue",
+				modelNotBudgetable)
+		}
 	}
 	switch err := db.CheckBudgetUpdate(next, maxCents); {
 	case errors.Is(err, db.ErrBudgetCreateOnly):

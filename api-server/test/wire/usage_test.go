@@ -257,3 +257,39 @@ func TestBudgetNeedsAPricedModel(t *testing.T) {
 		t.Fatalf("a budget for a model priced by MANGO_MODEL_PRICES: %v", err)
 	}
 }
+
+// TestBudgetWithAnUnpricedModel: a worker that runs another model than the
+// agent's (MANGO_MODEL_ID) without a list price makes the cost
+// unmeasurable: the turn stops budget_reached after the first request,
+// raising the budget is refused (model_not_budgetable), and removing it
+// lets the session continue.
+func TestBudgetWithAnUnpricedModel(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+	e.worker = startWorkerWith(t, srv, "wire-unpriced", e.root, map[string]string{"MANGO_MODEL_ID": "house-unpriced-9"})
+	id, err := e.pricedSession(t, "claude-sonnet-4-5", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := e.watch(t, id)
+	e.say(t, id, "#tool bash {\"command\":\"echo 1\"}\n#tool bash {\"command\":\"echo 2\"}")
+	evs := until(t, events, "session.status_idle", 30*time.Second)
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "budget_reached" || count(evs, "span.model_request_start") != 1 {
+		t.Fatalf("stop_reason %q after %d model requests, want budget_reached after 1: %v", typ, count(evs, "span.model_request_start"), typesOf(evs))
+	}
+	ctx := context.Background()
+	_, err = e.client.Beta.Sessions.Update(ctx, id, anthropic.BetaSessionUpdateParams{Budget: anthropic.BetaManagedAgentsBudgetLimitParam{
+		MaxListCost: anthropic.BetaMonetaryAmountParam{Amount: "100000", Currency: "USD"}}})
+	if apiErr := apiErrorWithStatus(t, err, 400); !strings.Contains(apiErr.RawJSON(), "model_not_budgetable") {
+		t.Fatalf("raising the budget of a session with unpriced usage: %s; want model_not_budgetable", apiErr.RawJSON())
+	}
+	if r := do(t, e.srv, "POST", "/v1/sessions/"+id, "application/json", []byte(`{"budget":null}`), nil); r.status != 200 {
+		t.Fatalf("remove budget: %d %s", r.status, r.body)
+	}
+	e.say(t, id, "#reply on without a budget")
+	evs = until(t, events, "session.status_idle", 30*time.Second)
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
+		t.Fatalf("after removing the budget: stop_reason %q, want end_turn", typ)
+	}
+}
