@@ -1,11 +1,16 @@
 package wire
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
@@ -68,5 +73,49 @@ func TestContextCompactionThroughSDK(t *testing.T) {
 	evs = until(t, events, "session.status_idle", 60*time.Second)
 	if m := last(evs, "agent.message"); resultText(m) != "still here" {
 		t.Errorf("after the error: agent.message %v, want \"still here\"", m)
+	}
+
+	// Long messages have no tool results to stub: the oldest turns are
+	// summarized by a model call, whose usage counts like any other.
+	id = e.session(t, toolset)
+	events = e.watch(t, id)
+	all = nil
+	long := strings.Repeat("lorem ipsum ", 700) // 8,400 bytes, echoed back by the fake
+	for i := range 4 {
+		e.say(t, id, fmt.Sprintf("turn %d %s", i, long))
+		evs := until(t, events, "session.status_idle", 60*time.Second)
+		if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" || count(evs, "session.error") > 0 {
+			t.Fatalf("long turn %d: stop reason %q, events %v; want end_turn without errors", i, typ, typesOf(evs))
+		}
+		all = append(all, evs...)
+	}
+	if n := count(all, "agent.thread_context_compacted"); n != 1 {
+		t.Fatalf("%d agent.thread_context_compacted in %v, want 1 (in the fourth turn)", n, typesOf(all))
+	}
+	if n := count(all, "span.model_request_end"); n != 5 {
+		t.Errorf("%d span.model_request_end, want 5 (four replies and the summary)", n)
+	}
+	var input, output int64
+	for _, ev := range all {
+		if ev.Type != "span.model_request_end" {
+			continue
+		}
+		var body struct {
+			ModelUsage struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"model_usage"`
+		}
+		if err := json.Unmarshal([]byte(ev.Raw), &body); err != nil {
+			t.Fatal(err)
+		}
+		input, output = input+body.ModelUsage.InputTokens, output+body.ModelUsage.OutputTokens
+	}
+	sess, err := e.client.Beta.Sessions.Get(context.Background(), id, anthropic.BetaSessionGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Usage.InputTokens != input || sess.Usage.OutputTokens != output {
+		t.Errorf("Sessions.Get usage %s, want the spans' %d input and %d output tokens, the summary's included", sess.Usage.RawJSON(), input, output)
 	}
 }
