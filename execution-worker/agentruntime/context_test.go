@@ -462,3 +462,20 @@ func TestProfileFor(t *testing.T) {
 		t.Errorf("unknown model window %d, want the default %d", w, agentruntime.DefaultContextProfile.Window)
 	}
 }
+
+// A request never asks for more output than the model's profile allows.
+func TestMaxTokensFromProfile(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]int{"claude-3-haiku-20240307": 4_096, "claude-sonnet-4-5": 8_192, "mango-fake": 8_192} {
+		h := newHarness(t, 0)
+		h.agent.Model.ID = id
+		var got int
+		h.fake.SetObserver(func(c modelfake.Call) { got = c.Request.MaxTokens })
+		if res := h.turn(0, "#reply hi"); res.Outcome != agentruntime.OutcomeEndTurn {
+			t.Fatalf("%s: outcome %s", id, res.Outcome)
+		}
+		if got != want {
+			t.Errorf("%s: max_tokens %d, want %d", id, got, want)
+		}
+	}
+}

@@ -277,6 +277,8 @@ func (c *Core) request(run *Run, conv []model.Message) *model.Request {
 	if maxTokens == 0 {
 		maxTokens = 8192
 	}
+	// Never more output than the model can produce.
+	maxTokens = min(maxTokens, ProfileFor(id).MaxOutput)
 	req := &model.Request{Model: id, System: run.Agent.System, Messages: conv, MaxTokens: maxTokens}
 	req.Tools = append(req.Tools, tools.Definitions(run.Tools.BuiltinNames())...)
 	for _, name := range run.Tools.Order {

@@ -397,8 +397,9 @@ type parser struct {
 	bad    []string // names of variables that failed
 }
 
-// MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted.
-const MinContextWindow = 4_096
+// MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted:
+// twice the 8,192 tokens of output a request asks for.
+const MinContextWindow = 16_384
 
 // contextWindow reads a token count of at least MinContextWindow; unset
 // is 0.

@@ -606,10 +606,10 @@ func TestContextWindowConfig(t *testing.T) {
 			cfg.ModelContextWindow, cfg.CompactionModel, cfg.CompactionThreshold)
 	}
 	for env, want := range map[string]string{
-		"MANGO_MODEL_CONTEXT_WINDOW": "MANGO_MODEL_CONTEXT_WINDOW: must be a number of tokens between 4096",
+		"MANGO_MODEL_CONTEXT_WINDOW": "MANGO_MODEL_CONTEXT_WINDOW: must be a number of tokens between 16384",
 		"MANGO_COMPACTION_THRESHOLD": "MANGO_COMPACTION_THRESHOLD: must be a fraction above 0 and at most 1",
 	} {
-		for _, v := range []string{"0", "-1", "lots", "1.5"} {
+		for _, v := range []string{"0", "-1", "lots", "1.5", "16383"} {
 			_, err := config.FromEnv(envFunc(map[string]string{env: v}), registry())
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s=%s: error %v, want it to contain %q", env, v, err, want)
