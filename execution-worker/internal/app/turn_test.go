@@ -139,7 +139,7 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 	sendMessage(t, srv, session, `#tool bash {"command":"echo hello > f.txt; cat f.txt"}`)
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	want := "user.message,session.status_running,span.model_request_start,span.model_request_end,agent.tool_use,agent.tool_result," +
-		"span.model_request_start,agent.message,span.model_request_end,session.status_idle"
+		"span.model_request_start,agent.message,span.model_request_end,session.usage,session.status_idle"
 	if got := types(evs); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
