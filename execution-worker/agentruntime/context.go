@@ -186,8 +186,9 @@ func estimate(req *model.Request, conv []model.Message, snap *ContextSnapshot, a
 }
 
 // fit returns the request for the next model call of conv (whose last
-// unsaved messages are not stored yet), compacting the projection first when it passes the
-// threshold. It returns a *ContextWindowError when the request cannot fit.
+// unsaved messages are not stored yet), compacting the projection first
+// when it passes the threshold. It returns a *ContextWindowError when the
+// request cannot fit.
 func (c *Core) fit(ctx context.Context, run *Run, conv []model.Message, unsaved int) (*model.Request, error) {
 	req := c.request(run, project(run.Snapshot, conv))
 	window, limit, threshold := c.window(req)
@@ -262,10 +263,17 @@ func (c *Core) compact(ctx context.Context, run *Run, cs ContextStore, conv []mo
 	if estimateTokens(fixed+sizes[0]+tailSize) > target {
 		// Stage 2: summarize the oldest turns: cut at the first turn start
 		// (a user message with text and no tool result) that brings the
-		// request under the target, or at the latest one.
+		// request under the target, or at the latest one; the current
+		// turn is never summarized.
+		// Cutting at len(head) keeps only the tail, when it starts a turn.
 		cut := -1
-		for i := 1; i < len(head); i++ {
-			if !turnStart(head[i]) || (i == 1 && isSummary(head)) {
+		for i := 1; i <= len(head); i++ {
+			next := tail
+			if i < len(head) {
+				next = head[i:]
+			}
+			// A cut must summarize more than an earlier summary.
+			if len(next) == 0 || !turnStart(next[0]) || (i <= 2 && isSummary(head)) {
 				continue
 			}
 			cut = i

@@ -493,3 +493,44 @@ func TestMaxTokensFromProfile(t *testing.T) {
 		}
 	}
 }
+
+// A turn whose own rounds outgrow the window continues: the results of its
+// earlier rounds are stubbed, the turns before it are summarized once, and
+// the summary alone is never summarized again at every round.
+func TestLongTurnAfterSummary(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 20_000)
+	long := strings.Repeat("lorem ipsum ", 700) // 8,400 bytes, echoed back
+	for i := range 4 {
+		if res := h.turn(i, fmt.Sprintf("turn %d %s", i, long)); res.Outcome != agentruntime.OutcomeEndTurn {
+			t.Fatalf("turn %d: %s (%s)", i, res.Outcome, res.Detail)
+		}
+	}
+	summaries := func() int {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		n := 0
+		for _, e := range h.store.events {
+			if e.Type == "span.model_request_start" && strings.HasPrefix(e.Key, "context/") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := summaries(); n != 1 {
+		t.Fatalf("%d summary calls in the long-text turns, want 1", n)
+	}
+	// 20 KB of text and three rounds of 20 KB results: after two
+	// summaries only stubs can help, and the rest fits the input limit.
+	tool := "\n#tool bash {\"command\": \"head -c 20000 /dev/zero | tr '\\\\0' a\"}"
+	res := h.turn(4, "turn 4 "+strings.Repeat("lorem ipsum ", 1700)+strings.Repeat(tool, 3))
+	if res.Outcome != agentruntime.OutcomeEndTurn {
+		t.Fatalf("long turn: %s (%s)", res.Outcome, res.Detail)
+	}
+	if n := summaries(); n != 3 {
+		t.Errorf("%d summary calls in all, want 3 (two more at the long turn's first rounds; never the summary alone)", n)
+	}
+	if n := len(h.store.snapshots); n < 3 {
+		t.Errorf("%d snapshots, want at least 3 (rounds 2 and 3 stub the results before them)", n)
+	}
+}
