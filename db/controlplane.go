@@ -15,16 +15,59 @@ import (
 // This file holds the Store methods behind the ControlPlane, the internal
 // API execution workers call. Events are appended through Append only.
 
-// SessionPendingTriggers returns the session's events not yet processed,
-// in log order.
-func (s *Store) SessionPendingTriggers(ctx context.Context, sessionID string) ([]Event, error) {
-	rows, err := s.q.EventListPending(ctx, sessionID)
+// SessionPendingTriggers returns the triggers a worker has yet to take, in
+// the order it must take them: those in the log, then the queued user
+// messages (Seq 0, no processed_at). A turn starts on the first one, so
+// when the log holds none, the oldest queued message is appended to the
+// log first, at now: that is when the session takes it up (events.go).
+func (s *Store) SessionPendingTriggers(ctx context.Context, sessionID string, now time.Time) ([]Event, error) {
+	var out []Event
+	err := s.inTx(ctx, "list pending triggers", func(q *dbsqlc.Queries) error {
+		out = out[:0]
+		queued, err := q.QueuedEventList(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if len(queued) > 0 {
+			// Under the session's row lock (what appends take first) the
+			// log and the queue hold still: read both again.
+			if _, err := q.SessionLock(ctx, sessionID); err != nil {
+				return err
+			}
+			if queued, err = q.QueuedEventList(ctx, sessionID); err != nil {
+				return err
+			}
+		}
+		rows, err := q.EventListPending(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 && len(queued) > 0 {
+			taken, err := q.QueuedEventTakeFirst(ctx, sessionID)
+			if err != nil {
+				return err
+			}
+			if len(taken) == 1 {
+				t := taken[0]
+				_, appended, err := s.appendTx(ctx, q, sessionID, &AppendRequest{Now: now,
+					Events: []NewEvent{{ID: t.ID, Type: t.Type, Body: t.Body, Pending: true}}})
+				if err != nil {
+					return err
+				}
+				out = append(out, appended[0])
+				queued = queued[1:]
+			}
+		}
+		for _, r := range rows {
+			out = append(out, eventFromRow(r))
+		}
+		for _, r := range queued {
+			out = append(out, Event{SessionID: r.SessionID, ID: r.ID, Type: r.Type, Body: r.Body, CreatedAt: r.CreatedAt})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, mapErr("list pending triggers", err)
-	}
-	out := make([]Event, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, eventFromRow(r))
 	}
 	return out, nil
 }

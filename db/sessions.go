@@ -45,17 +45,23 @@ type Session struct {
 	ActiveMicros int64
 	RunningSince *time.Time
 	LastSeq      int64
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	ArchivedAt   *time.Time
-	Deleting     bool
+	// LastEventAt is the processed_at of the newest event (nil before the
+	// first); Queued counts user messages waiting outside the log for
+	// the running turn to end (events.go).
+	LastEventAt *time.Time
+	Queued      int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ArchivedAt  *time.Time
+	Deleting    bool
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 	s := &Session{ID: r.ID, AgentID: r.AgentID, AgentVersion: r.AgentVersion, Agent: r.Agent, EnvironmentID: r.EnvironmentID,
 		Provider: r.Provider, Title: r.Title, Status: Status(r.Status), StopReason: r.StopReason,
 		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
-		LastSeq: r.LastSeq, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil}
+		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil}
 	u, err := usageFromJSON(r.ID, r.Usage)
 	if err != nil {
 		return nil, err
@@ -121,9 +127,13 @@ type NewEvent struct {
 	// Key, when set, makes the append idempotent: an event with the same key
 	// already in the session is returned instead of appending again.
 	Key string
-	// Pending leaves processed_at unset: a trigger the worker has yet to
-	// pick up.
+	// Pending marks a trigger the worker has yet to take (taken_at
+	// unset); it is in the log, with processed_at, all the same.
 	Pending bool
+	// Queued keeps the event out of the log until the session takes it
+	// up (a user.message sent while a turn runs; see events.go): it is
+	// returned with Seq 0 and no processed_at. Key must be empty.
+	Queued bool
 	// Usage, when set, is the usage of the model request the event
 	// reports: it is added to the session's usage when the event is
 	// appended, never when the event was already stored under its key.
@@ -259,6 +269,7 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 	if cur.Deleting {
 		return nil, nil, fmt.Errorf("append to session %s: %w", sessionID, ErrDeleting)
 	}
+	req = monotonic(req, cur)
 	for _, e := range req.Transcript {
 		if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
 			return nil, nil, err
@@ -303,6 +314,14 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 	out := make([]Event, 0, len(req.Events)+1)
 	fresh := make([]NewEvent, 0, len(req.Events)+1)
 	for _, ev := range req.Events {
+		if ev.Queued {
+			e, err := queue(ctx, q, sessionID, ev, req.Now)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, e)
+			continue
+		}
 		if r, ok := stored[ev.Key]; ev.Key != "" && ok {
 			e := eventFromRow(r)
 			e.Existed = true
@@ -399,15 +418,11 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, last, len(fresh), cur.LastSeq)
 	}
 	for i, ev := range fresh {
-		var processed *time.Time
-		if !ev.Pending {
-			processed = &req.Now
-		}
 		out = append(out, Event{SessionID: sessionID, Seq: cur.LastSeq + int64(i) + 1, ID: ev.ID, Type: ev.Type,
-			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: processed})
+			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: &req.Now})
 	}
-	cur.LastSeq = last
-	return cur, out, nil
+	cur.LastSeq, cur.LastEventAt = last, &req.Now
+	return cur, inRequestOrder(out, req.Events), nil
 }
 
 // decideError carries an AppendRequest.Decide rejection through the

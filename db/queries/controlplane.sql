@@ -5,7 +5,7 @@ SELECT id, deleting_at FROM sessions WHERE id = $1 FOR SHARE;
 
 -- name: EventListPending :many
 SELECT * FROM events
-WHERE session_id = $1 AND processed_at IS NULL
+WHERE session_id = $1 AND taken_at IS NULL
 ORDER BY seq;
 
 -- name: EventListByKeys :many
@@ -13,7 +13,8 @@ SELECT id, event_key FROM events
 WHERE session_id = $1 AND event_key = ANY(sqlc.arg(keys)::text[]);
 
 -- name: EventMarkProcessed :many
-UPDATE events SET processed_at = COALESCE(processed_at, sqlc.arg(now)::timestamptz)
+UPDATE events SET taken_at = COALESCE(taken_at, sqlc.arg(now)::timestamptz),
+    processed_at = COALESCE(processed_at, sqlc.arg(now)::timestamptz)
 WHERE session_id = sqlc.arg(session_id) AND id = ANY(sqlc.arg(ids)::text[])
 RETURNING *;
 

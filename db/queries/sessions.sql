@@ -72,14 +72,15 @@ WITH s AS (
         updated_at  = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(now)::timestamptz ELSE updated_at END,
         active_micros = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(active_micros)::bigint ELSE active_micros END,
         running_since = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.narg(running_since)::timestamptz ELSE running_since END,
-        usage       = CASE WHEN sqlc.arg(set_usage)::bool THEN sqlc.arg(usage)::jsonb ELSE usage END
+        usage       = CASE WHEN sqlc.arg(set_usage)::bool THEN sqlc.arg(usage)::jsonb ELSE usage END,
+        last_event_at = sqlc.arg(now)::timestamptz
     WHERE id = sqlc.arg(session_id)
     RETURNING last_seq
 ), ins AS (
-    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
+    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at)
     SELECT sqlc.arg(session_id), s.last_seq - cardinality(sqlc.arg(ids)::text[]) + i,
            (sqlc.arg(ids)::text[])[i], (sqlc.arg(types)::text[])[i], ((sqlc.arg(bodies)::text[])[i])::json,
-           NULLIF((sqlc.arg(keys)::text[])[i], ''), sqlc.arg(now)::timestamptz,
+           NULLIF((sqlc.arg(keys)::text[])[i], ''), sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz,
            CASE WHEN (sqlc.arg(pending)::bool[])[i] THEN NULL ELSE sqlc.arg(now)::timestamptz END
     FROM s, generate_subscripts(sqlc.arg(ids)::text[], 1) AS i
     RETURNING seq
@@ -133,3 +134,28 @@ SELECT EXISTS (
     WHERE provider = sqlc.arg(provider) AND last_seen_at >= sqlc.arg(since)::timestamptz
       AND sqlc.arg(capability)::text = ANY(capabilities)
 );
+
+-- name: QueuedEventInsert :exec
+-- A user.message that waits, outside the log, for the running turn to end.
+WITH q AS (
+    INSERT INTO queued_events (session_id, id, type, body, created_at)
+    VALUES (sqlc.arg(session_id), sqlc.arg(id), sqlc.arg(type), sqlc.arg(body)::json, sqlc.arg(created_at))
+    RETURNING session_id
+)
+UPDATE sessions SET queued = queued + 1 FROM q WHERE sessions.id = q.session_id;
+
+-- name: QueuedEventList :many
+SELECT * FROM queued_events WHERE session_id = $1 ORDER BY qseq;
+
+-- name: QueuedEventTakeFirst :many
+-- Removes the oldest queued event of a session (under its row lock, held
+-- by the caller) for appending to the log.
+WITH d AS (
+    DELETE FROM queued_events
+    WHERE queued_events.session_id = sqlc.arg(session_id)
+      AND qseq = (SELECT min(qseq) FROM queued_events q2 WHERE q2.session_id = sqlc.arg(session_id))
+    RETURNING *
+), u AS (
+    UPDATE sessions SET queued = queued - (SELECT count(*) FROM d) WHERE id = sqlc.arg(session_id)
+)
+SELECT * FROM d;

@@ -493,17 +493,20 @@ func TestGetRunAndTriggers(t *testing.T) {
 		!jsonEqual(run.Tools, `[{"type":"custom","name":"lookup"}]`) || run.McpServers != "[]" || !strings.Contains(run.Agent, `"lookup"`) {
 		t.Errorf("GetRun = provider %q status %v env %q tools %s mcp %s agent %s", run.Provider, run.Status, run.EnvironmentConfig, run.Tools, run.McpServers, run.Agent)
 	}
-	if len(run.PendingTriggers) != 1 || run.PendingTriggers[0].Id != trigger || run.PendingTriggers[0].Type != "user.message" || run.PendingTriggers[0].ProcessedAt != nil {
-		t.Fatalf("pending triggers = %v, want the user.message %s", run.PendingTriggers, trigger)
+	// In the log since it was sent to the idle session: processed_at is
+	// that time; taking it (marking) does not move it.
+	if len(run.PendingTriggers) != 1 || run.PendingTriggers[0].Id != trigger || run.PendingTriggers[0].Type != "user.message" || run.PendingTriggers[0].ProcessedAt == nil {
+		t.Fatalf("pending triggers = %v, want the user.message %s, processed when it entered the log", run.PendingTriggers, trigger)
 	}
+	sent := run.PendingTriggers[0].ProcessedAt.AsTime()
 
 	e.clock.add(time.Second)
 	marked, err := e.client.MarkTriggersProcessed(ctx, &pb.MarkTriggersProcessedRequest{SessionId: sid, EventIds: []string{trigger}})
 	if err != nil {
 		t.Fatalf("MarkTriggersProcessed: %v", err)
 	}
-	if len(marked.Events) != 1 || marked.Events[0].ProcessedAt == nil || !marked.Events[0].ProcessedAt.AsTime().Equal(e.clock.now()) {
-		t.Fatalf("marked = %v, want processed at %v", marked.Events, e.clock.now())
+	if len(marked.Events) != 1 || marked.Events[0].ProcessedAt == nil || !marked.Events[0].ProcessedAt.AsTime().Equal(sent) {
+		t.Fatalf("marked = %v, want processed at %v", marked.Events, sent)
 	}
 	first := marked.Events[0].ProcessedAt.AsTime()
 	e.clock.add(time.Second)

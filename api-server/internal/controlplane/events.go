@@ -52,7 +52,7 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 			return nil, s.fail(ctx, op, err)
 		}
 	}
-	pending, err := s.store.SessionPendingTriggers(ctx, sess.ID)
+	pending, err := s.store.SessionPendingTriggers(ctx, sess.ID, s.now())
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}

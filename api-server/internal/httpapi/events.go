@@ -27,7 +27,8 @@ type stopReason struct {
 //
 //   - a terminated session accepts nothing (409);
 //   - user.message starts a turn on an idle session (running + wake-up) and
-//     is queued behind the current turn otherwise (wake-up only);
+//     is queued behind the current turn otherwise (wake-up only), outside
+//     the log until the session takes it up (db/events.go);
 //   - user.interrupt wakes a running session's workflow to stop the turn
 //     and is recorded without effect on an idle one;
 //   - user.custom_tool_result and user.tool_confirmation must answer a
@@ -54,6 +55,7 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 		}
 		change := &db.Change{}
 		answered := false
+		busy := cur.Status != db.StatusIdle || cur.Queued > 0
 		for i, ev := range events {
 			switch ev.Type {
 			case eventspec.UserMessage:
@@ -64,6 +66,11 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 				if cur.Status == db.StatusIdle {
 					change.To = db.StatusRunning
 				}
+				// Behind a turn (running, or started by an earlier message)
+				// or behind messages still waiting, it waits outside the
+				// log until the session takes it up (db/events.go).
+				req.Events[i].Queued = busy
+				busy = true
 			case eventspec.UserInterrupt:
 				if cur.Status == db.StatusRunning || cur.Status == db.StatusRescheduling {
 					change.Wake, change.WakeKind = true, "interrupt"

@@ -274,9 +274,15 @@ func TestSessionEventsAndStream(t *testing.T) {
 	if err != nil || got.Status != "running" {
 		t.Fatalf("status after message = %q (%v), want running", got.Status, err)
 	}
-	// A second message while running is queued: no second status event.
-	if _, err := client.Beta.Sessions.Events.Send(ctx, sess.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("again")}}); err != nil {
+	// A second message while running is queued outside the log until the
+	// session takes it up: answered with processed_at null, not listed,
+	// no second status event.
+	queued, err := client.Beta.Sessions.Events.Send(ctx, sess.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("again")}})
+	if err != nil {
 		t.Fatalf("send while running: %v", err)
+	}
+	if len(queued.Data) != 1 || !queued.Data[0].ProcessedAt.IsZero() || !strings.Contains(queued.Data[0].RawJSON(), `"processed_at":null`) {
+		t.Errorf("queued message answered %s, want processed_at null", queued.RawJSON())
 	}
 	_, err = client.Beta.Sessions.Update(ctx, sess.ID, anthropic.BetaSessionUpdateParams{
 		Agent: anthropic.BetaManagedAgentsSessionAgentUpdateParam{Tools: []anthropic.BetaManagedAgentsSessionAgentUpdateToolUnionParam{}},
@@ -291,29 +297,26 @@ func TestSessionEventsAndStream(t *testing.T) {
 	for _, ev := range page.Data {
 		listed = append(listed, ev.Type)
 	}
-	if strings.Join(listed, ",") != "user.message,session.status_running,user.message" {
-		t.Errorf("events = %v", listed)
+	if strings.Join(listed, ",") != "user.message,session.status_running" {
+		t.Errorf("events = %v, want the first message and the status event (the second waits)", listed)
 	}
-	if page.Data[0].ProcessedAt.IsZero() != true {
-		t.Errorf("a user.message no worker picked up has processed_at %v, want null", page.Data[0].ProcessedAt)
-	}
-	if page.Data[1].ProcessedAt.IsZero() {
-		t.Errorf("status event has no processed_at")
+	if page.Data[0].ProcessedAt.IsZero() || page.Data[1].ProcessedAt.Before(page.Data[0].ProcessedAt) {
+		t.Errorf("processed_at %v then %v, want both set and in list order", page.Data[0].ProcessedAt, page.Data[1].ProcessedAt)
 	}
 	onlyUser, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{Types: []anthropic.BetaManagedAgentsSessionEventType{"user.message"}, Order: "desc"})
 	if err != nil {
 		t.Fatalf("list types[]: %v", err)
 	}
-	if len(onlyUser.Data) != 2 || onlyUser.Data[0].ID == sent.Data[0].ID {
-		t.Errorf("types[]=user.message desc = %d events, newest first expected", len(onlyUser.Data))
+	if len(onlyUser.Data) != 1 || onlyUser.Data[0].ID != sent.Data[0].ID {
+		t.Errorf("types[]=user.message desc = %d events, want the one in the log", len(onlyUser.Data))
 	}
 	paged := 0
 	pager := client.Beta.Sessions.Events.ListAutoPaging(ctx, sess.ID, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(1)})
 	for pager.Next() {
 		paged++
 	}
-	if pager.Err() != nil || paged != 3 {
-		t.Errorf("auto-paged %d events (err %v), want 3", paged, pager.Err())
+	if pager.Err() != nil || paged != 2 {
+		t.Errorf("auto-paged %d events (err %v), want 2", paged, pager.Err())
 	}
 }
 
@@ -392,7 +395,10 @@ func send(t *testing.T, srv *testserver.Server, sessionID string, events ...stri
 	return do(t, srv, http.MethodPost, "/v1/sessions/"+sessionID+"/events", "application/json", []byte(body), nil)
 }
 
-const msg = `{"type":"user.message","content":[{"type":"text","text":"hi"}]}`
+const (
+	msg       = `{"type":"user.message","content":[{"type":"text","text":"hi"}]}`
+	interrupt = `{"type":"user.interrupt"}`
+)
 
 func newSession(t *testing.T, srv *testserver.Server) string {
 	t.Helper()
@@ -414,12 +420,14 @@ func TestStreamLastEventIDReplay(t *testing.T) {
 	ctx := context.Background()
 
 	frames, closeStream := openStream(t, ctx, srv, id, "")
-	for range 3 {
-		if r := send(t, srv, id, msg); r.status != http.StatusOK {
+	// A message starts a turn (no worker runs here); interrupts of the
+	// running session enter the log at once (messages would queue).
+	for _, body := range []string{msg, interrupt, interrupt} {
+		if r := send(t, srv, id, body); r.status != http.StatusOK {
 			t.Fatalf("send: %d %s", r.status, r.body)
 		}
 	}
-	// 3 messages + 1 status event; take the first two and disconnect.
+	// 3 events + 1 status event; take the first two and disconnect.
 	seen := []sseFrame{nextFrame(t, frames), nextFrame(t, frames)}
 	closeStream()
 	for _, f := range seen {
@@ -433,7 +441,7 @@ func TestStreamLastEventIDReplay(t *testing.T) {
 	}
 	// Commit more while disconnected.
 	for range 2 {
-		send(t, srv, id, msg)
+		send(t, srv, id, interrupt)
 	}
 	frames, closeStream = openStream(t, ctx, srv, id, seen[1].id)
 	defer closeStream()
@@ -457,7 +465,7 @@ func TestStreamLastEventIDReplay(t *testing.T) {
 	}
 	// Frames arrive in log order, so the next frame being the next event
 	// committed shows that nothing was sent twice.
-	r := send(t, srv, id, msg)
+	r := send(t, srv, id, interrupt)
 	var sent struct {
 		Data []struct{ ID string }
 	}
@@ -499,15 +507,38 @@ func TestConcurrentSendersGetContiguousSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	var count, minSeq, maxSeq, distinctText int64
-	err = pool.QueryRow(context.Background(), `SELECT count(*), min(seq), max(seq),
-		count(DISTINCT body->'content'->0->>'text') FILTER (WHERE type = 'user.message') FROM events WHERE session_id = $1`, id).Scan(&count, &minSeq, &maxSeq, &distinctText)
+	var count, minSeq, maxSeq, inLog, queued, distinctText int64
+	err = pool.QueryRow(context.Background(), `SELECT count(*), min(seq), max(seq), count(*) FILTER (WHERE type = 'user.message'),
+		(SELECT count(*) FROM queued_events q WHERE q.session_id = $1),
+		(SELECT count(DISTINCT t) FROM (SELECT body->'content'->0->>'text' AS t FROM events WHERE session_id = $1 AND type = 'user.message'
+		 UNION ALL SELECT body->'content'->0->>'text' FROM queued_events WHERE session_id = $1) AS texts)
+		FROM events WHERE session_id = $1`, id).Scan(&count, &minSeq, &maxSeq, &inLog, &queued, &distinctText)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 50 messages + one session.status_running.
-	if count != senders+1 || minSeq != 1 || maxSeq != senders+1 || distinctText != senders {
-		t.Errorf("events: count %d seq %d..%d distinct messages %d; want %d contiguous from 1 and %d distinct", count, minSeq, maxSeq, distinctText, senders+1, senders)
+	// The first message and session.status_running are in the log; the
+	// other 49 wait for its turn, none lost or doubled.
+	if count != 2 || minSeq != 1 || maxSeq != 2 || inLog != 1 || queued != senders-1 || distinctText != senders {
+		t.Errorf("events: count %d seq %d..%d, messages in the log %d, queued %d, distinct messages %d; want 2 contiguous from 1, 1, %d and %d",
+			count, minSeq, maxSeq, inLog, queued, distinctText, senders-1, senders)
+	}
+	// Events that enter the log at once stay gapless under concurrency.
+	var wg2 sync.WaitGroup
+	for range senders {
+		wg2.Add(1)
+		go func() {
+			defer wg2.Done()
+			if r := send(t, srv, id, interrupt); r.status != http.StatusOK {
+				t.Errorf("interrupt: %d %s", r.status, r.body)
+			}
+		}()
+	}
+	wg2.Wait()
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), min(seq), max(seq) FROM events WHERE session_id = $1`, id).Scan(&count, &minSeq, &maxSeq); err != nil {
+		t.Fatal(err)
+	}
+	if count != senders+2 || minSeq != 1 || maxSeq != senders+2 {
+		t.Errorf("after %d concurrent interrupts: count %d seq %d..%d, want %d contiguous from 1", senders, count, minSeq, maxSeq, senders+2)
 	}
 }
 

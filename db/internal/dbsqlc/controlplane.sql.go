@@ -46,8 +46,8 @@ func (q *Queries) EventListByKeys(ctx context.Context, arg EventListByKeysParams
 }
 
 const eventListPending = `-- name: EventListPending :many
-SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
-WHERE session_id = $1 AND processed_at IS NULL
+SELECT session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at FROM events
+WHERE session_id = $1 AND taken_at IS NULL
 ORDER BY seq
 `
 
@@ -69,6 +69,7 @@ func (q *Queries) EventListPending(ctx context.Context, sessionID string) ([]Eve
 			&i.EventKey,
 			&i.CreatedAt,
 			&i.ProcessedAt,
+			&i.TakenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -81,9 +82,10 @@ func (q *Queries) EventListPending(ctx context.Context, sessionID string) ([]Eve
 }
 
 const eventMarkProcessed = `-- name: EventMarkProcessed :many
-UPDATE events SET processed_at = COALESCE(processed_at, $1::timestamptz)
+UPDATE events SET taken_at = COALESCE(taken_at, $1::timestamptz),
+    processed_at = COALESCE(processed_at, $1::timestamptz)
 WHERE session_id = $2 AND id = ANY($3::text[])
-RETURNING session_id, seq, id, type, body, event_key, created_at, processed_at
+RETURNING session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at
 `
 
 type EventMarkProcessedParams struct {
@@ -110,6 +112,7 @@ func (q *Queries) EventMarkProcessed(ctx context.Context, arg EventMarkProcessed
 			&i.EventKey,
 			&i.CreatedAt,
 			&i.ProcessedAt,
+			&i.TakenAt,
 		); err != nil {
 			return nil, err
 		}

@@ -62,6 +62,7 @@ type Event struct {
 	EventKey    *string
 	CreatedAt   time.Time
 	ProcessedAt *time.Time
+	TakenAt     *time.Time
 }
 
 type Outbox struct {
@@ -73,6 +74,15 @@ type Outbox struct {
 	Attempts      int32
 	NextAttemptAt time.Time
 	LastError     *string
+}
+
+type QueuedEvent struct {
+	SessionID string
+	Qseq      int64
+	ID        string
+	Type      string
+	Body      []byte
+	CreatedAt time.Time
 }
 
 type SandboxBinding struct {
@@ -106,6 +116,8 @@ type Session struct {
 	BudgetRemoved  bool
 	ActiveMicros   int64
 	RunningSince   *time.Time
+	LastEventAt    *time.Time
+	Queued         int32
 }
 
 type ToolJournal struct {

@@ -12,7 +12,7 @@ import (
 )
 
 const eventList = `-- name: EventList :many
-SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
+SELECT session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at FROM events
 WHERE session_id = $1
   AND (cardinality($2::text[]) = 0 OR type = ANY($2::text[]))
   AND ($3::timestamptz IS NULL OR COALESCE(processed_at, created_at) > $3)
@@ -69,6 +69,7 @@ func (q *Queries) EventList(ctx context.Context, arg EventListParams) ([]Event, 
 			&i.EventKey,
 			&i.CreatedAt,
 			&i.ProcessedAt,
+			&i.TakenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -97,7 +98,7 @@ func (q *Queries) EventSeqByID(ctx context.Context, arg EventSeqByIDParams) (int
 }
 
 const eventsAfter = `-- name: EventsAfter :many
-SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
+SELECT session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at FROM events
 WHERE session_id = $1 AND seq > $2
 ORDER BY seq
 LIMIT $3
@@ -127,6 +128,7 @@ func (q *Queries) EventsAfter(ctx context.Context, arg EventsAfterParams) ([]Eve
 			&i.EventKey,
 			&i.CreatedAt,
 			&i.ProcessedAt,
+			&i.TakenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -147,14 +149,15 @@ WITH s AS (
         updated_at  = CASE WHEN $3::bool THEN $6::timestamptz ELSE updated_at END,
         active_micros = CASE WHEN $3::bool THEN $7::bigint ELSE active_micros END,
         running_since = CASE WHEN $3::bool THEN $8::timestamptz ELSE running_since END,
-        usage       = CASE WHEN $9::bool THEN $10::jsonb ELSE usage END
+        usage       = CASE WHEN $9::bool THEN $10::jsonb ELSE usage END,
+        last_event_at = $6::timestamptz
     WHERE id = $1
     RETURNING last_seq
 ), ins AS (
-    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at)
+    INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at)
     SELECT $1, s.last_seq - cardinality($2::text[]) + i,
            ($2::text[])[i], ($11::text[])[i], (($12::text[])[i])::json,
-           NULLIF(($13::text[])[i], ''), $6::timestamptz,
+           NULLIF(($13::text[])[i], ''), $6::timestamptz, $6::timestamptz,
            CASE WHEN ($14::bool[])[i] THEN NULL ELSE $6::timestamptz END
     FROM s, generate_subscripts($2::text[], 1) AS i
     RETURNING seq
@@ -217,7 +220,7 @@ func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int
 }
 
 const eventsGetByKeys = `-- name: EventsGetByKeys :many
-SELECT session_id, seq, id, type, body, event_key, created_at, processed_at FROM events
+SELECT session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at FROM events
 WHERE session_id = $1 AND event_key = ANY($2::text[])
 `
 
@@ -244,6 +247,7 @@ func (q *Queries) EventsGetByKeys(ctx context.Context, arg EventsGetByKeysParams
 			&i.EventKey,
 			&i.CreatedAt,
 			&i.ProcessedAt,
+			&i.TakenAt,
 		); err != nil {
 			return nil, err
 		}
@@ -301,12 +305,122 @@ func (q *Queries) ProviderHasCapability(ctx context.Context, arg ProviderHasCapa
 	return exists, err
 }
 
+const queuedEventInsert = `-- name: QueuedEventInsert :exec
+WITH q AS (
+    INSERT INTO queued_events (session_id, id, type, body, created_at)
+    VALUES ($1, $2, $3, $4::json, $5)
+    RETURNING session_id
+)
+UPDATE sessions SET queued = queued + 1 FROM q WHERE sessions.id = q.session_id
+`
+
+type QueuedEventInsertParams struct {
+	SessionID string
+	ID        string
+	Type      string
+	Body      []byte
+	CreatedAt time.Time
+}
+
+// A user.message that waits, outside the log, for the running turn to end.
+func (q *Queries) QueuedEventInsert(ctx context.Context, arg QueuedEventInsertParams) error {
+	_, err := q.db.Exec(ctx, queuedEventInsert,
+		arg.SessionID,
+		arg.ID,
+		arg.Type,
+		arg.Body,
+		arg.CreatedAt,
+	)
+	return err
+}
+
+const queuedEventList = `-- name: QueuedEventList :many
+SELECT session_id, qseq, id, type, body, created_at FROM queued_events WHERE session_id = $1 ORDER BY qseq
+`
+
+func (q *Queries) QueuedEventList(ctx context.Context, sessionID string) ([]QueuedEvent, error) {
+	rows, err := q.db.Query(ctx, queuedEventList, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueuedEvent
+	for rows.Next() {
+		var i QueuedEvent
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.Qseq,
+			&i.ID,
+			&i.Type,
+			&i.Body,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queuedEventTakeFirst = `-- name: QueuedEventTakeFirst :many
+WITH d AS (
+    DELETE FROM queued_events
+    WHERE queued_events.session_id = $1
+      AND qseq = (SELECT min(qseq) FROM queued_events q2 WHERE q2.session_id = $1)
+    RETURNING session_id, qseq, id, type, body, created_at
+), u AS (
+    UPDATE sessions SET queued = queued - (SELECT count(*) FROM d) WHERE id = $1
+)
+SELECT session_id, qseq, id, type, body, created_at FROM d
+`
+
+type QueuedEventTakeFirstRow struct {
+	SessionID string
+	Qseq      int64
+	ID        string
+	Type      string
+	Body      []byte
+	CreatedAt time.Time
+}
+
+// Removes the oldest queued event of a session (under its row lock, held
+// by the caller) for appending to the log.
+func (q *Queries) QueuedEventTakeFirst(ctx context.Context, sessionID string) ([]QueuedEventTakeFirstRow, error) {
+	rows, err := q.db.Query(ctx, queuedEventTakeFirst, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueuedEventTakeFirstRow
+	for rows.Next() {
+		var i QueuedEventTakeFirstRow
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.Qseq,
+			&i.ID,
+			&i.Type,
+			&i.Body,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sessionArchive = `-- name: SessionArchive :one
 UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
 `
 
 type SessionArchiveParams struct {
@@ -338,6 +452,8 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
@@ -368,7 +484,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
 `
 
 type SessionFenceParams struct {
@@ -400,12 +516,14 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -432,6 +550,8 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
@@ -439,7 +559,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 const sessionInsert = `-- name: SessionInsert :one
 INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
 `
 
 type SessionInsertParams struct {
@@ -490,12 +610,14 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions
 WHERE deleting_at IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -579,6 +701,8 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.BudgetRemoved,
 			&i.ActiveMicros,
 			&i.RunningSince,
+			&i.LastEventAt,
+			&i.Queued,
 		); err != nil {
 			return nil, err
 		}
@@ -591,7 +715,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -618,6 +742,8 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
@@ -650,7 +776,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
 `
 
 type SessionUpdateParams struct {
@@ -695,6 +821,8 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.BudgetRemoved,
 		&i.ActiveMicros,
 		&i.RunningSince,
+		&i.LastEventAt,
+		&i.Queued,
 	)
 	return i, err
 }
