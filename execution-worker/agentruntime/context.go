@@ -350,7 +350,7 @@ func (c *Core) stubResults(ctx context.Context, run *Run, msgs []model.Message) 
 			if blocks == nil {
 				blocks = append([]model.Block(nil), m.Content...)
 			}
-			text := resultText(b.Content)
+			text := model.ResultText(b.Content)
 			path := contextDir + safeName(b.ToolUseID) + ".txt"
 			where := "It was saved to " + path + " in the workspace; use read with view_range, or grep, to inspect it."
 			if run.Sandbox != nil && run.Tools != nil && run.Tools.NeedsSandbox() {
@@ -388,26 +388,6 @@ func safeName(s string) string {
 		}
 		return '_'
 	}, s)
-}
-
-// resultText is the text of tool_result content: a string, or the text of
-// its blocks.
-func resultText(raw json.RawMessage) string {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s
-	}
-	var blocks []model.Block
-	if err := json.Unmarshal(raw, &blocks); err == nil {
-		var parts []string
-		for _, b := range blocks {
-			if b.Type == "text" {
-				parts = append(parts, b.Text)
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
-	return string(raw)
 }
 
 const summarySystem = "You compact conversations for an AI agent that continues working after them. " +
@@ -482,7 +462,7 @@ func renderForSummary(msgs []model.Message, budget int) string {
 			case "tool_use":
 				s = "(tool call " + b.Name + " " + string(b.Input) + ")"
 			case "tool_result":
-				s = "(tool result) " + resultText(b.Content)
+				s = "(tool result) " + model.ResultText(b.Content)
 			default:
 				s = "(" + b.Type + ")"
 			}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -219,4 +220,24 @@ func Retryable(err error) (bool, time.Duration) {
 		return me.Retryable, me.RetryAfter
 	}
 	return false, 0
+}
+
+// ResultText is the text of a tool_result's content: the string itself, or
+// the text blocks of a block list joined by newlines (anything else as is).
+func ResultText(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var blocks []Block
+	if err := json.Unmarshal(raw, &blocks); err == nil {
+		var parts []string
+		for _, b := range blocks {
+			if b.Type == "text" {
+				parts = append(parts, b.Text)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	return string(raw)
 }

@@ -309,32 +309,9 @@ func resultSummary(msgs []model.Message) string {
 		if b.IsError {
 			verb = "returned an error"
 		}
-		lines = append(lines, fmt.Sprintf("Tool %s %s: %s", name, verb, truncate(resultText(b.Content), resultPreview)))
+		lines = append(lines, fmt.Sprintf("Tool %s %s: %s", name, verb, truncate(model.ResultText(b.Content), resultPreview)))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// resultText is the text of tool_result content: a string, or the text
-// blocks of a block list.
-func resultText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s
-	}
-	var blocks []model.Block
-	if err := json.Unmarshal(raw, &blocks); err == nil {
-		var parts []string
-		for _, b := range blocks {
-			if b.Type == "text" {
-				parts = append(parts, b.Text)
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
-	return string(raw)
 }
 
 // truncate cuts s to at most n characters.
