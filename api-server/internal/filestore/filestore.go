@@ -1,0 +1,56 @@
+// Package filestore is where the api-server keeps the bytes of Files
+// (uploads and published session outputs). Metadata (names, media types,
+// scopes) lives in PostgreSQL through db.Store; a [Blobs] holds only
+// content, under an opaque key the api-server chooses.
+//
+// Implementations: [Postgres] (chunked rows in the api-server's own
+// database, the zero-configuration default) and the S3-compatible object
+// store in filestores3. Both run the conformance suite filestoretest.
+package filestore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors shared by every implementation.
+var (
+	// ErrNotFound reports a key that holds no complete blob.
+	ErrNotFound = errors.New("blob not found")
+	// ErrTooLarge reports a Put whose reader yielded more than its limit.
+	ErrTooLarge = errors.New("blob exceeds the size limit")
+)
+
+// Blobs stores immutable byte strings under keys.
+//
+// Keys are chosen by the caller (printable ASCII, at most 200 bytes, no
+// leading slash) and are written once: a second Put of a key that exists
+// is an error. Implementations stream: neither Put nor Open holds a whole
+// blob in memory.
+type Blobs interface {
+	// Put reads r to its end and stores the bytes under key, returning
+	// their number. It stores at most limit bytes: when r yields more, Put
+	// fails with ErrTooLarge. A blob becomes visible (to Open, Stat) only
+	// when Put returns nil: a Put that fails, is cancelled or whose process
+	// dies leaves nothing readable under key.
+	Put(ctx context.Context, key string, r io.Reader, limit int64) (int64, error)
+	// Open returns a reader of the blob's bytes from offset (0 ≤ offset ≤
+	// size) to its end, for resuming an interrupted read. A missing key
+	// returns ErrNotFound. The caller closes the reader.
+	Open(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
+	// Stat returns the blob's size, or ErrNotFound.
+	Stat(ctx context.Context, key string) (int64, error)
+	// Delete removes the blob; its bytes are gone from the storage when
+	// Delete returns nil. A missing key is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Presigner is implemented by stores that can hand out a short-lived URL
+// from which anyone holding it can GET a blob, so workers read bytes from
+// the store directly instead of through the api-server.
+type Presigner interface {
+	// PresignGet returns a URL valid for ttl.
+	PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error)
+}

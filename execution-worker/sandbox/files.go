@@ -1,0 +1,84 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+)
+
+// Session directories: where a session's inputs are mounted and where the
+// agent leaves what it wants published. They are absolute paths as the
+// agent sees them. Container and remote providers use them as they are; a
+// provider whose Root is not /workspace (local) maps them into its
+// workspace (see [Sandbox.ReadFile]).
+const (
+	// SessionDir holds the session's mounts and outputs.
+	SessionDir = "/mnt/session"
+	// UploadsDir is where file resources are mounted by default
+	// (UploadsDir/<file id>), read-only.
+	UploadsDir = SessionDir + "/uploads"
+	// OutputsDir is where the agent writes files to be published as Files
+	// before the session goes idle.
+	OutputsDir = SessionDir + "/outputs"
+	// WorkspaceDir is the workspace as container providers mount it; a
+	// repository resource's default mount path is WorkspaceDir/<repo>.
+	WorkspaceDir = "/workspace"
+)
+
+// FileInfo describes one regular file found by [FileTransfer.ListFiles].
+type FileInfo struct {
+	// Path is the file's absolute path as the agent sees it (under the
+	// directory that was listed, cleaned, with forward slashes).
+	Path string
+	// Size is the file's length in bytes.
+	Size int64
+	// ModTime is the last modification time, at the provider's precision
+	// (zero when the provider cannot tell).
+	ModTime time.Time
+}
+
+// FileTransfer is the capability of sandboxes that exchange whole files
+// with the worker at absolute paths: the workspace, and the session
+// directories under [SessionDir] even when they lie outside Root. The
+// worker uses it to mount session resources and to collect outputs. Every
+// provider's Sandbox implements it.
+//
+// Paths are absolute as the agent sees them ([Sandbox.ReadFile] accepts the
+// same); a path that is neither under Root, nor under [WorkspaceDir], nor
+// under [SessionDir] returns [ErrPathEscape]. Implementations stream: no
+// method holds a whole file in memory.
+type FileTransfer interface {
+	// PutFile writes size bytes read from r to path, creating missing
+	// parent directories (mode 0755) and replacing an existing file. The
+	// file has mode perm once PutFile returns nil; a failed PutFile may
+	// leave a partial file at path, which a retry replaces. r yielding
+	// fewer or more than size bytes is an error.
+	PutFile(ctx context.Context, path string, r io.Reader, size int64, perm fs.FileMode) error
+	// GetFile opens path for reading and returns its size. A missing file
+	// returns an error matching fs.ErrNotExist. The caller closes the
+	// reader.
+	GetFile(ctx context.Context, path string) (io.ReadCloser, int64, error)
+	// ListFiles returns every regular file under dir, recursively, sorted
+	// by Path. Symbolic links are not followed and not listed. A missing
+	// dir is not an error: the list is empty.
+	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	// RemoveAll removes path and everything under it; a missing path is
+	// not an error.
+	RemoveAll(ctx context.Context, path string) error
+}
+
+// InSessionPaths reports whether the absolute, cleaned path p lies in a
+// directory the session may address outside its Root: [SessionDir] or
+// [WorkspaceDir] (or is one of them).
+func InSessionPaths(p string) bool {
+	p = path.Clean(p)
+	for _, dir := range []string{SessionDir, WorkspaceDir} {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
