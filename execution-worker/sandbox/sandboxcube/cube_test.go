@@ -1,7 +1,12 @@
 package sandboxcube_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -130,4 +135,43 @@ func TestLiveConformance(t *testing.T) {
 			return p
 		},
 	})
+}
+
+// TestPutFileStreams checks that a 50 MiB PutFile reaches Cube's envd as
+// one stream of exactly its bytes, and that GetFile returns them.
+func TestPutFileStreams(t *testing.T) {
+	f := newFake(t, "cube-key")
+	p, err := sandboxcube.Factory.New(t.Context(), fakeEnv(f, "cube-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, ref, err := p.Create(t.Context(), "sesn_cube_stream", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	ft, ok := sb.(sandbox.FileTransfer)
+	if !ok {
+		t.Fatalf("%T does not implement sandbox.FileTransfer", sb)
+	}
+	const size = 50 << 20
+	data := rand.NewChaCha8([32]byte{7})
+	sum := sha256.New()
+	src := io.TeeReader(io.LimitReader(data, size), sum)
+	if err := ft.PutFile(t.Context(), sandbox.UploadsDir+"/big.bin", src, size, 0o444); err != nil {
+		t.Fatalf("PutFile(uploads/big.bin, 50 MiB) = %v, want no error", err)
+	}
+	want := hex.EncodeToString(sum.Sum(nil))
+	if up, ok := f.Upload(ref.ID, sandbox.UploadsDir+"/big.bin"); !ok || up.Bytes != size || up.SHA256 != want {
+		t.Errorf("fake received %+v (recorded %v), want %d bytes with sha256 %s", up, ok, size, want)
+	}
+	rc, n, err := ft.GetFile(t.Context(), sandbox.UploadsDir+"/big.bin")
+	if err != nil {
+		t.Fatalf("GetFile = %v", err)
+	}
+	defer func() { _ = rc.Close() }()
+	h := sha256.New()
+	if copied, err := io.Copy(h, rc); err != nil || n != size || copied != size || hex.EncodeToString(h.Sum(nil)) != want {
+		t.Errorf("GetFile: size %d, read %d (err %v), want %d bytes with sha256 %s", n, copied, err, size, want)
+	}
 }

@@ -289,10 +289,15 @@ func readProcessStream(r io.Reader, stdout, stderr io.Writer) (int, error) {
 // run runs a helper script (not a user command) to completion, with args
 // as its positional parameters, and returns its stdout.
 func (s *remoteSandbox) run(ctx context.Context, script string, args ...string) (string, int, error) {
+	return s.runLimit(ctx, 1<<20, script, args...)
+}
+
+// runLimit is run keeping at most limit bytes of stdout.
+func (s *remoteSandbox) runLimit(ctx context.Context, limit int, script string, args ...string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var stdout, stderr capWriter
-	stdout.limit, stderr.limit = 1<<20, 64<<10
+	stdout.limit, stderr.limit = limit, 64<<10
 	done, err := s.startProcess(ctx, ProcessConfig{
 		Cmd:  "/bin/sh",
 		Args: append([]string{"-c", script, "mango-helper"}, args...),
@@ -452,8 +457,11 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lexical maps p (relative to the root, or absolute under it) to a clean
-// absolute path under the root, or ErrPathEscape.
+// lexical maps p to a clean absolute path the sandbox's files may be
+// reached at, or ErrPathEscape: p relative to the root, absolute under it,
+// or absolute under [sandbox.SessionDir] or [sandbox.WorkspaceDir]. The
+// workspace is the root here (not /workspace), so /workspace/x maps to
+// <root>/x; /mnt/session paths are used as they are.
 func (s *remoteSandbox) lexical(p string) (string, error) {
 	if p == "" || strings.ContainsRune(p, 0) {
 		return "", fmt.Errorf("invalid path %q", p)
@@ -463,20 +471,39 @@ func (s *remoteSandbox) lexical(p string) (string, error) {
 		abs = path.Join(s.root, p)
 	}
 	abs = path.Clean(abs)
+	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !s.within(abs) {
+		abs = path.Join(s.root, rest)
+	}
 	if !s.within(abs) {
 		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 	}
 	return abs, nil
 }
 
+// within reports whether the clean absolute path p lies in the workspace
+// or in the session directory.
 func (s *remoteSandbox) within(p string) bool {
-	return p == s.root || strings.HasPrefix(p, s.root+"/")
+	return p == s.root || strings.HasPrefix(p, s.root+"/") ||
+		p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/")
 }
 
 // resolve checks p lexically, then resolves its symbolic links inside the
-// sandbox; a path leaving the workspace either way is ErrPathEscape. It
-// returns the resolved path.
+// sandbox; a path leaving the workspace and the session directory either
+// way is ErrPathEscape. It returns the resolved path, which names a file
+// (not the root nor the session directory).
 func (s *remoteSandbox) resolve(ctx context.Context, p string) (string, error) {
+	real, err := s.resolveAny(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	if real == s.root || real == sandbox.SessionDir {
+		return "", fmt.Errorf("%q: is a directory", p)
+	}
+	return real, nil
+}
+
+// resolveAny is resolve allowing the root and the session directory.
+func (s *remoteSandbox) resolveAny(ctx context.Context, p string) (string, error) {
 	abs, err := s.lexical(p)
 	if err != nil {
 		return "", err
@@ -491,9 +518,6 @@ func (s *remoteSandbox) resolve(ctx context.Context, p string) (string, error) {
 	}
 	if !s.within(real) {
 		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
-	}
-	if real == s.root {
-		return "", fmt.Errorf("%q: is the workspace directory", p)
 	}
 	return real, nil
 }

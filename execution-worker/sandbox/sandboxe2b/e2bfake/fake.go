@@ -3,6 +3,11 @@
 // the control plane and, for requests whose Host is 49983-<id>.<domain>,
 // envd. Each fake sandbox is backed by a real local process sandbox
 // (sandboxlocal), so commands, process groups, kills and files are real.
+// A sandbox's /mnt/session is the directory mnt/session inside its local
+// directory: the file routes map it, and process arguments, working
+// directory and environment are rewritten (and their output back), as the
+// fake shares the host's file system. Uploads are streamed to disk and
+// recorded (size and SHA-256, see [Server.Upload]).
 // Faults can be injected: error answers, malformed stream frames, killed or
 // expired sandboxes.
 package e2bfake
@@ -10,6 +15,7 @@ package e2bfake
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +25,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -83,6 +90,7 @@ type Server struct {
 	faults    map[string][]fault
 	malformed int
 	counts    map[string]int
+	uploads   map[string]Upload
 }
 
 type fakeSandbox struct {
@@ -116,6 +124,7 @@ func New(t testing.TB, opts Options) *Server {
 		sandboxes: map[string]*fakeSandbox{},
 		faults:    map[string][]fault{},
 		counts:    map[string]int{},
+		uploads:   map[string]Upload{},
 	}
 	if s.Domain == "" {
 		s.Domain = "e2b.test"
@@ -579,21 +588,30 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	send(0, map[string]any{"event": map[string]any{"start": map[string]any{"pid": 1}}})
 	flush()
 
-	words := []string{quote(req.Process.Cmd)}
+	// The sandbox's /mnt/session is a directory inside the fake sandbox:
+	// the process sees it there, and its output names it /mnt/session.
+	in := strings.NewReplacer(sandbox.SessionDir, sessionPrefix(sb))
+	words := []string{quote(in.Replace(req.Process.Cmd))}
 	for _, a := range req.Process.Args {
-		words = append(words, quote(a))
+		words = append(words, quote(in.Replace(a)))
 	}
 	command := "exec " + strings.Join(words, " ")
 	if req.Process.Cwd != "" {
-		command = "cd " + quote(req.Process.Cwd) + " && " + command
+		command = "cd " + quote(in.Replace(req.Process.Cwd)) + " && " + command
+	}
+	env := map[string]string{}
+	for k, v := range req.Process.Envs {
+		env[k] = in.Replace(v)
 	}
 	// Like envd, the process does not depend on the client's connection:
 	// it runs until it exits or its sandbox is killed.
-	res, err := sb.sb.Exec(sb.life, sandbox.ExecRequest{Command: command, Env: req.Process.Envs})
+	res, err := sb.sb.Exec(sb.life, sandbox.ExecRequest{Command: command, Env: env})
 	if err != nil {
 		send(0x02, map[string]any{"error": map[string]any{"code": "unavailable", "message": err.Error()}})
 		return
 	}
+	out := strings.NewReplacer(sessionPrefix(sb), sandbox.SessionDir)
+	res.Stdout, res.Stderr = []byte(out.Replace(string(res.Stdout))), []byte(out.Replace(string(res.Stderr)))
 	for _, chunk := range []struct {
 		name string
 		data []byte
@@ -613,45 +631,119 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	flush()
 }
 
-func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
-	p := r.URL.Query().Get("path")
-	data, err := sb.sb.ReadFile(r.Context(), p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		apiError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
-	case err != nil:
-		apiError(w, http.StatusBadRequest, err.Error())
-	default:
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(data)
+// sessionPrefix is the session directory as the fake's host sees it: a
+// fake sandbox is a local directory, so its /mnt/session lives inside it.
+func sessionPrefix(sb *fakeSandbox) string { return sb.sb.Root() + sandbox.SessionDir }
+
+// hostPath maps a path inside the fake sandbox to the host: /mnt/session
+// moves into the sandbox's directory; other paths are host paths already.
+func hostPath(sb *fakeSandbox, p string) string {
+	p = path.Clean(p)
+	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
+		return sb.sb.Root() + p
 	}
+	return p
 }
 
+// inSandbox reports whether the host path h lies in the fake sandbox's
+// directory (a real envd can reach the whole sandbox; the fake keeps its
+// writes to the sandbox's own directory).
+func inSandbox(sb *fakeSandbox, h string) bool {
+	root := sb.sb.Root()
+	return h == root || strings.HasPrefix(h, root+"/")
+}
+
+// Upload is what the fake received for one uploaded file.
+type Upload struct {
+	// Bytes is the content's length; SHA256 its hex digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// Upload returns the last upload to path p of sandbox id.
+func (s *Server) Upload(id, p string) (Upload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploads[id+":"+path.Clean(p)]
+	return u, ok
+}
+
+// readFile serves GET /files: the file's content, streamed (with
+// Content-Length and Range support, as envd's http.ServeContent).
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
+	p := r.URL.Query().Get("path")
+	h := hostPath(sb, p)
+	if !path.IsAbs(p) || !inSandbox(sb, h) {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
+		return
+	}
+	f, err := os.Open(h)
+	if errors.Is(err, fs.ErrNotExist) {
+		apiError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
+		return
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil || st.IsDir() {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, path.Base(p), st.ModTime(), f)
+}
+
+// writeFile serves POST /files: the multipart "file" part is streamed to
+// path (parents created), or, without a multipart body, the raw body.
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	p := r.URL.Query().Get("path")
-	var data []byte
+	h := hostPath(sb, p)
+	if !path.IsAbs(p) || !inSandbox(sb, h) {
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
+		return
+	}
+	var content io.Reader = r.Body
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
-		f, _, err := r.FormFile("file")
+		mr, err := r.MultipartReader()
 		if err != nil {
 			apiError(w, http.StatusBadRequest, "multipart: "+err.Error())
 			return
 		}
-		data, err = io.ReadAll(f)
-		_ = f.Close()
-		if err != nil {
-			apiError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	} else {
-		var err error
-		if data, err = io.ReadAll(r.Body); err != nil {
-			apiError(w, http.StatusBadRequest, err.Error())
-			return
+		for {
+			part, err := mr.NextPart()
+			if err != nil {
+				apiError(w, http.StatusBadRequest, "multipart: no file part")
+				return
+			}
+			if part.FormName() == "file" {
+				content = part
+				break
+			}
 		}
 	}
-	if err := sb.sb.WriteFile(r.Context(), p, data, 0o644); err != nil {
+	if err := os.MkdirAll(path.Dir(h), 0o755); err != nil {
 		apiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	f, err := os.OpenFile(h, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.uploads[sb.id+":"+path.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, []map[string]string{{"path": p, "name": path.Base(p), "type": "file"}})
 }

@@ -1,0 +1,271 @@
+package e2bproto
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+)
+
+// maxListOutput bounds the listing ListFiles reads (about a million files).
+const maxListOutput = 64 << 20
+
+// lister prints "size mtime ./name" for every regular file under $1 (not
+// following symbolic links); a missing $1 prints nothing. busybox's find
+// and stat support all of it.
+const lister = `[ -d "$1" ] || exit 0
+cd "$1" || exit 1
+exec find . -type f -exec stat -c '%s %Y %n' -- {} +`
+
+// PutFile streams size bytes of r to p through envd's POST /files
+// (multipart, with a Content-Length), which creates missing parent
+// directories. A mode other than 0644 (envd's) is set with chmod. The
+// upload is not retried: r cannot be read twice.
+func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size int64, perm fs.FileMode) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := s.touch(ctx); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("put %s: negative size %d", p, size)
+	}
+	real, err := s.resolve(ctx, p)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", p, err)
+	}
+	body, ctype, length := MultipartFile("file", path.Base(real), r, size)
+	resp, err := s.p.cfg.send(ctx, "envd write "+p, noRetry, func(ctx context.Context) (*http.Request, error) {
+		req, err := s.envdRequest(ctx, http.MethodPost, s.filesQuery(real), body)
+		if err != nil {
+			return nil, err
+		}
+		req.ContentLength = length
+		req.Header.Set("Content-Type", ctype)
+		return req, nil
+	})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", p, s.envdFailed(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if perm == 0 {
+		perm = 0o644
+	}
+	if _, code, err := s.run(ctx, `chmod "$1" "$2"`, fmt.Sprintf("%o", perm.Perm()), real); err != nil || code != 0 {
+		return fmt.Errorf("put %s: chmod %o: exit code %d: %v", p, perm.Perm(), code, err)
+	}
+	return nil
+}
+
+// GetFile streams p from envd's GET /files.
+func (s *remoteSandbox) GetFile(ctx context.Context, p string) (io.ReadCloser, int64, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, 0, err
+	}
+	if err := s.touch(ctx); err != nil {
+		return nil, 0, err
+	}
+	real, err := s.resolve(ctx, p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: %w", p, err)
+	}
+	resp, err := s.p.cfg.send(ctx, "envd read "+p, retrySafe, func(ctx context.Context) (*http.Request, error) {
+		return s.envdRequest(ctx, http.MethodGet, s.filesQuery(real), nil)
+	})
+	if statusOf(err) == http.StatusNotFound {
+		return nil, 0, fmt.Errorf("get %s: %w", p, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: %w", p, s.envdFailed(err))
+	}
+	size := resp.ContentLength
+	if size < 0 {
+		out, code, err := s.run(ctx, `stat -c %s -- "$1"`, real)
+		if err == nil && code == 0 {
+			size, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		}
+		if err != nil || code != 0 {
+			_ = resp.Body.Close()
+			return nil, 0, fmt.Errorf("get %s: size unknown (exit code %d): %v", p, code, err)
+		}
+	}
+	return resp.Body, size, nil
+}
+
+// ListFiles lists the regular files under dir with find and stat run
+// through envd (envd's /files has no listing).
+func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.touch(ctx); err != nil {
+		return nil, err
+	}
+	listed, err := s.agentPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	real, err := s.resolveAny(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	out, code, err := s.runLimit(ctx, maxListOutput+1, lister, real)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("list %s: find: exit code %d", dir, code)
+	}
+	if len(out) > maxListOutput {
+		return nil, fmt.Errorf("list %s: more than %d bytes of listing", dir, maxListOutput)
+	}
+	files, err := ParseStatList(listed, out)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	return files, nil
+}
+
+// agentPath returns dir as the agent named it: absolute, cleaned, relative
+// paths taken from the root.
+func (s *remoteSandbox) agentPath(dir string) (string, error) {
+	if _, err := s.lexical(dir); err != nil {
+		return "", err
+	}
+	if !path.IsAbs(dir) {
+		return path.Join(s.root, dir), nil
+	}
+	return path.Clean(dir), nil
+}
+
+// RemoveAll removes p with rm -rf run through envd. The parent's symbolic
+// links are resolved first; p itself, when a link, is removed, not
+// followed.
+func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := s.touch(ctx); err != nil {
+		return err
+	}
+	abs, err := s.lexical(p)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	target := abs
+	switch abs {
+	case s.root:
+		return fmt.Errorf("remove %s: is the workspace root", p)
+	case sandbox.SessionDir:
+	default:
+		parent, err := s.resolveAny(ctx, path.Dir(abs))
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+		target = path.Join(parent, path.Base(abs))
+	}
+	if _, code, err := s.run(ctx, `rm -rf -- "$1"`, target); err != nil || code != 0 {
+		return fmt.Errorf("remove %s: rm: exit code %d: %v", p, code, err)
+	}
+	return nil
+}
+
+// ParseStatList parses lines "size mtime ./name" (stat -c '%s %Y %n' run
+// by find in dir) into FileInfos under dir, sorted by path. A line that
+// does not start with two numbers continues the previous file's name (a
+// name holding a newline).
+func ParseStatList(dir, out string) ([]sandbox.FileInfo, error) {
+	var files []sandbox.FileInfo
+	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+		if line == "" && len(files) == 0 {
+			continue
+		}
+		sizeStr, rest, ok1 := strings.Cut(line, " ")
+		mtimeStr, name, ok2 := strings.Cut(rest, " ")
+		size, err1 := strconv.ParseInt(sizeStr, 10, 64)
+		mtime, err2 := strconv.ParseInt(mtimeStr, 10, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || !strings.HasPrefix(name, "./") {
+			if len(files) == 0 {
+				return nil, fmt.Errorf("%w: unexpected listing line %q", ErrProtocol, line)
+			}
+			files[len(files)-1].Path += "\n" + line
+			continue
+		}
+		files = append(files, sandbox.FileInfo{
+			Path:    path.Join(dir, strings.TrimPrefix(name, "./")),
+			Size:    size,
+			ModTime: time.Unix(mtime, 0),
+		})
+	}
+	slices.SortFunc(files, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return files, nil
+}
+
+// errSize reports a reader that yields a different number of bytes than
+// announced.
+var errSize = errors.New("reader size differs from the announced size")
+
+// exactReader yields exactly n bytes of r, failing when r ends early or
+// holds more.
+type exactReader struct {
+	r    io.Reader
+	n    int64 // bytes still expected
+	size int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.n == 0 {
+		var one [1]byte
+		if k, _ := io.ReadFull(e.r, one[:]); k > 0 {
+			return 0, fmt.Errorf("%w: more than %d bytes", errSize, e.size)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.n {
+		p = p[:e.n]
+	}
+	k, err := e.r.Read(p)
+	e.n -= int64(k)
+	if errors.Is(err, io.EOF) {
+		if e.n > 0 {
+			return k, fmt.Errorf("%w: %d bytes, want %d", errSize, e.size-e.n, e.size)
+		}
+		err = nil
+	}
+	return k, err
+}
+
+// ExactReader returns a reader of exactly size bytes of r: reading fails
+// when r ends before size bytes or yields more.
+func ExactReader(r io.Reader, size int64) io.Reader { return &exactReader{r: r, n: size, size: size} }
+
+// MultipartFile returns a streaming multipart/form-data body holding one
+// file part (field name, file name), its content type and its exact
+// length: the part's content is read from r (exactly size bytes) as the
+// body is sent, never held in memory.
+func MultipartFile(field, name string, r io.Reader, size int64) (io.Reader, string, int64) {
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	_, _ = mw.CreateFormFile(field, name) // writes to a buffer: cannot fail
+	pre := slices.Clone(head.Bytes())
+	head.Reset()
+	_ = mw.Close()
+	post := head.Bytes()
+	body := io.MultiReader(bytes.NewReader(pre), ExactReader(r, size), bytes.NewReader(post))
+	return body, mw.FormDataContentType(), int64(len(pre)) + size + int64(len(post))
+}
+
+var _ sandbox.FileTransfer = (*remoteSandbox)(nil)
