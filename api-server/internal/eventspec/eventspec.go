@@ -102,7 +102,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		if err := jsonx.Decode(raw, &in, path); err != nil {
 			return nil, err
 		}
-		content, err := textBlocks(in.Content, path+".content", true)
+		content, err := contentBlocks(in.Content, path+".content", true, messageBlocks)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		if in.CustomToolUseID == "" {
 			return nil, jsonx.Errorf(path+".custom_tool_use_id", "is required")
 		}
-		content, err := textBlocks(in.Content, path+".content", false)
+		content, err := contentBlocks(in.Content, path+".content", false, resultBlocks)
 		if err != nil {
 			return nil, err
 		}
@@ -171,49 +171,6 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 	}
 	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s or %s)", typ,
 		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation)
-}
-
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-func textBlocks(raws []json.RawMessage, path string, required bool) ([]textBlock, error) {
-	if required && len(raws) == 0 {
-		return nil, jsonx.Errorf(path, "must contain at least one content block")
-	}
-	if len(raws) > MaxContentBlocks {
-		return nil, jsonx.Errorf(path, "at most %d content blocks are allowed", MaxContentBlocks)
-	}
-	out := make([]textBlock, 0, len(raws))
-	for i, raw := range raws {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if err := jsonx.Object(raw, p); err != nil {
-			return nil, err
-		}
-		typ, err := jsonx.TypeOf(raw)
-		if err != nil {
-			return nil, jsonx.Errorf(p, "%v", err)
-		}
-		if typ != "text" {
-			return nil, jsonx.Errorf(p+".type", "only text content blocks are supported, got %q", typ)
-		}
-		var b struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
-		if err := jsonx.Decode(raw, &b, p); err != nil {
-			return nil, err
-		}
-		if b.Text == nil {
-			return nil, jsonx.Errorf(p+".text", "is required")
-		}
-		if len(*b.Text) > MaxTextLen {
-			return nil, jsonx.Errorf(p+".text", "must be at most %d bytes", MaxTextLen)
-		}
-		out = append(out, textBlock{Type: "text", Text: *b.Text})
-	}
-	return out, nil
 }
 
 func mustJSON(v any) json.RawMessage {
