@@ -53,6 +53,9 @@ type request struct {
 	body         func() (io.Reader, string, error)
 	idempotent   bool // retried on 5xx and 429
 	onlyRetry429 bool
+	// length is the body's length when known in advance (0: as the
+	// reader tells, or chunked).
+	length int64
 }
 
 // do sends r, retrying idempotent calls on 5xx and 429 with capped
@@ -73,6 +76,9 @@ func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response
 		req, err := http.NewRequestWithContext(ctx, r.method, r.url, body)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if r.length > 0 {
+			req.ContentLength = r.length
 		}
 		for k, vs := range r.header {
 			for _, v := range vs {

@@ -23,20 +23,23 @@ const maxFileSize = 256 << 20
 
 // resolver prints the physical path of $2 (an absolute path), resolving
 // symbolic links as far as the path exists; with $3 = mkdir it also creates
-// the parent directory when the result lies under the root $1. Exit 3: the
+// the parent directory when the result lies under the root $1 or the
+// session directory /mnt/session. Exit 3: the
 // path cannot be resolved.
 const resolver = `r="$1"; p="$2"; rest=
 while [ ! -e "$p" ] && [ ! -L "$p" ]; do rest="/${p##*/}$rest"; p="${p%/*}"; [ -z "$p" ] && p=/; done
 q=$(readlink -f -- "$p") || exit 3
 [ "$q" = / ] && q=
 t="$q$rest"; [ -z "$t" ] && t=/
-case "$t/" in "$r"/*) [ "$3" = mkdir ] && { mkdir -p -- "${t%/*}" || exit 4; } ;; esac
+case "$t/" in "$r"/*|/mnt/session/*) [ "$3" = mkdir ] && { mkdir -p -- "${t%/*}" || exit 4; } ;; esac
 printf '%s' "$t"`
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
 
-// lexical maps p (relative to the root, or absolute under it) to a clean
-// absolute path, or returns ErrPathEscape.
+// lexical maps p to a clean absolute path, or returns ErrPathEscape: p
+// relative to the root, absolute under it, or absolute under
+// [sandbox.SessionDir] or [sandbox.WorkspaceDir]. /workspace/x maps to
+// <root>/x when the root is elsewhere; /mnt/session paths stay as they are.
 func (s *remote) lexical(p string) (string, error) {
 	if p == "" || strings.ContainsRune(p, 0) {
 		return "", fmt.Errorf("invalid path %q", p)
@@ -46,7 +49,10 @@ func (s *remote) lexical(p string) (string, error) {
 		abs = path.Join(s.root, p)
 	}
 	abs = path.Clean(abs)
-	if !within(s.root, abs) {
+	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !s.allowed(abs) {
+		abs = path.Join(s.root, rest)
+	}
+	if !s.allowed(abs) {
 		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 	}
 	return abs, nil
@@ -54,6 +60,12 @@ func (s *remote) lexical(p string) (string, error) {
 
 func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
+}
+
+// allowed reports whether the clean absolute path p lies in the workspace
+// or in the session directory.
+func (s *remote) allowed(p string) bool {
+	return within(s.root, p) || within(sandbox.SessionDir, p)
 }
 
 // resolve checks p lexically, then resolves it inside the sandbox.
@@ -78,7 +90,7 @@ func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, err
 		return "", fmt.Errorf("%q: resolve: exit code %d", p, res.code)
 	}
 	real := res.stdout.String()
-	if !path.IsAbs(real) || path.Clean(real) != real || !within(s.root, real) {
+	if !path.IsAbs(real) || path.Clean(real) != real || !s.allowed(real) {
 		return "", fmt.Errorf("%q resolves to %q: %w", p, real, sandbox.ErrPathEscape)
 	}
 	return real, nil
@@ -115,7 +127,7 @@ func (s *remote) WriteFile(ctx context.Context, p string, data []byte, perm fs.F
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if real == s.root {
+	if real == s.root || real == sandbox.SessionDir {
 		return fmt.Errorf("write %s: is a directory", p)
 	}
 	if perm == 0 {

@@ -257,15 +257,32 @@ func ExactReader(r io.Reader, size int64) io.Reader { return &exactReader{r: r, 
 // length: the part's content is read from r (exactly size bytes) as the
 // body is sent, never held in memory.
 func MultipartFile(field, name string, r io.Reader, size int64) (io.Reader, string, int64) {
+	body, ctype, length, _ := MultipartStream(func(mw *multipart.Writer) error {
+		_, err := mw.CreateFormFile(field, name)
+		return err
+	}, r, size)
+	return body, ctype, length
+}
+
+// MultipartStream returns a streaming multipart/form-data body, its
+// content type and its exact length. begin writes the leading parts and
+// opens the last part, whose content is then read from r (exactly size
+// bytes) as the body is sent; the closing boundary follows. Only the
+// leading parts are held in memory.
+func MultipartStream(begin func(*multipart.Writer) error, r io.Reader, size int64) (io.Reader, string, int64, error) {
 	var head bytes.Buffer
 	mw := multipart.NewWriter(&head)
-	_, _ = mw.CreateFormFile(field, name) // writes to a buffer: cannot fail
+	if err := begin(mw); err != nil {
+		return nil, "", 0, err
+	}
 	pre := slices.Clone(head.Bytes())
 	head.Reset()
-	_ = mw.Close()
+	if err := mw.Close(); err != nil {
+		return nil, "", 0, err
+	}
 	post := head.Bytes()
 	body := io.MultiReader(bytes.NewReader(pre), ExactReader(r, size), bytes.NewReader(post))
-	return body, mw.FormDataContentType(), int64(len(pre)) + size + int64(len(post))
+	return body, mw.FormDataContentType(), int64(len(pre)) + size + int64(len(post)), nil
 }
 
 var _ sandbox.FileTransfer = (*remoteSandbox)(nil)

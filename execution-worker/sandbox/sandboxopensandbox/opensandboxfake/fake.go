@@ -1,12 +1,19 @@
 // Package opensandboxfake is an offline OpenSandbox server for tests: an
 // httptest server on 127.0.0.1 speaking the subset of the lifecycle and
 // execd protocols the adapter uses, backed by a real local process sandbox
-// (sandboxlocal) per remote sandbox. It can inject faults: error statuses
-// n times, a malformed command stream, expired or killed sandboxes.
+// (sandboxlocal) per remote sandbox. A sandbox's /mnt/session is the
+// directory mnt/session inside its local sandbox: the file routes map it,
+// commands, their working directory and environment are rewritten (their
+// output back), since the fake shares the host's file system. Uploads are
+// streamed to disk and recorded ([Server.Upload]). It can inject faults:
+// error statuses n times, a malformed command stream, expired or killed
+// sandboxes.
 package opensandboxfake
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +61,7 @@ type Server struct {
 	counts    map[string]int
 	malformed bool
 	proxied   int
+	uploads   map[string]Upload
 }
 
 type box struct {
@@ -114,7 +122,7 @@ func New(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, ProvisionDelay: 20 * time.Millisecond}
+	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, uploads: map[string]Upload{}, ProvisionDelay: 20 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
@@ -126,6 +134,9 @@ func New(tb testing.TB) *Server {
 	mux.HandleFunc("GET /sandboxes/{id}/port/44772/files/download", s.download)
 	mux.HandleFunc("POST /sandboxes/{id}/port/44772/files/upload", s.upload)
 	mux.HandleFunc("DELETE /sandboxes/{id}/port/44772/files", s.removeFiles)
+	mux.HandleFunc("GET /sandboxes/{id}/port/44772/files/info", s.filesInfo)
+	mux.HandleFunc("GET /sandboxes/{id}/port/44772/files/search", s.searchFiles)
+	mux.HandleFunc("DELETE /sandboxes/{id}/port/44772/directories", s.removeDirs)
 	mux.HandleFunc("POST /sandboxes/{id}/port/18080/policy", s.policy)
 	s.srv = httptest.NewServer(s.middleware(mux))
 	tb.Cleanup(s.srv.Close)
@@ -569,16 +580,23 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 	if env == nil {
 		env = map[string]string{}
 	}
+	// The sandbox's /mnt/session is a directory inside the local sandbox:
+	// commands see it there, and their output names it /mnt/session.
+	in, out := sessionRewrite(sb)
+	for k, v := range env {
+		env[k] = in.Replace(v)
+	}
 	env["MANGO_WORKSPACE"] = sb.Root()
-	cmd := req.Command
+	cmd := in.Replace(req.Command)
 	if req.Cwd != "" {
-		cmd = "cd -- " + shq(req.Cwd) + " || exit 1\n" + cmd
+		cmd = "cd -- " + shq(in.Replace(req.Cwd)) + " || exit 1\n" + cmd
 	}
 	res, err := sb.Exec(r.Context(), sandbox.ExecRequest{Command: cmd, Env: env, Timeout: time.Duration(req.Timeout) * time.Millisecond})
 	if err != nil {
 		send(map[string]any{"type": "error", "error": map[string]any{"ename": "RuntimeError", "evalue": err.Error()}})
 		return
 	}
+	res.Stdout, res.Stderr = []byte(out.Replace(string(res.Stdout))), []byte(out.Replace(string(res.Stderr)))
 	if len(res.Stdout) > 0 {
 		send(map[string]any{"type": "stdout", "text": string(res.Stdout)})
 	}
@@ -593,11 +611,12 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.running(w, r); !ok {
+	sb, ok := s.running(w, r)
+	if !ok {
 		return
 	}
 	p := r.URL.Query().Get("path")
-	f, err := os.Open(p)
+	f, err := os.Open(hostPath(sb, p))
 	if errors.Is(err, fs.ErrNotExist) {
 		writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found")
 		return
@@ -617,7 +636,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.running(w, r); !ok {
+	sb, ok := s.running(w, r)
+	if !ok {
 		return
 	}
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -656,15 +676,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 					mode = fs.FileMode(m)
 				}
 			}
-			if err := os.MkdirAll(filepath.Dir(meta.Path), 0o755); err != nil {
-				writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
-				return
-			}
-			data, err := io.ReadAll(part)
-			if err == nil {
-				err = os.WriteFile(meta.Path, data, mode)
-			}
-			if err != nil {
+			if err := s.store(sb, r.PathValue("id"), meta.Path, part, mode); err != nil {
 				writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 				return
 			}
@@ -674,12 +686,186 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.running(w, r); !ok {
+// Upload is what the fake received for one uploaded file.
+type Upload struct {
+	// Bytes is the content's length; SHA256 its hex digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// Upload returns the last upload to path p (as the sandbox names it) of
+// sandbox id.
+func (s *Server) Upload(id, p string) (Upload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploads[id+":"+filepath.Clean(p)]
+	return u, ok
+}
+
+// store streams content to the sandbox path p (parents created, the mode
+// applied exactly) and records its size and digest.
+func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode fs.FileMode) error {
+	h := hostPath(sb, p)
+	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(h, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), content)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.uploads[id+":"+filepath.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	s.mu.Unlock()
+	return nil
+}
+
+// hostPath maps a path inside the fake sandbox to the host: /mnt/session
+// is the directory mnt/session inside the local sandbox; other paths are
+// host paths already.
+func hostPath(sb sandbox.Sandbox, p string) string {
+	p = filepath.Clean(p)
+	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
+		return sb.Root() + p
+	}
+	return p
+}
+
+// sandboxPath is hostPath reversed.
+func sandboxPath(sb sandbox.Sandbox, h string) string {
+	if rest, ok := strings.CutPrefix(h, sb.Root()+sandbox.SessionDir); ok && (rest == "" || rest[0] == '/') {
+		return sandbox.SessionDir + rest
+	}
+	return h
+}
+
+// sessionRewrite returns replacers of /mnt/session in what a command is
+// given (in) and of its host directory in what it prints (out).
+func sessionRewrite(sb sandbox.Sandbox) (in, out *strings.Replacer) {
+	host := sb.Root() + sandbox.SessionDir
+	return strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+}
+
+// fileInfo is execd's FileInfo of the sandbox path p.
+func fileInfo(p string, fi fs.FileInfo) map[string]any {
+	typ := "other"
+	switch {
+	case fi.Mode().IsRegular():
+		typ = "file"
+	case fi.IsDir():
+		typ = "directory"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		typ = "symlink"
+	}
+	mode, _ := strconv.Atoi(strconv.FormatUint(uint64(fi.Mode().Perm()), 8))
+	return map[string]any{
+		"path": p, "type": typ, "size": fi.Size(), "mode": mode, "owner": "root", "group": "root",
+		"modified_at": fi.ModTime().UTC().Format(time.RFC3339Nano), "created_at": fi.ModTime().UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// filesInfo serves GET /files/info: a map of each path to its FileInfo
+// (symbolic links not followed).
+func (s *Server) filesInfo(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.running(w, r)
+	if !ok {
+		return
+	}
+	out := map[string]any{}
+	for _, p := range r.URL.Query()["path"] {
+		fi, err := os.Lstat(hostPath(sb, p))
+		if errors.Is(err, fs.ErrNotExist) {
+			writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+			return
+		}
+		out[p] = fileInfo(p, fi)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// searchFiles serves GET /files/search: the entries under path (not
+// directories, symbolic links not followed) whose name matches the glob
+// pattern ("**", the default, matches all).
+func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.running(w, r)
+	if !ok {
+		return
+	}
+	root, pattern := r.URL.Query().Get("path"), r.URL.Query().Get("pattern")
+	if pattern == "" {
+		pattern = "**"
+	}
+	if _, err := filepath.Match(pattern, ""); err != nil || root == "" {
+		writeError(w, http.StatusBadRequest, "INVALID_PARAMETER", "bad path or pattern")
+		return
+	}
+	h := hostPath(sb, root)
+	if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+		writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "directory not found")
+		return
+	}
+	out := []map[string]any{}
+	err := filepath.WalkDir(h, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if ok, _ := filepath.Match(pattern, d.Name()); pattern != "**" && !ok {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, fileInfo(sandboxPath(sb, p), fi))
+		return nil
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// removeDirs serves DELETE /directories: each path removed with
+// everything under it; a missing path is no error.
+func (s *Server) removeDirs(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.running(w, r)
+	if !ok {
 		return
 	}
 	for _, p := range r.URL.Query()["path"] {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.RemoveAll(hostPath(sb, p)); err != nil {
+			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.running(w, r)
+	if !ok {
+		return
+	}
+	for _, p := range r.URL.Query()["path"] {
+		if err := os.Remove(hostPath(sb, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 			return
 		}
