@@ -551,6 +551,9 @@ func evaluated(policy string) string {
 }
 
 func toolResultBlock(toolUseID string, r tools.Result) model.Block {
+	if len(r.Blocks) > 0 {
+		return model.Block{Type: "tool_result", ToolUseID: toolUseID, Content: r.Blocks, IsError: r.IsError}
+	}
 	content, _ := json.Marshal([]textBlock{{Type: "text", Text: r.Content}})
 	return model.Block{Type: "tool_result", ToolUseID: toolUseID, Content: content, IsError: r.IsError}
 }
@@ -579,17 +582,33 @@ func Answer(eventType string, body json.RawMessage) (r tools.Result, journal, ap
 		return tools.Result{Content: msg, IsError: true}, true, false, nil
 	case "user.custom_tool_result":
 		var in struct {
-			Content []textBlock `json:"content"`
-			IsError bool        `json:"is_error"`
+			Content []json.RawMessage `json:"content"`
+			IsError bool              `json:"is_error"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
 			return r, false, false, err
 		}
 		var parts []string
-		for _, b := range in.Content {
-			parts = append(parts, b.Text)
+		blocks := false
+		for _, raw := range in.Content {
+			var b textBlock
+			if err := json.Unmarshal(raw, &b); err != nil {
+				return r, false, false, err
+			}
+			if b.Type == "text" || b.Type == "" {
+				parts = append(parts, b.Text)
+			} else {
+				blocks = true
+			}
 		}
-		return tools.Result{Content: strings.Join(parts, "\n"), IsError: in.IsError}, true, false, nil
+		r = tools.Result{Content: strings.Join(parts, "\n"), IsError: in.IsError}
+		if blocks {
+			// Images go to the model as sent, beside the text blocks.
+			if r.Blocks, err = json.Marshal(in.Content); err != nil {
+				return r, false, false, err
+			}
+		}
+		return r, true, false, nil
 	}
 	return r, false, false, nil
 }

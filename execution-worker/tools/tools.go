@@ -71,6 +71,10 @@ type Result struct {
 	Content string
 	// IsError marks a failed call (the tool_result's is_error).
 	IsError bool
+	// Blocks, when set, is the content as a JSON array of content blocks
+	// (a client's custom tool result with images); the model gets it
+	// instead of Content, which then holds the text blocks joined.
+	Blocks json.RawMessage `json:",omitempty"`
 }
 
 // errorf returns an IsError result.

@@ -560,19 +560,16 @@ type transcriptBody struct {
 
 func userMessage(ev *pb.Event) (model.Message, error) {
 	var body struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
+		Content []json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal([]byte(ev.GetBody()), &body); err != nil {
 		return model.Message{}, fmt.Errorf("decode user.message %s: %w", ev.GetId(), err)
 	}
-	msg := model.Message{Role: "user"}
-	for _, c := range body.Content {
-		msg.Content = append(msg.Content, model.Block{Type: "text", Text: c.Text})
+	blocks, err := contentBlocks(body.Content)
+	if err != nil {
+		return model.Message{}, fmt.Errorf("decode user.message %s: %w", ev.GetId(), err)
 	}
-	return msg, nil
+	return model.Message{Role: "user", Content: blocks}, nil
 }
 
 // answerOf interprets an answer trigger: the event id it answers, the
