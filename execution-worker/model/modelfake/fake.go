@@ -272,6 +272,9 @@ func words(s string) []string {
 
 // finalReply is the text of the answer that ends the turn.
 func finalReply(sc *script, msgs []model.Message) string {
+	if sc.echoBlocks {
+		return echoBlocks(msgs)
+	}
 	if sc.hasReply {
 		return sc.reply
 	}

@@ -36,6 +36,9 @@ type script struct {
 	// usage holds the #usage lines in order: round R of the turn reports
 	// usage[min(R, len-1)].
 	usage []usageSpec
+	// echoBlocks makes the final reply list the content blocks received
+	// (#echo-blocks).
+	echoBlocks bool
 }
 
 // usageSpec is one #usage line. A nil count keeps the default: the size
@@ -68,7 +71,7 @@ var stopReasons = map[string]bool{
 var directives = map[string]bool{
 	"reply": true, "tool": true, "parallel": true, "think": true,
 	"slow": true, "error": true, "loop": true, "stop": true,
-	"usage": true,
+	"usage": true, "echo-blocks": true,
 }
 
 // parseScript reads the directives of a user message. A known directive
@@ -112,6 +115,11 @@ func parseScript(text string) (*script, error) {
 				return nil, lineErr("takes no arguments")
 			}
 			s.loop = true
+		case "echo-blocks":
+			if args != "" {
+				return nil, lineErr("takes no arguments")
+			}
+			s.echoBlocks = true
 		case "slow":
 			d, err := time.ParseDuration(args)
 			if err != nil || d < 0 || d > MaxSlow {
