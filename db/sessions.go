@@ -153,6 +153,9 @@ type SessionCreateParams struct {
 	Now           time.Time
 	// BudgetMaxCents, when set, is the session's budget in US cents.
 	BudgetMaxCents *int64
+	// Resources are added in the same transaction (file resources get
+	// their session copies).
+	Resources []ResourceCreate
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -167,6 +170,9 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 			BudgetMaxCents: p.BudgetMaxCents,
 		})
 		if err != nil {
+			return err
+		}
+		if _, err := s.insertResources(ctx, q, p.ID, p.Now, p.Resources); err != nil {
 			return err
 		}
 		if initial != nil && len(initial.Events) > 0 {

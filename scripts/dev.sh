@@ -63,6 +63,18 @@ setup_env() {
 	export MANGO_API_KEY="$k"
 	MANGO_WORKER_TOKEN="$(persistent_secret "${STATE_DIR}/worker-token" mango-worker-)"
 	export MANGO_WORKER_TOKEN
+	# The key that seals stored secrets (repository tokens): one dev key,
+	# kept with the stack's state so restarts can open what was sealed.
+	if [[ -z "${MANGO_VAULT_KEYS:-}" ]]; then
+		if [[ ! -s "${STATE_DIR}/vault-keys" ]]; then
+			(
+				umask 077
+				printf 'dev1:%s\n' "$(head -c 32 /dev/urandom | base64 -w0)" >"${STATE_DIR}/vault-keys"
+			)
+		fi
+		MANGO_VAULT_KEYS="$(head -n1 "${STATE_DIR}/vault-keys")"
+		export MANGO_VAULT_KEYS
+	fi
 	export MANGO_TEMPORAL_NAMESPACE="${MANGO_TEMPORAL_NAMESPACE:-default}"
 	export MANGO_HTTP_ADDR="$HTTP_ADDR"
 	export MANGO_GRPC_ADDR="$GRPC_ADDR"

@@ -1,6 +1,7 @@
 // Command api-server serves Mango's public HTTP API and the internal
 // ControlPlane for execution workers. `api-server migrate` applies the
-// database migrations and exits.
+// database migrations and exits; `api-server vault rotate` re-wraps every
+// stored secret under the first key of MANGO_VAULT_KEYS and exits.
 package main
 
 import (
@@ -31,8 +32,15 @@ func run(args []string) error {
 	switch {
 	case len(args) == 1 && args[0] == "migrate":
 		return app.Migrate(ctx, cfg)
+	case len(args) == 2 && args[0] == "vault" && args[1] == "rotate":
+		rep, err := app.VaultRotate(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("vault rotate: %d secrets re-wrapped under key %s, %d already under it\n", rep.Rewrapped, cfg.Secrets.Primary(), rep.Current)
+		return nil
 	case len(args) > 0:
-		return fmt.Errorf("unknown arguments %q (usage: api-server [migrate])", args)
+		return fmt.Errorf("unknown arguments %q (usage: api-server [migrate | vault rotate])", args)
 	}
 	log := app.NewLogger(cfg, os.Stderr)
 	srv, err := app.New(ctx, cfg, log)

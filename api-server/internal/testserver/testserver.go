@@ -23,6 +23,9 @@ import (
 // APIKey is the key every test server accepts.
 const APIKey = "mango-test-key-0123456789abcdef"
 
+// VaultKeys is the MANGO_VAULT_KEYS of test servers (a fixed test key).
+const VaultKeys = "test1:dGVzdC1vbmx5LWtleS0wMTIzNDU2Nzg5YWJjZGVmMDE="
+
 // Server is a running test api-server.
 type Server struct {
 	// BaseURL is the HTTP base URL, e.g. http://127.0.0.1:43121.
@@ -84,6 +87,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		"MANGO_WORKER_TOKEN":      "test-worker-token",
 		"MANGO_SHUTDOWN_TIMEOUT":  "5s",
 		"MANGO_TASK_QUEUE_PREFIX": "t" + randomSuffix(),
+		"MANGO_VAULT_KEYS":        VaultKeys,
 	}
 	for _, o := range opts {
 		o(env)

@@ -1,0 +1,59 @@
+-- name: ResourceInsert :one
+INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+RETURNING *;
+
+-- name: ResourceGetLive :one
+SELECT * FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL;
+
+-- name: ResourceListLive :many
+SELECT * FROM session_resources
+WHERE session_id = sqlc.arg(session_id) AND deleted_at IS NULL
+  AND (sqlc.narg(after_created)::timestamptz IS NULL OR (created_at, id) > (sqlc.narg(after_created)::timestamptz, sqlc.arg(after_id)::text))
+ORDER BY created_at, id
+LIMIT sqlc.arg(row_limit);
+
+-- name: ResourceListLiveForSessions :many
+SELECT * FROM session_resources
+WHERE session_id = ANY(sqlc.arg(session_ids)::text[]) AND deleted_at IS NULL
+ORDER BY session_id, created_at, id;
+
+-- name: ResourceListForWorker :many
+SELECT * FROM session_resources
+WHERE session_id = $1 AND (deleted_at IS NULL OR materialized_version > 0)
+ORDER BY created_at, id;
+
+-- name: ResourceCountLive :one
+SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL;
+
+-- name: ResourceSetToken :one
+UPDATE session_resources SET token_sealed = $3, updated_at = $4
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL
+RETURNING *;
+
+-- name: ResourceSoftDelete :one
+UPDATE session_resources SET deleted_at = $3, updated_at = $3, version = version + 1, token_sealed = NULL
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version > 0
+RETURNING *;
+
+-- name: ResourceDeleteUnmaterialized :one
+DELETE FROM session_resources
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version = 0
+RETURNING *;
+
+-- name: ResourceMarkMaterialized :execrows
+UPDATE session_resources SET materialized_version = GREATEST(materialized_version, sqlc.arg(version))
+WHERE session_id = sqlc.arg(session_id) AND id = sqlc.arg(id) AND deleted_at IS NULL;
+
+-- name: ResourcePurgeDeleted :execrows
+DELETE FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NOT NULL;
+
+-- name: ResourceGetAny :one
+SELECT * FROM session_resources WHERE session_id = $1 AND id = $2;
+
+-- name: ResourceTokensAll :many
+SELECT id, token_sealed FROM session_resources WHERE token_sealed IS NOT NULL ORDER BY id;
+
+-- name: ResourceRewrapToken :execrows
+UPDATE session_resources SET token_sealed = sqlc.arg(new_sealed)
+WHERE id = sqlc.arg(id) AND token_sealed = sqlc.arg(old_sealed);
