@@ -29,25 +29,43 @@ const SandboxMetadataKey = "mango.sandbox"
 
 // sessionResponse is the wire form of a session.
 type sessionResponse struct {
-	Type               string            `json:"type"`
-	ID                 string            `json:"id"`
-	Agent              json.RawMessage   `json:"agent"`
-	EnvironmentID      *string           `json:"environment_id"`
-	Title              string            `json:"title"`
-	Metadata           map[string]string `json:"metadata"`
-	Status             db.Status         `json:"status"`
-	Usage              usage.Usage       `json:"usage"`
-	Stats              usage.Stats       `json:"stats"`
-	Resources          []any             `json:"resources"`
-	VaultIDs           []string          `json:"vault_ids"`
-	OutcomeEvaluations []any             `json:"outcome_evaluations"`
-	Budget             *usage.Budget     `json:"budget"`
-	CreatedAt          time.Time         `json:"created_at"`
-	UpdatedAt          time.Time         `json:"updated_at"`
-	ArchivedAt         *time.Time        `json:"archived_at"`
+	Type               string              `json:"type"`
+	ID                 string              `json:"id"`
+	Agent              json.RawMessage     `json:"agent"`
+	EnvironmentID      *string             `json:"environment_id"`
+	Title              string              `json:"title"`
+	Metadata           map[string]string   `json:"metadata"`
+	Status             db.Status           `json:"status"`
+	Usage              usage.Usage         `json:"usage"`
+	Stats              usage.Stats         `json:"stats"`
+	Resources          []*resourceResponse `json:"resources"`
+	VaultIDs           []string            `json:"vault_ids"`
+	OutcomeEvaluations []any               `json:"outcome_evaluations"`
+	Budget             *usage.Budget       `json:"budget"`
+	CreatedAt          time.Time           `json:"created_at"`
+	UpdatedAt          time.Time           `json:"updated_at"`
+	ArchivedAt         *time.Time          `json:"archived_at"`
 }
 
-func (a *API) toSessionResponse(s *db.Session) *sessionResponse {
+// sessionResponseOf loads a session's resources and builds its wire form.
+func (a *API) sessionResponseOf(ctx context.Context, s *db.Session) (*sessionResponse, error) {
+	rs, err := a.deps.Store.ResourcesOfSessions(ctx, []string{s.ID})
+	if err != nil {
+		return nil, err
+	}
+	return a.toSessionResponse(s, rs[s.ID]), nil
+}
+
+// sessionJSON answers with a session's wire form.
+func (a *API) sessionJSON(c echo.Context, s *db.Session) error {
+	resp, err := a.sessionResponseOf(c.Request().Context(), s)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessionResponse {
 	md := s.Metadata
 	if md == nil {
 		md = map[string]string{}
@@ -55,7 +73,7 @@ func (a *API) toSessionResponse(s *db.Session) *sessionResponse {
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: md, Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
-		Resources: []any{}, VaultIDs: []string{}, OutcomeEvaluations: []any{},
+		Resources: toResourceResponses(resources), VaultIDs: []string{}, OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
@@ -116,8 +134,11 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if len(in.VaultIDs) > 0 {
 		return apierror.Invalid("vault_ids: vaults are not supported by this server")
 	}
-	if in.Resources.Set && !in.Resources.Null && string(in.Resources.Value) != "[]" {
-		return apierror.Invalid("resources: session resources are not supported by this server")
+	var resources []db.ResourceCreate
+	if in.Resources.Set && !in.Resources.Null {
+		if resources, err = a.parseResources(c.Request().Context(), in.Resources.Value, "resources"); err != nil {
+			return err
+		}
 	}
 	var budget *int64
 	if in.Budget.Set && !in.Budget.Null {
@@ -169,17 +190,21 @@ func (a *API) sessionCreate(c echo.Context) error {
 	}
 	now := a.now()
 	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
-		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget}
+		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget,
+		Resources: resources}
 	var req *db.AppendRequest
 	if len(initial) > 0 {
 		req = a.admission(initial, now)
 	}
 	sess, appended, err := a.deps.Store.SessionCreate(ctx, p, req)
+	if errors.Is(err, db.ErrNotFound) && len(resources) > 0 {
+		return apierror.Invalid("resources: a file named by resources was deleted while the session was being created")
+	}
 	if err != nil {
 		return err
 	}
 	a.afterAppend(ctx, sess.ID, appended, req)
-	return c.JSON(http.StatusOK, a.toSessionResponse(sess))
+	return a.sessionJSON(c, sess)
 }
 
 func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agentspec.Snapshot, error) {
@@ -299,7 +324,7 @@ func (a *API) sessionGet(c echo.Context) error {
 	if err != nil {
 		return sessionError(id, err)
 	}
-	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+	return a.sessionJSON(c, s)
 }
 
 func (a *API) sessionUpdate(c echo.Context) error {
@@ -378,7 +403,7 @@ func (a *API) sessionUpdate(c echo.Context) error {
 	if err != nil {
 		return sessionError(id, err)
 	}
-	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+	return a.sessionJSON(c, s)
 }
 
 func (a *API) sessionArchive(c echo.Context) error {
@@ -393,7 +418,7 @@ func (a *API) sessionArchive(c echo.Context) error {
 	if err != nil {
 		return sessionError(id, err)
 	}
-	return c.JSON(http.StatusOK, a.toSessionResponse(s))
+	return a.sessionJSON(c, s)
 }
 
 // SessionCleanup releases what a session holds outside PostgreSQL before
@@ -498,8 +523,16 @@ func (a *API) sessionList(c echo.Context) error {
 		NextPage *string            `json:"next_page"`
 		PrevPage *string            `json:"prev_page"`
 	}{Data: make([]*sessionResponse, 0, len(rows))}
+	sids := make([]string, 0, len(rows))
 	for i := range rows {
-		resp.Data = append(resp.Data, a.toSessionResponse(&rows[i]))
+		sids = append(sids, rows[i].ID)
+	}
+	resources, err := a.deps.Store.ResourcesOfSessions(c.Request().Context(), sids)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		resp.Data = append(resp.Data, a.toSessionResponse(&rows[i], resources[rows[i].ID]))
 	}
 	if len(rows) > 0 {
 		hasNext := (!backward && more) || (backward && hadCursor)
