@@ -101,6 +101,12 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 // Empty reports whether the Keyring holds no key.
 func (k *Keyring) Empty() bool { return k == nil || len(k.ids) == 0 }
 
+// Has reports whether the Keyring holds the key named id.
+func (k *Keyring) Has(id string) bool {
+	_, ok := k.lookup(id)
+	return ok
+}
+
 // Primary returns the id of the key that seals ("" when empty).
 func (k *Keyring) Primary() string {
 	if k.Empty() {

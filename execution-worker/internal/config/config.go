@@ -52,6 +52,8 @@ const (
 	EnvSandboxLocality        = sandbox.EnvLocality
 	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
+	EnvOutputsMaxFiles        = "MANGO_OUTPUTS_MAX_FILES"
+	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
 
 	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"
 	EnvControlPlaneTLSCAFile     = "MANGO_CONTROLPLANE_TLS_CA_FILE"
@@ -170,6 +172,12 @@ type Config struct {
 	// CompactionThreshold is the fraction of the window past which a
 	// request is compacted first (MANGO_COMPACTION_THRESHOLD, default 0.8).
 	CompactionThreshold float64
+	// OutputsMaxFiles and OutputsMaxBytes bound what one session publishes
+	// from /mnt/session/outputs, in files and in total bytes
+	// (MANGO_OUTPUTS_MAX_FILES, default 100; MANGO_OUTPUTS_MAX_BYTES,
+	// default 1 GiB).
+	OutputsMaxFiles int
+	OutputsMaxBytes int64
 
 	// AllowUnsafeLocalSandbox permits a network-backed model with a provider
 	// that runs tools on the host (MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX).
@@ -323,6 +331,8 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		ModelContextWindow:      p.contextWindow(EnvModelContextWindow),
 		CompactionModel:         p.str(EnvCompactionModel, ""),
 		CompactionThreshold:     p.fraction(EnvCompactionThreshold, DefaultCompactionThreshold),
+		OutputsMaxFiles:         int(p.count(EnvOutputsMaxFiles, 100, 100_000)),
+		OutputsMaxBytes:         p.count(EnvOutputsMaxBytes, 1<<30, 1<<50),
 		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
 		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
 		WorkerToken:             p.str(EnvWorkerToken, ""),
@@ -395,6 +405,20 @@ type parser struct {
 	getenv func(string) string
 	errs   []error
 	bad    []string // names of variables that failed
+}
+
+// count reads a positive integer of at most maxValue (def when unset).
+func (p *parser) count(name string, def, maxValue int64) int64 {
+	v := p.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > maxValue {
+		p.fail(name, "must be an integer between 1 and %d, got %q", maxValue, v)
+		return def
+	}
+	return n
 }
 
 // MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted:

@@ -26,7 +26,12 @@ type Client struct {
 	pb.ControlPlaneClient
 	// ContextSnapshots is served on the same connection.
 	pb.ContextSnapshotsClient
-	conn *grpc.ClientConn
+	// SessionResources is served on the same connection.
+	pb.SessionResourcesClient
+	// FilesClient reaches the Files service on the same connection (read
+	// it through [Files], which resumes broken streams).
+	FilesClient pb.FilesClient
+	conn        *grpc.ClientConn
 }
 
 // MaxResponseBytes bounds one response message: GetRun carries the whole
@@ -70,7 +75,8 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: dial %s: %w", addr, err)
 	}
-	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn), conn: conn}, nil
+	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
+		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.

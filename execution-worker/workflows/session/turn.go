@@ -16,6 +16,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	"github.com/mangohq/mango/execution-worker/tools"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
@@ -82,6 +83,12 @@ type TurnActivities struct {
 	OnTurn func(outcome string, took time.Duration)
 	// HeartbeatEvery spaces heartbeats (which carry cancellation).
 	HeartbeatEvery time.Duration
+	// Resources materializes the session's resources into its sandbox the
+	// first time a turn needs the sandbox; nil mounts nothing.
+	Resources *sessionfiles.Materializer
+	// Outputs publishes what the agent left under /mnt/session/outputs
+	// before the session goes idle; nil publishes nothing.
+	Outputs *sessionfiles.Publisher
 }
 
 // Register registers RunTurn, CheckLocality and HostGone on w.
@@ -272,10 +279,16 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if a.Previews != nil {
 		core.Preview = a.Previews(sid)
 	}
+	var once sessionfiles.Once
+	acquire := func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
+	var materialize func(context.Context, sandbox.Sandbox) error
+	if a.Resources != nil {
+		materialize = func(ctx context.Context, sb sandbox.Sandbox) error { return a.Resources.Materialize(ctx, sid, sb) }
+	}
 	result, runErr := core.Run(ctx, &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Anchor: anchor, Snapshot: snapshot,
-		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) },
+		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
 	})
 	// From here on the turn's ending must be recorded even if the activity
 	// was cancelled (an interrupt): use a context that outlives it.
@@ -310,6 +323,9 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		return nil, temporal.NewCanceledError("turn interrupted")
 	default:
 		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
+	}
+	if err := a.publishOutputs(done, sid, turnKey, once.Sandbox()); err != nil {
+		return nil, err
 	}
 	switch result.Outcome {
 	case agentruntime.OutcomeRequiresAction:
@@ -364,7 +380,17 @@ func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, atte
 		vanished = &sandbox.VanishedError{SessionID: sid, Ref: ref}
 	}
 	var provision *sandbox.ProvisionError
+	var unmountable *sessionfiles.ResourceError
 	switch {
+	case errors.As(runErr, &unmountable):
+		// The client can fix the resource (or delete it); the next message
+		// tries again.
+		ev := errorEvent(turnKey+"/resource/"+unmountable.ResourceID, "unknown_error", unmountable.Error(), retryExhausted)
+		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
+			return nil, err
+		}
+		res.Outcome = TurnIdle
+		return res, nil
 	case errors.As(runErr, &provision):
 		// The environment cannot be set up as asked: retrying the turn
 		// would fail the same way. The turn ends; the next message tries

@@ -1,0 +1,247 @@
+// Package sessionfiles moves a session's files between the api-server and
+// its sandbox: [Materializer] puts the session's resources (files the
+// client attached, repositories) into the sandbox before the turn that first
+// needs them, and [Publisher] publishes what the agent left under
+// /mnt/session/outputs as Files before the session goes idle.
+//
+// Both are idempotent across activity retries and worker restarts: what a
+// sandbox holds is recorded by the api-server (a resource's materialized
+// version), and outputs are published by (path, content).
+package sessionfiles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"os"
+	"path"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// FileOpener reads a File's bytes (the ControlPlane Files client).
+type FileOpener interface {
+	// Open returns a reader of the file's content and its metadata.
+	Open(ctx context.Context, sessionID, fileID string) (io.ReadCloser, *pb.FileMeta, error)
+}
+
+// Clone is a repository clone: it fills dir (absent or empty) with the
+// repository checked out as asked and returns the commit checked out.
+// Errors must never contain the token.
+type Clone func(ctx context.Context, repo Repository, dir string) (commit string, err error)
+
+// Repository is what a repository resource asks for.
+type Repository struct {
+	URL    string
+	Branch string
+	Commit string
+	Token  string
+}
+
+// Materializer puts session resources into sandboxes.
+type Materializer struct {
+	// Resources lists resources and records what sandboxes hold.
+	Resources pb.SessionResourcesClient
+	// Files reads file resources' bytes.
+	Files FileOpener
+	// Clone clones repository resources; nil refuses them.
+	Clone Clone
+	// TempDir holds clones while they are copied ("" : os.TempDir()).
+	TempDir string
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// ResourceError reports a resource that cannot be materialized for a
+// reason the client can fix (a file gone, a repository or branch that
+// does not exist, a token refused). The turn ends with a session.error
+// naming the resource; the session stays usable.
+type ResourceError struct {
+	ResourceID string
+	Reason     string
+}
+
+func (e *ResourceError) Error() string {
+	return fmt.Sprintf("resource %s cannot be mounted: %s", e.ResourceID, e.Reason)
+}
+
+// ErrUnusable marks a clone failure the client can fix: Clone
+// implementations wrap such errors with it (or return a *ResourceError).
+var ErrUnusable = errors.New("repository unusable")
+
+// Materialize brings the sandbox of sessionID up to date with the
+// session's resources: it mounts what is new or changed and removes what
+// the client deleted, recording each step with the api-server. A
+// resource already in the sandbox costs nothing but the listing.
+func (m *Materializer) Materialize(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
+	list, err := m.Resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sessionID})
+	if err != nil {
+		return fmt.Errorf("list resources of session %s: %w", sessionID, err)
+	}
+	var ft sandbox.FileTransfer
+	for _, r := range list.GetResources() {
+		if !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion() {
+			continue
+		}
+		if ft == nil {
+			var ok bool
+			if ft, ok = sb.(sandbox.FileTransfer); !ok {
+				return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("the %s sandbox cannot receive files", sb.Ref().Provider)}
+			}
+		}
+		if err := m.one(ctx, sessionID, ft, r); err != nil {
+			return err
+		}
+		if _, err := m.Resources.MarkResourceMaterialized(ctx, &pb.MarkResourceMaterializedRequest{
+			SessionId: sessionID, ResourceId: r.GetId(), Version: r.GetVersion()}); err != nil {
+			return fmt.Errorf("record resource %s: %w", r.GetId(), err)
+		}
+	}
+	return nil
+}
+
+func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.FileTransfer, r *pb.SessionResource) error {
+	log := m.logger().With("session_id", sessionID, "resource_id", r.GetId(), "mount_path", r.GetMountPath())
+	if r.GetDeleted() {
+		log.Info("removing deleted resource from the sandbox")
+		if err := ft.RemoveAll(ctx, r.GetMountPath()); err != nil {
+			return fmt.Errorf("remove resource %s: %w", r.GetId(), err)
+		}
+		return nil
+	}
+	switch r.GetType() {
+	case "file":
+		return m.putFile(ctx, sessionID, ft, r, log)
+	case "github_repository":
+		return m.putRepository(ctx, sessionID, ft, r, log)
+	}
+	return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("resource type %q is not supported by this worker", r.GetType())}
+}
+
+// Mode of mounted files: read-only for everyone.
+const mountedFileMode fs.FileMode = 0o444
+
+func (m *Materializer) putFile(ctx context.Context, sessionID string, ft sandbox.FileTransfer, r *pb.SessionResource, log *slog.Logger) error {
+	rc, meta, err := m.Files.Open(ctx, sessionID, r.GetFileId())
+	if err != nil {
+		if isNotFound(err) {
+			return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("its file %s no longer exists", r.GetFileId())}
+		}
+		return fmt.Errorf("read file %s: %w", r.GetFileId(), err)
+	}
+	defer func() { _ = rc.Close() }()
+	if err := ft.PutFile(ctx, r.GetMountPath(), rc, meta.GetSizeBytes(), mountedFileMode); err != nil {
+		return fmt.Errorf("mount file %s at %s: %w", r.GetFileId(), r.GetMountPath(), err)
+	}
+	log.Info("mounted file", "file_id", r.GetFileId(), "bytes", meta.GetSizeBytes())
+	return nil
+}
+
+func (m *Materializer) putRepository(ctx context.Context, sessionID string, ft sandbox.FileTransfer, r *pb.SessionResource, log *slog.Logger) error {
+	if m.Clone == nil {
+		return &ResourceError{ResourceID: r.GetId(), Reason: "this worker cannot clone repositories"}
+	}
+	repo := Repository{URL: r.GetUrl()}
+	switch r.GetCheckoutType() {
+	case "branch":
+		repo.Branch = r.GetCheckoutRef()
+	case "commit":
+		repo.Commit = r.GetCheckoutRef()
+	}
+	if r.GetHasToken() {
+		tok, err := m.Resources.GetResourceToken(ctx, &pb.GetResourceTokenRequest{SessionId: sessionID, ResourceId: r.GetId()})
+		if err != nil {
+			return fmt.Errorf("load token of resource %s: %w", r.GetId(), err)
+		}
+		repo.Token = tok.GetAuthorizationToken()
+	}
+	dir, err := os.MkdirTemp(m.TempDir, "mango-clone-*")
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", r.GetId(), err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	commit, err := m.Clone(ctx, repo, dir)
+	if err != nil {
+		var re *ResourceError
+		if errors.As(err, &re) {
+			return re
+		}
+		if errors.Is(err, ErrUnusable) {
+			return &ResourceError{ResourceID: r.GetId(), Reason: err.Error()}
+		}
+		return fmt.Errorf("clone resource %s: %w", r.GetId(), err)
+	}
+	// A retry after a partial copy starts from an empty mount.
+	if err := ft.RemoveAll(ctx, r.GetMountPath()); err != nil {
+		return fmt.Errorf("clear %s: %w", r.GetMountPath(), err)
+	}
+	if err := sandbox.PutTree(ctx, ft, r.GetMountPath(), os.DirFS(dir)); err != nil {
+		return fmt.Errorf("copy repository of resource %s into the sandbox: %w", r.GetId(), err)
+	}
+	log.Info("mounted repository", "url", r.GetUrl(), "commit", commit)
+	return nil
+}
+
+func (m *Materializer) logger() *slog.Logger {
+	if m.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Logger
+}
+
+// Once wraps a sandbox acquisition so that the session's resources are
+// materialized the first time a turn needs its sandbox, and not again in
+// that turn.
+type Once struct {
+	mu   sync.Mutex
+	sb   sandbox.Sandbox
+	done bool
+}
+
+// Acquire returns acquire's sandbox after materialize succeeded on it
+// once; a failure is retried on the next call.
+func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (sandbox.Sandbox, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sb, err := acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !o.done && materialize != nil {
+		if err := materialize(ctx, sb); err != nil {
+			return nil, err
+		}
+	}
+	o.sb, o.done = sb, true
+	return sb, nil
+}
+
+// Sandbox returns the sandbox acquired, or nil when none was.
+func (o *Once) Sandbox() sandbox.Sandbox {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sb
+}
+
+// mediaType guesses a media type from a file name.
+func mediaType(name string) string {
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+func timestamp(f sandbox.FileInfo) *timestamppb.Timestamp {
+	if f.ModTime.IsZero() {
+		return nil
+	}
+	return timestamppb.New(f.ModTime)
+}

@@ -1,0 +1,41 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+// publishOutputs publishes the outputs of a turn that used its sandbox,
+// before the turn's ending is committed, so a client that sees the session
+// idle finds them listed. Outputs beyond the limits are not published; a
+// session.error says which and why.
+func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string, sb sandbox.Sandbox) error {
+	if a.Outputs == nil || sb == nil {
+		return nil
+	}
+	rep, err := a.Outputs.Publish(ctx, sid, sb)
+	if err != nil {
+		return err
+	}
+	if len(rep.Skipped) == 0 {
+		return nil
+	}
+	shown := rep.Skipped
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	more := ""
+	if n := len(rep.Skipped) - len(shown); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	msg := fmt.Sprintf("%d output files were not published: %s (%s%s)", len(rep.Skipped), rep.Limit, strings.Join(shown, ", "), more)
+	ev := errorEvent(turnKey+"/outputs_limit", "unknown_error", msg, retryExhausted)
+	if _, err := a.ControlPlane.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: sid, Events: []*pb.NewEvent{ev}}); err != nil {
+		return fmt.Errorf("report output limits: %w", err)
+	}
+	return nil
+}
