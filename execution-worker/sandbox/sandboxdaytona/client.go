@@ -60,6 +60,9 @@ type request struct {
 	// body returns a fresh body for every attempt (nil: no body).
 	body       func() (io.Reader, string, error)
 	idempotent bool // retried on 5xx, 429 and transport errors
+	// length is the body's length when known in advance (0: as the
+	// reader tells, or chunked).
+	length int64
 }
 
 // do runs req with retries and returns the response body (bounded).
@@ -87,6 +90,42 @@ func (p *Provider) do(ctx context.Context, req request) ([]byte, error) {
 var errMalformed = errors.New("malformed response")
 
 func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration, error) {
+	resp, wait, err := p.send(ctx, req)
+	if err != nil {
+		return nil, wait, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+	if err != nil {
+		return nil, 0, fmt.Errorf("daytona: %s %s: read body: %w", req.method, redact(req.url), err)
+	}
+	return data, 0, nil
+}
+
+// stream runs req with the retries of do and returns the response, its
+// body unread (the caller closes it).
+func (p *Provider) stream(ctx context.Context, req request) (*http.Response, error) {
+	var resp *http.Response
+	policy := httpcall.Policy{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.Retries}
+	_, _, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (bool, time.Duration, error) {
+		var wait time.Duration
+		var err error
+		if resp, wait, err = p.send(ctx, req); err == nil {
+			return false, 0, nil
+		}
+		st := statusOf(err)
+		return st == http.StatusTooManyRequests ||
+			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))), wait, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// send makes one attempt of req and returns a 2xx response with its body
+// unread, or an *apiError (with the server's Retry-After).
+func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.Duration, error) {
 	var body io.Reader
 	ctype := ""
 	if req.body != nil {
@@ -99,6 +138,9 @@ func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
 	}
+	if req.length > 0 {
+		hr.ContentLength = req.length
+	}
 	hr.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
 	hr.Header.Set("Accept", "application/json")
 	if ctype != "" {
@@ -108,18 +150,14 @@ func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration
 	if err != nil {
 		return nil, 0, fmt.Errorf("daytona: %s %s: %w", req.method, redact(req.url), err)
 	}
-	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &apiError{
 			Method: req.method, URL: redact(req.url), Status: resp.StatusCode, Body: string(b),
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
-	if err != nil {
-		return nil, 0, fmt.Errorf("daytona: %s %s: read body: %w", req.method, redact(req.url), err)
-	}
-	return data, 0, nil
+	return resp, 0, nil
 }
 
 // redact drops the query of a URL from error messages (paths in the

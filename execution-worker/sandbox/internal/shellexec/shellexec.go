@@ -25,7 +25,8 @@
 // [Lexical] checks a path against the workspace root without contacting
 // the sandbox; [Shell.Resolve] then resolves it inside the sandbox with
 // readlink -f, so a path that leaves the root through a symbolic link is
-// [sandbox.ErrPathEscape]. A command running concurrently can race the
+// [sandbox.ErrPathEscape]. Paths under [sandbox.SessionDir] are accepted
+// as well, and /workspace/x names root/x. A command running concurrently can race the
 // check by swapping a component for a link; the sandbox is the isolation
 // boundary, the check keeps file access within the workspace.
 package shellexec
@@ -429,8 +430,11 @@ const (
 	KindOther   = "other"
 )
 
-// Lexical maps p (relative to root, or absolute under it) to a clean
-// absolute path under root, or ErrPathEscape.
+// Lexical maps p to a clean absolute path the sandbox's files may be
+// reached at, or ErrPathEscape: p relative to root, absolute under it, or
+// absolute under [sandbox.SessionDir] or [sandbox.WorkspaceDir].
+// /workspace/x maps to root/x when root is elsewhere; /mnt/session paths
+// stay as they are.
 func Lexical(root, p string) (string, error) {
 	if p == "" || strings.ContainsAny(p, "\x00\n") {
 		return "", fmt.Errorf("invalid path %q", p)
@@ -441,7 +445,10 @@ func Lexical(root, p string) (string, error) {
 	} else {
 		abs = path.Join(root, p)
 	}
-	if !Within(root, abs) {
+	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !Allowed(root, abs) {
+		abs = path.Join(root, rest)
+	}
+	if !Allowed(root, abs) {
 		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 	}
 	return abs, nil
@@ -452,11 +459,16 @@ func Within(root, p string) bool {
 	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
 }
 
+// Allowed reports whether the clean absolute path p lies under root or
+// under [sandbox.SessionDir].
+func Allowed(root, p string) bool { return Within(root, p) || Within(sandbox.SessionDir, p) }
+
 // resolveScript resolves $p inside the sandbox: the deepest existing prefix
 // through readlink -f, plus the missing rest. It prints the canonical root,
 // the resolved path and its kind (file, dir, missing, other). With mk=1 and
-// a resolved path inside the root, it also creates the missing parent
-// directories. A resolved path outside the root prints "escape".
+// a resolved path inside the root or /mnt/session, it also creates the
+// missing parent directories. A resolved path outside both prints
+// "escape".
 const resolveScript = `exec 2>/dev/null
 R=$(readlink -f -- "$root") || { echo fail; exit 0; }
 q=$p; rest=
@@ -464,7 +476,7 @@ while [ ! -e "$q" ] && [ ! -L "$q" ]; do rest="/${q##*/}$rest"; q=${q%/*}; [ -n 
 r=$(readlink -f -- "$q") || { echo fail; exit 0; }
 [ "$r" = / ] && r=
 x=$r$rest
-case "$x" in "$R"|"$R"/*) ;; *) echo escape; exit 0;; esac
+case "$x" in "$R"|"$R"/*|/mnt/session|/mnt/session/*) ;; *) echo escape; exit 0;; esac
 if [ -n "$rest" ] || [ ! -e "$x" ]; then k=missing
 elif [ -f "$x" ]; then k=file
 elif [ -d "$x" ]; then k=dir
@@ -477,7 +489,8 @@ printf 'ok\n%s\n%s\n%s\n' "$R" "$x" "$k"
 type Resolved struct {
 	// Root is the canonical workspace root.
 	Root string
-	// Path is the canonical absolute path, under Root.
+	// Path is the canonical absolute path, under Root or under
+	// [sandbox.SessionDir].
 	Path string
 	// Kind is KindFile, KindDir, KindMissing or KindOther.
 	Kind string
@@ -511,7 +524,7 @@ func (sh *Shell) Resolve(ctx context.Context, p string, mkParents bool) (Resolve
 				return Resolved{}, fmt.Errorf("resolve %q: %w: %q", p, ErrMalformed, out)
 			}
 			r := Resolved{Root: lines[i+1], Path: lines[i+2], Kind: lines[i+3]}
-			if !path.IsAbs(r.Path) || !Within(r.Root, r.Path) {
+			if !path.IsAbs(r.Path) || !Allowed(r.Root, r.Path) {
 				return Resolved{}, fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 			}
 			return r, nil

@@ -9,12 +9,19 @@
 //	POST   /api/sandbox/{idOrName}/start             start a stopped sandbox
 //	GET    /toolbox/{id}/work-dir
 //	POST   /toolbox/{id}/process/execute             synchronous, stdout+stderr combined
-//	GET    /toolbox/{id}/files/download?path=
-//	POST   /toolbox/{id}/files/upload?path=          multipart field "file"
+//	GET    /toolbox/{id}/files/download?path=        streamed
+//	POST   /toolbox/{id}/files/upload?path=          multipart field "file", streamed
+//	GET    /toolbox/{id}/files?path=                 one directory's entries
+//	DELETE /toolbox/{id}/files?path=&recursive=
+//	GET    /toolbox/{id}/files/info?path=
+//	POST   /toolbox/{id}/files/permissions?path=&mode=
 //
 // Every remote sandbox is backed by a real local process sandbox
 // (sandboxlocal), so commands really run, in their own process groups, and
-// files really exist. A new sandbox is "creating" until its first GET, and
+// files really exist; a sandbox's /mnt/session is the directory
+// mnt/session inside it (file routes map it, commands and their working
+// directory are rewritten and their output back). Uploads are recorded
+// ([Server.Upload]). A new sandbox is "creating" until its first GET, and
 // a started one is "starting" until the next GET, so clients must poll.
 // Faults can be injected: error statuses (with Retry-After) for the next n
 // matching requests, malformed bodies, expiry (the sandbox disappears) and
@@ -24,6 +31,8 @@ package daytonafake
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +43,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +70,7 @@ type Server struct {
 	sandboxes map[string]*box // by id
 	faults    []*fault
 	counts    map[string]int
+	uploads   map[string]Upload
 }
 
 type box struct {
@@ -81,7 +92,7 @@ type fault struct {
 // New starts a fake whose sandboxes live under dir (for example t.TempDir()).
 // Close stops it.
 func New(dir string) *Server {
-	s := &Server{dir: dir, sandboxes: map[string]*box{}, counts: map[string]int{}}
+	s := &Server{dir: dir, sandboxes: map[string]*box{}, counts: map[string]int{}, uploads: map[string]Upload{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -453,36 +464,22 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) 
 	case op == "/process/execute" && r.Method == http.MethodPost:
 		s.execute(w, r, local)
 	case op == "/files/download" && r.Method == http.MethodGet:
-		p := r.URL.Query().Get("path")
-		data, err := os.ReadFile(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			writeErr(w, http.StatusNotFound, "file not found")
-		case err != nil:
-			writeErr(w, http.StatusBadRequest, err.Error())
-		default:
-			w.Header().Set("Content-Type", "application/octet-stream")
-			_, _ = w.Write(data)
-		}
+		s.download(w, r, local)
 	case op == "/files/upload" && r.Method == http.MethodPost:
-		p := r.URL.Query().Get("path")
-		f, _, err := r.FormFile("file")
+		s.upload(w, r, id, local)
+	case op == "/files" && r.Method == http.MethodGet:
+		listFiles(w, r, local)
+	case op == "/files" && r.Method == http.MethodDelete:
+		deleteFile(w, r, local)
+	case op == "/files/info" && r.Method == http.MethodGet:
+		fi, err := os.Lstat(hostPath(local, r.URL.Query().Get("path")))
 		if err != nil {
-			writeErr(w, http.StatusBadRequest, "file: "+err.Error())
+			fileErr(w, err)
 			return
 		}
-		defer func() { _ = f.Close() }()
-		data, err := io.ReadAll(f)
-		if err != nil {
-			writeErr(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		// Like a daemon without mkdir -p: the parent must exist.
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			writeErr(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"message": "File uploaded successfully"})
+		writeJSON(w, http.StatusOK, fileInfo(fi))
+	case op == "/files/permissions" && r.Method == http.MethodPost:
+		setPermissions(w, r, local)
 	default:
 		writeErr(w, http.StatusNotFound, "no route")
 	}
@@ -502,9 +499,20 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.S
 	if req.Timeout > 0 {
 		timeout = time.Duration(req.Timeout) * time.Second
 	}
-	cmd := req.Command
+	// The sandbox's /mnt/session is a directory inside the local sandbox:
+	// the command sees it there, and its output names it /mnt/session.
+	host := local.Root() + sandbox.SessionDir
+	in, out := strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+	cmd := in.Replace(req.Command)
+	if m := encodedScript.FindStringSubmatch(req.Command); m != nil {
+		// A script sent base64-encoded (as the adapter does) is rewritten
+		// inside its encoding.
+		if script, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
+			cmd = strings.Replace(req.Command, m[1], base64.StdEncoding.EncodeToString([]byte(in.Replace(string(script)))), 1)
+		}
+	}
 	if req.Cwd != "" {
-		cmd = "cd '" + strings.ReplaceAll(req.Cwd, "'", `'\''`) + "' && " + cmd
+		cmd = "cd '" + strings.ReplaceAll(in.Replace(req.Cwd), "'", `'\''`) + "' && " + cmd
 	}
 	// Like the daemon, the command runs to completion (or its own timeout)
 	// even if the client goes away.
@@ -513,5 +521,174 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.S
 		writeErr(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	res.Stdout, res.Stderr = []byte(out.Replace(string(res.Stdout))), []byte(out.Replace(string(res.Stderr)))
 	writeJSON(w, http.StatusOK, map[string]any{"exitCode": res.ExitCode, "result": string(res.Stdout) + string(res.Stderr)})
+}
+
+// encodedScript matches a command piping a base64-encoded script into a
+// shell.
+var encodedScript = regexp.MustCompile(`^/bin/sh -c "echo ([A-Za-z0-9+/=]+) \| base64 -d \| /bin/sh"$`)
+
+// hostPath maps a path inside the fake sandbox to the host: /mnt/session
+// is the directory mnt/session inside the local sandbox; other paths are
+// host paths already.
+func hostPath(local sandbox.Sandbox, p string) string {
+	p = filepath.Clean(p)
+	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
+		return local.Root() + p
+	}
+	return p
+}
+
+// fileErr answers a file system error as the toolbox does: 404 for a
+// missing path, else 400.
+func fileErr(w http.ResponseWriter, err error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		writeErr(w, http.StatusNotFound, "file not found")
+		return
+	}
+	writeErr(w, http.StatusBadRequest, err.Error())
+}
+
+// fileInfo is the toolbox's FileInfo of an Lstat result.
+func fileInfo(fi fs.FileInfo) map[string]any {
+	return map[string]any{
+		"name": fi.Name(), "isDir": fi.IsDir(), "size": fi.Size(), "mode": fi.Mode().String(),
+		"permissions": fmt.Sprintf("%04o", fi.Mode().Perm()), "owner": "daytona", "group": "daytona",
+		"modTime": fi.ModTime().String(), "modifiedAt": fi.ModTime().UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// download serves GET /files/download, streamed with a Content-Length.
+func (s *Server) download(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
+	p := r.URL.Query().Get("path")
+	f, err := os.Open(hostPath(local, p))
+	if err != nil {
+		fileErr(w, err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
+		writeErr(w, http.StatusBadRequest, "not a file")
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, filepath.Base(p), fi.ModTime(), f)
+}
+
+// Upload is what the fake received for one uploaded file.
+type Upload struct {
+	// Bytes is the content's length; SHA256 its hex digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// Upload returns the last upload to path p (as the sandbox names it) of
+// sandbox id.
+func (s *Server) Upload(id, p string) (Upload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploads[id+":"+filepath.Clean(p)]
+	return u, ok
+}
+
+// upload serves POST /files/upload: the multipart "file" part streamed to
+// path. Like a daemon without mkdir -p, the parent must exist.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, local sandbox.Sandbox) {
+	p := r.URL.Query().Get("path")
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "file: "+err.Error())
+		return
+	}
+	var part io.Reader
+	for part == nil {
+		pt, err := mr.NextPart()
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "file: no file part")
+			return
+		}
+		if pt.FormName() == "file" {
+			part = pt
+		}
+	}
+	f, err := os.OpenFile(hostPath(local, p), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		fileErr(w, err)
+		return
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), part)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	s.uploads[id+":"+filepath.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"message": "File uploaded successfully"})
+}
+
+// listFiles serves GET /files: the entries of one directory, Lstat'ed.
+func listFiles(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		p = local.Root()
+	}
+	entries, err := os.ReadDir(hostPath(local, p))
+	if err != nil {
+		fileErr(w, err)
+		return
+	}
+	out := []map[string]any{}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, fileInfo(fi))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// deleteFile serves DELETE /files: a file or an empty directory, or with
+// recursive=true a whole tree.
+func deleteFile(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
+	h := hostPath(local, r.URL.Query().Get("path"))
+	if _, err := os.Lstat(h); err != nil {
+		fileErr(w, err)
+		return
+	}
+	var err error
+	if r.URL.Query().Get("recursive") == "true" {
+		err = os.RemoveAll(h)
+	} else {
+		err = os.Remove(h)
+	}
+	if err != nil {
+		fileErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// setPermissions serves POST /files/permissions (mode only).
+func setPermissions(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
+	h := hostPath(local, r.URL.Query().Get("path"))
+	if m := r.URL.Query().Get("mode"); m != "" {
+		mode, err := strconv.ParseUint(m, 8, 32)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "invalid mode")
+			return
+		}
+		if err := os.Chmod(h, fs.FileMode(mode)); err != nil {
+			fileErr(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
 }
