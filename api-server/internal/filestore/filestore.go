@@ -21,24 +21,35 @@ var (
 	ErrNotFound = errors.New("blob not found")
 	// ErrTooLarge reports a Put whose reader yielded more than its limit.
 	ErrTooLarge = errors.New("blob exceeds the size limit")
+	// ErrExists reports a Put of a key that already holds a blob.
+	ErrExists = errors.New("blob already exists")
+	// ErrOffset reports an Open at an offset beyond the blob's size.
+	ErrOffset = errors.New("offset beyond the end of the blob")
+	// ErrInvalidKey reports a key that breaks the rules of [Blobs].
+	ErrInvalidKey = errors.New("invalid blob key")
 )
 
 // Blobs stores immutable byte strings under keys.
 //
 // Keys are chosen by the caller (printable ASCII, at most 200 bytes, no
-// leading slash) and are written once: a second Put of a key that exists
-// is an error. Implementations stream: neither Put nor Open holds a whole
-// blob in memory.
+// leading slash; see [CheckKey]; others fail with ErrInvalidKey) and are
+// written once: a second Put of a key that exists fails with ErrExists.
+// Implementations stream: neither Put nor Open holds a whole blob in
+// memory.
 type Blobs interface {
 	// Put reads r to its end and stores the bytes under key, returning
 	// their number. It stores at most limit bytes: when r yields more, Put
 	// fails with ErrTooLarge. A blob becomes visible (to Open, Stat) only
 	// when Put returns nil: a Put that fails, is cancelled or whose process
-	// dies leaves nothing readable under key.
+	// dies leaves nothing readable under key, and the key can be Put
+	// again. An error of r is returned wrapped (errors.Is finds it).
 	Put(ctx context.Context, key string, r io.Reader, limit int64) (int64, error)
 	// Open returns a reader of the blob's bytes from offset (0 ≤ offset ≤
 	// size) to its end, for resuming an interrupted read. A missing key
-	// returns ErrNotFound. The caller closes the reader.
+	// returns ErrNotFound, an offset beyond the size ErrOffset. The reader
+	// reads lazily with ctx; a blob deleted while it is read either yields
+	// all its bytes or fails the read (ErrNotFound), never ends short
+	// without an error. The caller closes the reader.
 	Open(ctx context.Context, key string, offset int64) (io.ReadCloser, error)
 	// Stat returns the blob's size, or ErrNotFound.
 	Stat(ctx context.Context, key string) (int64, error)

@@ -65,6 +65,34 @@ type Event struct {
 	TakenAt     *time.Time
 }
 
+type File struct {
+	ID               string
+	Filename         string
+	MimeType         string
+	SizeBytes        int64
+	Sha256           string
+	StorageKey       string
+	Downloadable     bool
+	ScopeSessionID   *string
+	Origin           string
+	OutputPath       *string
+	OutputModifiedAt *time.Time
+	CreatedAt        time.Time
+}
+
+type FileBlobChunk struct {
+	Key  string
+	Seq  int32
+	Data []byte
+}
+
+type FileBlobHead struct {
+	Key       string
+	Size      int64
+	ChunkSize int32
+	CreatedAt time.Time
+}
+
 type Outbox struct {
 	ID            int64
 	SessionID     string
@@ -118,6 +146,22 @@ type Session struct {
 	RunningSince   *time.Time
 	LastEventAt    *time.Time
 	Queued         int32
+}
+
+type SessionResource struct {
+	ID                  string
+	SessionID           string
+	Type                string
+	MountPath           string
+	FileID              *string
+	Url                 *string
+	Checkout            []byte
+	TokenSealed         []byte
+	Version             int64
+	MaterializedVersion int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	DeletedAt           *time.Time
 }
 
 type ToolJournal struct {
