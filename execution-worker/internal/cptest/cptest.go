@@ -152,7 +152,9 @@ func Start(t testing.TB, env ...string) *Server {
 		"MANGO_DATABASE_URL="+dbURL, "MANGO_TEMPORAL_HOSTPORT="+temporal, "MANGO_HTTP_ADDR="+httpAddr,
 		"MANGO_GRPC_ADDR="+grpcAddr, "MANGO_API_KEY="+s.APIKey, "MANGO_WORKER_TOKEN="+s.WorkerToken,
 		"MANGO_SANDBOX_PROVIDERS=local,docker", "MANGO_LOG_LEVEL=warn", "MANGO_SHUTDOWN_TIMEOUT=5s",
-		"MANGO_TASK_QUEUE_PREFIX="+s.TaskQueuePrefix)
+		"MANGO_TASK_QUEUE_PREFIX="+s.TaskQueuePrefix,
+		// A fixed test key, so repository tokens can be stored.
+		"MANGO_VAULT_KEYS=cptest:Y3B0ZXN0LW9ubHkta2V5LTAxMjM0NTY3ODlhYmNkZWY=")
 	env = append(env, extra...) // for a duplicate name, exec uses the last value
 	migrate := exec.Command(bin, "migrate")
 	migrate.Env = env

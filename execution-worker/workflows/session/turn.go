@@ -15,6 +15,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	"github.com/mangohq/mango/execution-worker/tools"
@@ -285,7 +286,8 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if a.Resources != nil {
 		materialize = func(ctx context.Context, sb sandbox.Sandbox) error { return a.Resources.Materialize(ctx, sid, sb) }
 	}
-	result, runErr := core.Run(ctx, &agentruntime.Run{
+	// File sources of content blocks are read on behalf of this session.
+	result, runErr := core.Run(modelfiles.WithSession(ctx, sid), &agentruntime.Run{
 		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Anchor: anchor, Snapshot: snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
