@@ -73,9 +73,9 @@ type Config struct {
 }
 
 // ConfigFromEnv reads the MANGO_FILES_S3_* variables through getenv
-// (os.Getenv in production). ok is false when neither the endpoint nor the
-// bucket is set: S3 storage is not configured. Errors name the variable at
-// fault and never contain the secret.
+// (os.Getenv in production). ok is false when none of them is set: S3
+// storage is not configured. Errors name the variable at fault and never
+// contain the secret.
 func ConfigFromEnv(getenv func(string) string) (cfg Config, ok bool, err error) {
 	cfg = Config{
 		Endpoint:        strings.TrimSpace(getenv(EnvEndpoint)),
@@ -86,6 +86,11 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, ok bool, err error) 
 		Prefix:          getenv(EnvPrefix),
 	}
 	if cfg.Endpoint == "" && cfg.Bucket == "" {
+		for _, name := range []string{EnvRegion, EnvAccessKeyID, EnvSecretAccessKey, EnvPathStyle, EnvPrefix} {
+			if getenv(name) != "" {
+				return Config{}, false, fmt.Errorf("%s is set but %s and %s are not", name, EnvEndpoint, EnvBucket)
+			}
+		}
 		return Config{}, false, nil
 	}
 	if ps := strings.TrimSpace(getenv(EnvPathStyle)); ps != "" {

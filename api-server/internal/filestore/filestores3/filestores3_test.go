@@ -268,6 +268,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{with(filestores3.EnvPathStyle, "sometimes"), filestores3.EnvPathStyle},
 		{with(filestores3.EnvAccessKeyID, ""), filestores3.EnvAccessKeyID},
 		{with(filestores3.EnvPrefix, "/abs"), filestores3.EnvPrefix},
+		{with(filestores3.EnvEndpoint, "", filestores3.EnvBucket, ""), filestores3.EnvEndpoint},
 	} {
 		_, _, err := filestores3.ConfigFromEnv(tt.env)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
