@@ -1,6 +1,7 @@
 package sandboxk8s
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -26,7 +27,8 @@ func relative(r shellexec.Resolved, p string) (string, error) {
 	return rel, nil
 }
 
-// ReadFile returns the content of a regular file under Root.
+// ReadFile returns the content of a regular file under Root or under the
+// session directory.
 func (s *remoteSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	sh := s.shell()
 	r, err := sh.ReadTarget(ctx, p)
@@ -34,13 +36,11 @@ func (s *remoteSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) 
 		return nil, err
 	}
 	rel, err := relative(r, p)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if strings.Contains(rel, "%") {
-		// The reference runtime percent-decodes the download path once
-		// more after its server did: a name with '%' cannot be named
-		// unambiguously there, so it is read through /execute.
+	if err != nil || strings.Contains(rel, "%") {
+		// /download cannot name a file outside the runtime's root (the
+		// session directory), nor, unambiguously, one with '%' (the
+		// reference runtime percent-decodes the path once more after its
+		// server did): such files are read through /execute.
 		data, err := s.readThroughShell(ctx, r.Path)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, sh.FileErr(err))
@@ -85,7 +85,15 @@ func (s *remoteSandbox) WriteFile(ctx context.Context, p string, data []byte, pe
 	}
 	rel, err := relative(r, p)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
+		// Outside the runtime's root (the session directory): staged in
+		// the root and moved in place.
+		if perm == 0 {
+			perm = 0o644
+		}
+		if err := s.putResolved(ctx, r, bytes.NewReader(data), int64(len(data)), perm); err != nil {
+			return fmt.Errorf("write %s: %w", p, sh.FileErr(err))
+		}
+		return nil
 	}
 	if err := s.upload(ctx, rel, data); err != nil {
 		return fmt.Errorf("write %s: %w", p, sh.FileErr(err))

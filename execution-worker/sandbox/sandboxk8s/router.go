@@ -84,6 +84,9 @@ type request struct {
 	// timeout, when set, is sent as X-Sandbox-Timeout (the Python
 	// router's per-request proxy timeout).
 	timeout time.Duration
+	// length is the body's length when known in advance (0: as the
+	// reader tells, or chunked).
+	length int64
 }
 
 // send runs req against rt with retries and returns the (bounded) body.
@@ -108,6 +111,43 @@ func (p *Provider) send(ctx context.Context, rt route, req request) ([]byte, err
 }
 
 func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte, time.Duration, error) {
+	resp, wait, err := p.openRoute(ctx, rt, req)
+	if err != nil {
+		return nil, wait, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, 0, fmt.Errorf("sandbox router: %s %s: read body: %w", req.method, shortPath(req.path), err)
+	}
+	return data, 0, nil
+}
+
+// stream runs req against rt with the retries of send and returns the
+// response, its body unread (the caller closes it).
+func (p *Provider) stream(ctx context.Context, rt route, req request) (*http.Response, error) {
+	var resp *http.Response
+	err := p.retryWith(ctx, "", func(ctx context.Context) (bool, time.Duration, error) {
+		var wait time.Duration
+		var err error
+		resp, wait, err = p.openRoute(ctx, rt, req)
+		if err == nil {
+			return false, 0, nil
+		}
+		st := statusOf(err)
+		again := st == http.StatusTooManyRequests ||
+			req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))
+		return again, wait, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// openRoute makes one attempt of req and returns a 2xx response with its body
+// unread, or a *routerError (with the server's Retry-After).
+func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.Response, time.Duration, error) {
 	var body io.Reader
 	ctype := ""
 	if req.body != nil {
@@ -119,6 +159,9 @@ func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte,
 	hr, err := http.NewRequestWithContext(ctx, req.method, p.cfg.RouterURL+req.path, body)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	if req.length > 0 {
+		hr.ContentLength = req.length
 	}
 	hr.Header.Set(headerSandboxID, rt.id)
 	hr.Header.Set(headerSandboxNamespace, p.cfg.Namespace)
@@ -139,18 +182,14 @@ func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte,
 	if err != nil {
 		return nil, 0, fmt.Errorf("sandbox router: %s %s: %w", req.method, shortPath(req.path), err)
 	}
-	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &routerError{
 			Method: req.method, Path: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, 0, fmt.Errorf("sandbox router: %s %s: read body: %w", req.method, shortPath(req.path), err)
-	}
-	return data, 0, nil
+	return resp, 0, nil
 }
 
 // shortPath keeps error messages short: the endpoint without the file

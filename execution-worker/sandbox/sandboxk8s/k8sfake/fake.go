@@ -22,12 +22,16 @@
 // (examples/python-runtime-sandbox): POST /execute (the command is
 // shlex-split and run without a shell; output must decode as UTF-8; the
 // runtime's own timeout), POST /upload (multipart "file", file name
-// relative to the root, parents not created), GET /download/{path} (the
-// path percent-decoded a second time, as the runtime does) and GET /.
+// relative to the root, parents not created; streamed to disk and recorded,
+// see [Server.Upload]), GET /download/{path} (the path percent-decoded a
+// second time, as the runtime does; streamed with a Content-Length) and
+// GET /.
 //
 // Every sandbox is backed by a real local process sandbox (sandboxlocal),
 // so commands really run, in their own process groups, and files really
-// exist. Faults can be injected: error statuses for the next n matching
+// exist. A pod's /mnt/session is the directory mnt/session inside it:
+// commands (inside a base64-encoded "sh -c" script too) are rewritten to
+// see it there, and their output back. Faults can be injected: error statuses for the next n matching
 // requests of either server, malformed or truncated bodies, a vanished
 // (killed) or finished resource, a relabelled one.
 package k8sfake
@@ -35,6 +39,7 @@ package k8sfake
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -46,6 +51,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -93,6 +99,7 @@ type Server struct {
 	pools       []string
 	headers     http.Header
 	closed      bool
+	uploads     map[string]Upload // by sandbox name and path
 }
 
 // resource is one stored object.
@@ -115,7 +122,7 @@ type fault struct {
 // t.TempDir()). Close stops it.
 func New(dir string) *Server {
 	s := &Server{
-		dir: dir, objs: map[string]*resource{}, counts: map[string]int{},
+		dir: dir, objs: map[string]*resource{}, counts: map[string]int{}, uploads: map[string]Upload{},
 		readyDelay: 30 * time.Millisecond, deleteDelay: 20 * time.Millisecond, execTimeout: 300 * time.Second,
 	}
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
@@ -822,7 +829,11 @@ func (s *Server) serveRouter(w http.ResponseWriter, r *http.Request) {
 		routerError(w, http.StatusBadGateway, "Could not connect to the backend sandbox: "+id)
 		return
 	}
-	rt := runtime{local: local, env: env, timeout: execTimeout}
+	rt := runtime{local: local, env: env, timeout: execTimeout, uploaded: func(full string, u Upload) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.uploads[ns+"/"+id+":"+full] = u
+	}}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "message": "Sandbox Runtime is active."})
@@ -843,6 +854,8 @@ type runtime struct {
 	local   sandbox.Sandbox
 	env     map[string]string
 	timeout time.Duration
+	// uploaded records an upload to a path.
+	uploaded func(full string, u Upload)
 }
 
 func failed(w http.ResponseWriter, msg string) {
@@ -868,13 +881,26 @@ func (rt runtime) execute(w http.ResponseWriter, r *http.Request) {
 		failed(w, "list index out of range")
 		return
 	}
+	// The pod's /mnt/session is a directory inside the local sandbox: the
+	// command sees it there (inside a base64-encoded "sh -c" script too),
+	// and its output names it /mnt/session.
+	host := rt.local.Root() + sandbox.SessionDir
+	in, out := strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
 	quoted := make([]string, len(args))
 	for i, a := range args {
-		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		if m := encodedScript.FindStringSubmatch(a); m != nil {
+			if script, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
+				a = strings.Replace(a, m[1], base64.StdEncoding.EncodeToString([]byte(in.Replace(string(script)))), 1)
+			}
+		}
+		quoted[i] = "'" + strings.ReplaceAll(in.Replace(a), "'", `'\''`) + "'"
 	}
 	res, err := rt.local.Exec(context.Background(), sandbox.ExecRequest{
 		Command: "exec " + strings.Join(quoted, " "), Env: rt.env, Timeout: rt.timeout,
 	})
+	if err == nil {
+		res.Stdout, res.Stderr = []byte(out.Replace(string(res.Stdout))), []byte(out.Replace(string(res.Stderr)))
+	}
 	switch {
 	case err != nil:
 		failed(w, err.Error())
@@ -942,14 +968,12 @@ func (rt runtime) upload(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"message": "Access denied"})
 			return
 		}
-		data, err := io.ReadAll(part)
-		if err == nil {
-			err = os.WriteFile(full, data, 0o644)
-		}
+		n, sum, err := store(full, part)
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": "File upload failed: " + err.Error()})
 			return
 		}
+		rt.uploaded(full, Upload{Bytes: n, SHA256: sum})
 		writeJSON(w, http.StatusOK, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully.", name)})
 		return
 	}
@@ -961,18 +985,57 @@ func (rt runtime) download(w http.ResponseWriter, p string) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": "Access denied"})
 		return
 	}
-	fi, err := os.Stat(full)
+	f, err := os.Open(full)
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "File not found"})
+		return
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "File not found"})
 		return
 	}
-	data, err := os.ReadFile(full)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
-		return
-	}
+	// Like Starlette's FileResponse: streamed, with a Content-Length.
 	w.Header().Set("Content-Type", "application/octet-stream")
-	_, _ = w.Write(data)
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	_, _ = io.Copy(w, f)
+}
+
+// Upload returns the last upload to the absolute path p (in the pod's
+// view: its root is the local sandbox's directory) of the Sandbox
+// namespace/name.
+func (s *Server) Upload(namespace, name, p string) (Upload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploads[namespace+"/"+name+":"+filepath.Clean(p)]
+	return u, ok
+}
+
+// encodedScript matches an "sh -c" script that pipes a base64-encoded
+// script into a shell.
+var encodedScript = regexp.MustCompile(`^echo ([A-Za-z0-9+/=]+) \| base64 -d \| /bin/sh$`)
+
+// Upload is what the fake received for one uploaded file.
+type Upload struct {
+	// Bytes is the content's length; SHA256 its hex digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// store streams r to the file full (created or truncated, mode 0644) and
+// returns its length and hex SHA-256.
+func store(full string, r io.Reader) (int64, string, error) {
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // pyUnquote is Python's urllib.parse.unquote: valid %XX escapes are
