@@ -217,4 +217,3 @@ func TestRepositoryTokenNeedsKeys(t *testing.T) {
 		t.Fatalf("public repository without keys: %v", err)
 	}
 }
-
