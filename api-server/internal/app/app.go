@@ -20,6 +20,8 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/api-server/internal/filestore"
+	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/metrics"
@@ -146,10 +148,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
 		HostGoneAfter: cfg.HostGoneAfter})
+	files, err := openFiles(ctx, cfg, store, log)
+	if err != nil {
+		return nil, err
+	}
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
 		Prices: cfg.Prices,
+		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
 	})
 	s.http = &http.Server{
 		Handler:           api.Handler(),
@@ -161,11 +168,31 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	if err := s.cp.listen(cfg, store, s.previews, reg, log); err != nil {
+	if err := s.cp.listen(cfg, store, files, s.previews, reg, log); err != nil {
 		return nil, err
 	}
 	ok = true
 	return s, nil
+}
+
+// openFiles returns the store of File bytes: the S3 bucket of
+// MANGO_FILES_S3_*, checked to be reachable, else PostgreSQL.
+func openFiles(ctx context.Context, cfg *config.Config, store *db.Store, log *slog.Logger) (filestore.Blobs, error) {
+	if cfg.FilesS3 == nil {
+		log.Info("file store", "backend", "postgresql")
+		return filestore.Postgres(store), nil
+	}
+	s3, err := filestores3.New(*cfg.FilesS3)
+	if err != nil {
+		return nil, fmt.Errorf("MANGO_FILES_S3_ENDPOINT: %w", err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s3.Check(checkCtx); err != nil {
+		return nil, fmt.Errorf("file store: %w", err)
+	}
+	log.Info("file store", "backend", "s3", "s3", *cfg.FilesS3)
+	return s3, nil
 }
 
 // HTTPAddr returns the bound HTTP address.

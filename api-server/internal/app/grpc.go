@@ -12,6 +12,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/controlplane"
+	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/db"
 )
 
@@ -25,7 +26,7 @@ type controlPlane struct {
 
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
 // set, and binds MANGO_GRPC_ADDR.
-func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
+func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filestore.Blobs, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
 	c.drain = make(chan struct{})
 	var tlsConf *tls.Config
 	if cfg.GRPCTLS != nil {
@@ -37,6 +38,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, previews cont
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
 		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices,
+		Files: files, FilesMaxBytes: cfg.FilesMaxBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
@@ -75,7 +76,21 @@ type Config struct {
 	// Prices is the model price table: the defaults, with the entries of
 	// the JSON or YAML file named by MANGO_MODEL_PRICES added or replaced.
 	Prices *usage.Table
+	// FilesMaxBytes caps the size of one File, uploaded or published by a
+	// session (MANGO_FILES_MAX_BYTES, default 500 MiB).
+	FilesMaxBytes int64
+	// FilesDownloadUploads lets clients download the files they uploaded
+	// (MANGO_FILES_DOWNLOAD_UPLOADS, default false: only files produced by
+	// a session are downloadable, as on the hosted API).
+	FilesDownloadUploads bool
+	// FilesS3, when not nil, keeps the bytes of Files in an S3-compatible
+	// bucket (MANGO_FILES_S3_*, selected by MANGO_FILES_S3_BUCKET or
+	// MANGO_FILES_S3_ENDPOINT); nil keeps them in PostgreSQL.
+	FilesS3 *filestores3.Config
 }
+
+// DefaultFilesMaxBytes is the default of MANGO_FILES_MAX_BYTES: 500 MiB.
+const DefaultFilesMaxBytes = 500 << 20
 
 // Load reads the configuration through getenv (os.Getenv in production).
 func Load(getenv func(string) string) (*Config, error) {
@@ -97,6 +112,9 @@ func Load(getenv func(string) string) (*Config, error) {
 		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
 		RequireLiveWorker: r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
 		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
+
+		FilesMaxBytes:        r.size("MANGO_FILES_MAX_BYTES", DefaultFilesMaxBytes),
+		FilesDownloadUploads: r.boolean("MANGO_FILES_DOWNLOAD_UPLOADS", false),
 	}
 	if c.DatabaseURL == "" {
 		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")
@@ -120,6 +138,14 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.MaxBodyBytes < 1024 {
 		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")
+	}
+	if c.FilesMaxBytes < 1 {
+		r.fail("MANGO_FILES_MAX_BYTES", "must be a positive number of bytes")
+	}
+	if s3, ok, err := filestores3.ConfigFromEnv(getenv); err != nil {
+		r.errs = append(r.errs, err)
+	} else if ok {
+		c.FilesS3 = &s3
 	}
 	switch c.LogFormat {
 	case "text", "json":

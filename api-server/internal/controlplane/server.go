@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
@@ -56,6 +57,11 @@ type Deps struct {
 	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
 	// defaults.
 	Prices *usage.Table
+	// Files holds the bytes of Files; nil refuses the Files service's
+	// calls.
+	Files filestore.Blobs
+	// FilesMaxBytes caps one published output (MANGO_FILES_MAX_BYTES).
+	FilesMaxBytes int64
 }
 
 // PreviewSink receives preview frames (implemented by *preview.Hub). Publish
@@ -122,6 +128,7 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	g := grpc.NewServer(opts...)
 	pb.RegisterControlPlaneServer(g, svc)
 	pb.RegisterContextSnapshotsServer(g, &snapshotServer{s: svc})
+	pb.RegisterFilesServer(g, newFileServer(svc, d.Files, d.FilesMaxBytes))
 	return g, nil
 }
 

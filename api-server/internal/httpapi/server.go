@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/usage"
@@ -61,6 +62,14 @@ type Deps struct {
 	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
 	// defaults.
 	Prices *usage.Table
+	// Files holds the bytes of Files.
+	Files filestore.Blobs
+	// FilesMaxBytes caps one file (MANGO_FILES_MAX_BYTES); it replaces
+	// MaxBodyBytes for uploads.
+	FilesMaxBytes int64
+	// FilesDownloadUploads lets clients download their uploads
+	// (MANGO_FILES_DOWNLOAD_UPLOADS).
+	FilesDownloadUploads bool
 }
 
 // API is the HTTP API. Its Handler serves every route.
@@ -128,6 +137,12 @@ func New(deps Deps) *API {
 	v1.POST("/sessions/:id/events", a.eventSend)
 	v1.GET("/sessions/:id/events", a.eventList)
 	v1.GET("/sessions/:id/events/stream", a.eventStream)
+
+	v1.POST("/files", a.fileUpload)
+	v1.GET("/files", a.fileList)
+	v1.GET("/files/:id", a.fileGet)
+	v1.GET("/files/:id/content", a.fileContent)
+	v1.DELETE("/files/:id", a.fileDelete)
 	return a
 }
 

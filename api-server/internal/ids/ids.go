@@ -20,6 +20,7 @@ const (
 	Work        = "work_"
 	Request     = "req_"
 	APIKey      = "key_"
+	File        = "file_"
 )
 
 const (

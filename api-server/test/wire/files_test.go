@@ -1,0 +1,302 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/mangohq/mango/api-server/internal/filestore"
+	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+)
+
+const csvBody = "city,population\nLyon,522250\nNantes,320732\n"
+
+func uploadCSV(t *testing.T, client anthropic.Client, name string) *anthropic.BetaFileMetadata {
+	t.Helper()
+	f, err := client.Beta.Files.Upload(context.Background(), anthropic.BetaFileUploadParams{
+		File: anthropic.File(strings.NewReader(csvBody), name, "text/csv")})
+	if err != nil {
+		t.Fatalf("upload %s: %v", name, err)
+	}
+	return f
+}
+
+// filesClient is a ControlPlane Files client with the worker token.
+func filesClient(t *testing.T, srv *testserver.Server) (pb.FilesClient, context.Context) {
+	t.Helper()
+	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewFilesClient(conn), metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
+}
+
+// publish stores an output of a session through the ControlPlane.
+func publish(t *testing.T, files pb.FilesClient, ctx context.Context, sid, path string, data []byte) *pb.PublishOutputResponse {
+	t.Helper()
+	stream, err := files.PublishOutput(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.PublishOutputRequest{Part: &pb.PublishOutputRequest_Header{Header: &pb.PublishOutputHeader{
+		SessionId: sid, Path: path, SizeBytes: int64(len(data))}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.PublishOutputRequest{Part: &pb.PublishOutputRequest_Data{Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		t.Fatalf("publish %s: %v", path, err)
+	}
+	return resp
+}
+
+func blobsOf(t *testing.T, srv *testserver.Server) (filestore.Blobs, *pgxpool.Pool) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return filestore.Postgres(db.NewStore(pool)), pool
+}
+
+// TestFilesLifecycle drives the Files API through the SDK: upload,
+// metadata, list with paging and scope_id, download of an output and the
+// refusal of an upload's, delete with its bytes gone, and 404s.
+func TestFilesLifecycle(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	client := newClient(t, srv)
+	ctx := context.Background()
+
+	up := uploadCSV(t, client, "cities.csv")
+	if !strings.HasPrefix(up.ID, "file_") || up.Filename != "cities.csv" || up.MimeType != "text/csv" ||
+		up.SizeBytes != int64(len(csvBody)) || up.Downloadable || up.Type != "file" || up.CreatedAt.IsZero() {
+		t.Errorf("uploaded = %s; want file_..., cities.csv, text/csv, %d bytes, not downloadable", up.RawJSON(), len(csvBody))
+	}
+	if up.Scope.ID != "" || !up.ExpiresAt.IsZero() {
+		t.Errorf("upload has scope %+v / expires_at %v, want null", up.Scope, up.ExpiresAt)
+	}
+	got, err := client.Beta.Files.GetMetadata(ctx, up.ID, anthropic.BetaFileGetMetadataParams{})
+	if err != nil {
+		t.Fatalf("get metadata: %v", err)
+	}
+	if got.RawJSON() != up.RawJSON() {
+		t.Errorf("metadata differs from the upload:\n got %s\nwant %s", got.RawJSON(), up.RawJSON())
+	}
+	// Media type from the extension when the part says octet-stream.
+	md, err := client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{
+		File: anthropic.File(strings.NewReader("# notes\n"), "notes.md", "application/octet-stream")})
+	if err != nil || md.MimeType != "text/markdown" {
+		t.Errorf("upload notes.md as octet-stream: %v, mime_type %q; want text/markdown", err, md.MimeType)
+	}
+
+	// An upload's content is refused with a clear 400.
+	_, err = client.Beta.Files.Download(ctx, up.ID, anthropic.BetaFileDownloadParams{})
+	apiErr := apiErrorWithStatus(t, err, http.StatusBadRequest)
+	if msg := apiErr.RawJSON(); !strings.Contains(msg, "only files produced by a session can be downloaded") ||
+		strings.Contains(msg, "MANGO_") {
+		t.Errorf("download of an upload: %s; want a message saying only session files are downloadable, naming no setting", msg)
+	}
+
+	// A session's output: scoped, downloadable, listed by scope_id.
+	sid := newSession(t, srv)
+	files, wctx := filesClient(t, srv)
+	report := []byte("total,842982\n")
+	pub := publish(t, files, wctx, sid, "/mnt/session/outputs/report.csv", report)
+	out, err := client.Beta.Files.GetMetadata(ctx, pub.GetFile().GetId(), anthropic.BetaFileGetMetadataParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Downloadable || out.Scope.ID != sid || out.Scope.Type != "session" || out.Filename != "report.csv" || out.MimeType != "text/csv" {
+		t.Errorf("output metadata = %s; want downloadable report.csv scoped to %s", out.RawJSON(), sid)
+	}
+	resp, err := client.Beta.Files.Download(ctx, out.ID, anthropic.BetaFileDownloadParams{})
+	if err != nil {
+		t.Fatalf("download output: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || !bytes.Equal(body, report) {
+		t.Errorf("downloaded %q, %v; want %q", body, err, report)
+	}
+	if ct, cd := resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"); ct != "text/csv" ||
+		!strings.Contains(cd, `attachment; filename="report.csv"`) || !strings.Contains(cd, "filename*=UTF-8''report.csv") {
+		t.Errorf("download headers: Content-Type %q, Content-Disposition %q", ct, cd)
+	}
+	scoped, err := client.Beta.Files.List(ctx, anthropic.BetaFileListParams{ScopeID: anthropic.String(sid)})
+	if err != nil || len(scoped.Data) != 1 || scoped.Data[0].ID != out.ID {
+		t.Fatalf("list scope_id=%s: %v, %+v; want only the output", sid, err, scoped)
+	}
+
+	// Paging: four files, pages of three, newest first.
+	var all []string
+	page, err := client.Beta.Files.List(ctx, anthropic.BetaFileListParams{Limit: anthropic.Int(3)})
+	for err == nil && page != nil {
+		for _, f := range page.Data {
+			all = append(all, f.ID)
+		}
+		page, err = page.GetNextPage()
+	}
+	if err != nil {
+		t.Fatalf("list pages: %v", err)
+	}
+	if want := fmt.Sprint([]string{out.ID, md.ID, up.ID}); fmt.Sprint(all) != want {
+		t.Errorf("paged list = %v, want %s", all, want)
+	}
+	byID, err := client.Beta.Files.List(ctx, anthropic.BetaFileListParams{IDs: []string{up.ID, out.ID}})
+	if err != nil || len(byID.Data) != 2 {
+		t.Errorf("list ids[]: %v, %d files, want 2", err, len(byID.Data))
+	}
+	_, err = client.Beta.Files.List(ctx, anthropic.BetaFileListParams{Limit: anthropic.Int(1001)})
+	wantAPIError(t, err, http.StatusBadRequest)
+
+	// Delete: 200 file_deleted, then 404, and the bytes are gone.
+	blobs, pool := blobsOf(t, srv)
+	var key string
+	if err := pool.QueryRow(ctx, `SELECT storage_key FROM files WHERE id = $1`, up.ID).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := blobs.Stat(ctx, key); err != nil || n != int64(len(csvBody)) {
+		t.Fatalf("stored bytes of the upload: %d, %v; want %d", n, err, len(csvBody))
+	}
+	del, err := client.Beta.Files.Delete(ctx, up.ID, anthropic.BetaFileDeleteParams{})
+	if err != nil || del.ID != up.ID || del.Type != "file_deleted" {
+		t.Fatalf("delete: %v, %+v", err, del)
+	}
+	if _, err := blobs.Stat(ctx, key); !errors.Is(err, filestore.ErrNotFound) {
+		t.Errorf("bytes of a deleted file: Stat = %v, want ErrNotFound", err)
+	}
+	_, err = client.Beta.Files.GetMetadata(ctx, up.ID, anthropic.BetaFileGetMetadataParams{})
+	if e := apiErrorWithStatus(t, err, http.StatusNotFound); !strings.Contains(e.RawJSON(), "not_found_error") {
+		t.Errorf("get deleted: %s, want not_found_error", e.RawJSON())
+	}
+	_, err = client.Beta.Files.Delete(ctx, up.ID, anthropic.BetaFileDeleteParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+	for _, id := range []string{"file_nope", "file_000000000000000000000000", "agent_x"} {
+		_, err = client.Beta.Files.GetMetadata(ctx, id, anthropic.BetaFileGetMetadataParams{})
+		wantAPIError(t, err, http.StatusNotFound)
+		_, err = client.Beta.Files.Download(ctx, id, anthropic.BetaFileDownloadParams{})
+		wantAPIError(t, err, http.StatusNotFound)
+	}
+}
+
+// TestFilesDownloadUploads: MANGO_FILES_DOWNLOAD_UPLOADS=1 lets clients
+// download their uploads.
+func TestFilesDownloadUploads(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_FILES_DOWNLOAD_UPLOADS", "1"))
+	client := newClient(t, srv)
+	up := uploadCSV(t, client, "ünïcode cities.csv")
+	resp, err := client.Beta.Files.Download(context.Background(), up.ID, anthropic.BetaFileDownloadParams{})
+	if err != nil {
+		t.Fatalf("download with MANGO_FILES_DOWNLOAD_UPLOADS=1: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || string(body) != csvBody {
+		t.Errorf("downloaded %q, %v; want the upload", body, err)
+	}
+	if cl := resp.Header.Get("Content-Length"); cl != fmt.Sprint(len(csvBody)) {
+		t.Errorf("Content-Length %q, want %d", cl, len(csvBody))
+	}
+	if cd := resp.Header.Get("Content-Disposition"); !strings.Contains(cd, "filename*=UTF-8''%C3%BCn%C3%AFcode%20cities.csv") {
+		t.Errorf("Content-Disposition %q, want the UTF-8 name in filename*", cd)
+	}
+}
+
+// TestFilesUploadLimitsAndNames: 413 beyond MANGO_FILES_MAX_BYTES (also
+// when the body is streamed without a Content-Length), 400 for bad names.
+func TestFilesUploadLimitsAndNames(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_FILES_MAX_BYTES", "1000"))
+	client := newClient(t, srv)
+	ctx := context.Background()
+
+	ok, err := client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{
+		File: anthropic.File(bytes.NewReader(make([]byte, 1000)), "exact.bin", "")})
+	if err != nil || ok.SizeBytes != 1000 || ok.MimeType != "application/octet-stream" {
+		t.Fatalf("upload of exactly the limit: %v, %+v", err, ok)
+	}
+	_, err = client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{
+		File: anthropic.File(bytes.NewReader(make([]byte, 1001)), "big.bin", "")})
+	if e := apiErrorWithStatus(t, err, http.StatusRequestEntityTooLarge); !strings.Contains(e.RawJSON(), "request_too_large") {
+		t.Errorf("over the limit: %s, want request_too_large", e.RawJSON())
+	}
+	// The early Content-Length check does not apply to a chunked body.
+	status, body := rawUpload(t, srv, "big.bin", bytes.Repeat([]byte("x"), 5000), false)
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "request_too_large") {
+		t.Errorf("chunked upload over the limit: %d %s, want 413 request_too_large", status, body)
+	}
+
+	for name, want := range map[string]string{
+		"":                       "no filename",
+		"a/b.csv":                "path separator",
+		`a\b.csv`:                "path separator",
+		"bad\tname.txt":          "control characters",
+		strings.Repeat("n", 256): "at most 255",
+	} {
+		status, body := rawUpload(t, srv, name, []byte("x"), true)
+		if status != http.StatusBadRequest || !strings.Contains(body, want) || !strings.Contains(body, "invalid_request_error") {
+			t.Errorf("upload named %q: %d %s; want 400 mentioning %q", name, status, body, want)
+		}
+	}
+	// The SDK decodes these errors too.
+	_, err = client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader("x"), "a/b.csv", "text/csv")})
+	wantAPIError(t, err, http.StatusBadRequest)
+	var n int
+	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d files stored (%v), want only the accepted one", n, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM file_blob_heads`).Scan(&n); err == nil && n != 1 {
+		t.Errorf("%d blobs stored, want only the accepted file's", n)
+	}
+}
+
+// rawUpload posts a multipart body by hand (a name the SDK would not send
+// as is, or a body without Content-Length) and returns status and body.
+func rawUpload(t *testing.T, srv *testserver.Server, name string, data []byte, withLength bool) (int, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\nContent-Type: text/plain\r\n\r\n", name)
+	buf.Write(data)
+	buf.WriteString("\r\n--b0undary--\r\n")
+	var body io.Reader = &buf
+	if !withLength {
+		body = io.MultiReader(&buf) // hides the length: sent chunked
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.BaseURL+"/v1/files", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=b0undary")
+	req.Header.Set("x-api-key", srv.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("raw upload: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
