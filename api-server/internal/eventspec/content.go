@@ -366,11 +366,15 @@ func checkFileID(id, path string) error {
 		return jsonx.Errorf(path, "must be at most %d bytes", MaxFileIDLen)
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+		if !idChar(r) {
 			return jsonx.Errorf(path, "must hold only letters, digits, '_' and '-', got %q", id)
 		}
 	}
 	return nil
+}
+
+func idChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
 }
 
 // orList joins items as `"a", "b" or "c"`.

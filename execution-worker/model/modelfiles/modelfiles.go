@@ -251,7 +251,7 @@ func (c *client) source(ctx context.Context, kind, fileID, path string) (json.Ra
 	if err != nil {
 		return nil, fmt.Errorf("open file %s: %w", fileID, err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	if meta.Size > limit {
 		return nil, refused(path, fileID, fmt.Sprintf("is %d bytes, more than the %d allowed for %s", meta.Size, limit, article(kind)))
 	}
