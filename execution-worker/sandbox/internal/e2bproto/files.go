@@ -122,7 +122,7 @@ func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.Fi
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	out, code, err := s.runLimit(ctx, maxListOutput+1, lister, real)
+	out, code, err := s.runFor(ctx, 5*time.Minute, maxListOutput+1, lister, real)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}

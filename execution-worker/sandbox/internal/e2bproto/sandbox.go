@@ -294,7 +294,12 @@ func (s *remoteSandbox) run(ctx context.Context, script string, args ...string) 
 
 // runLimit is run keeping at most limit bytes of stdout.
 func (s *remoteSandbox) runLimit(ctx context.Context, limit int, script string, args ...string) (string, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return s.runFor(ctx, 30*time.Second, limit, script, args...)
+}
+
+// runFor is runLimit bounded by timeout.
+func (s *remoteSandbox) runFor(ctx context.Context, timeout time.Duration, limit int, script string, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stdout, stderr capWriter
 	stdout.limit, stderr.limit = limit, 64<<10
