@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -81,4 +83,55 @@ func InSessionPaths(p string) bool {
 		}
 	}
 	return false
+}
+
+// ErrSizeMismatch reports a [FileTransfer.PutFile] reader that yielded
+// fewer or more bytes than the size it was announced with.
+var ErrSizeMismatch = errors.New("content length differs from the announced size")
+
+// ExactReader returns a reader of r that yields exactly size bytes: it
+// fails with an error matching [ErrSizeMismatch] when r ends early, or when
+// r still has data after size bytes (it probes r for one more byte before
+// reporting io.EOF). Implementations of PutFile wrap their input with it.
+func ExactReader(r io.Reader, size int64) io.Reader {
+	return &exactReader{r: r, left: size, size: size}
+}
+
+type exactReader struct {
+	r          io.Reader
+	left, size int64
+	err        error
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	if e.left <= 0 {
+		// Every announced byte was delivered: r must be at its end.
+		var probe [1]byte
+		n, err := io.ReadFull(e.r, probe[:])
+		switch {
+		case n > 0:
+			e.err = fmt.Errorf("more than %d bytes: %w", e.size, ErrSizeMismatch)
+		case errors.Is(err, io.EOF):
+			e.err = io.EOF
+		default:
+			e.err = err
+		}
+		return 0, e.err
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if errors.Is(err, io.EOF) {
+		if e.left > 0 {
+			e.err = fmt.Errorf("%d bytes, want %d: %w", e.size-e.left, e.size, ErrSizeMismatch)
+			return n, e.err
+		}
+		err = nil // the probe above reports the end
+	}
+	return n, err
 }

@@ -123,10 +123,13 @@ type Sandbox interface {
 	// called starts nothing. A timeout is a result, not an error
 	// (TimedOut, ExitCode -1, with the output produced until then).
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
-	// ReadFile reads a file; path is relative to Root (absolute paths
-	// under Root are accepted). Escapes return ErrPathEscape; a missing
-	// file returns an error matching fs.ErrNotExist (not ErrNotFound,
-	// which means the sandbox itself is gone).
+	// ReadFile reads a file; path is relative to Root, or absolute under
+	// Root, under WorkspaceDir or under SessionDir (see [InSessionPaths];
+	// the local provider maps those two into its workspace).
+	// Anything else, lexically or through a symbolic link, returns
+	// ErrPathEscape; a missing file returns an error matching
+	// fs.ErrNotExist (not ErrNotFound, which means the sandbox itself is
+	// gone).
 	ReadFile(ctx context.Context, path string) ([]byte, error)
 	// WriteFile writes a file, creating parent directories. Escapes return
 	// ErrPathEscape.

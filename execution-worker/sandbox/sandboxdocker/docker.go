@@ -38,11 +38,14 @@
 //
 // # Files
 //
-// ReadFile and WriteFile use the archive endpoints (tar). A path is first
-// checked lexically (it must stay under /workspace), then resolved component
-// by component with the stat endpoint, which reports the fully resolved
-// target of every symbolic link inside the container; a link that resolves
-// outside /workspace is refused with [sandbox.ErrPathEscape]. Writes go to
+// ReadFile, WriteFile and the [sandbox.FileTransfer] methods use the
+// archive endpoints (tar, streamed through a pipe for uploads). A path is
+// first checked lexically (it must stay under /workspace or
+// [sandbox.SessionDir]), then resolved component by component with the stat
+// endpoint, which reports the fully resolved target of every symbolic link
+// inside the container; a link that resolves outside those directories is
+// refused with [sandbox.ErrPathEscape]. ListFiles runs find and stat in the
+// container (busybox find has no -printf), RemoveAll runs rm -rf. Writes go to
 // the resolved location, so a link inside the workspace is followed and
 // never replaced. A command running concurrently in the sandbox can still
 // race the check by swapping a component for a link; the container is the

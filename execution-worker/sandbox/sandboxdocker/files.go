@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"path"
 	"strings"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -25,39 +24,52 @@ const maxFileSize = 256 << 20
 // maxLinkHops bounds symbolic link resolution (the kernel's own limit is 40).
 const maxLinkHops = 40
 
-// lexical returns the components of p relative to Root, or ErrPathEscape.
-// Relative paths are taken from Root; absolute ones must lie under it.
-func lexical(p string) ([]string, error) {
+// lexical returns the absolute, clean container path p names, or
+// ErrPathEscape. Relative paths are taken from Root and must not leave it;
+// absolute ones must lie under Root or in the session paths
+// ([sandbox.InSessionPaths]).
+func lexical(p string) (string, error) {
 	if p == "" || strings.ContainsRune(p, 0) {
-		return nil, fmt.Errorf("invalid path %q", p)
+		return "", fmt.Errorf("invalid path %q", p)
 	}
-	var rel string
-	if path.IsAbs(p) {
-		clean := path.Clean(p)
-		switch {
-		case clean == Root:
-			rel = "."
-		case strings.HasPrefix(clean, Root+"/"):
-			rel = strings.TrimPrefix(clean, Root+"/")
-		default:
-			return nil, fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
-		}
-	} else {
-		rel = path.Clean(p)
+	if !path.IsAbs(p) {
+		rel := path.Clean(p)
 		if rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
+			return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 		}
+		return path.Join(Root, rel), nil
 	}
-	if rel == "." {
-		return nil, nil
+	clean := path.Clean(p)
+	if !allowed(clean) {
+		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 	}
-	return strings.Split(rel, "/"), nil
+	return clean, nil
 }
 
 // within reports whether the absolute, clean container path p is Root or
 // lies under it.
 func within(p string) bool {
 	return p == Root || strings.HasPrefix(p, Root+"/")
+}
+
+// allowed reports whether file access may reach the absolute, clean
+// container path p: Root and the session paths.
+func allowed(p string) bool {
+	return within(p) || sandbox.InSessionPaths(p)
+}
+
+// under returns p relative to its ancestor dir (both absolute and clean),
+// and false when p is not strictly below dir.
+func under(dir, p string) (string, bool) {
+	prefix := dir + "/"
+	if dir == "/" {
+		prefix = "/"
+	}
+	rel, ok := strings.CutPrefix(p, prefix)
+	if !ok || rel == "" {
+		return "", false
+	}
+	return rel, true
 }
 
 // resolved is a path resolved inside the container.
@@ -77,19 +89,27 @@ type resolved struct {
 // daemon's stat endpoint, which reports the target of a symbolic link fully
 // resolved within the container. A link resolving outside Root is an escape.
 func (s *containerSandbox) resolve(ctx context.Context, p string) (resolved, error) {
-	comps, err := lexical(p)
+	abs, err := lexical(p)
 	if err != nil {
 		return resolved{}, err
 	}
+	// Root is trusted as the walk's start; a session path is walked from
+	// the container's root, so a link anywhere on its way is checked.
 	cur := resolved{path: Root, exists: true, dir: Root}
-	if len(comps) == 0 {
-		st, err := s.stat(ctx, Root)
+	rest, _ := under(Root, abs)
+	if !within(abs) {
+		cur = resolved{path: "/", exists: true, dir: "/"}
+		rest, _ = under("/", abs)
+	}
+	if rest == "" {
+		st, err := s.stat(ctx, cur.path)
 		if err != nil {
 			return resolved{}, err
 		}
 		cur.stat = st
 		return cur, nil
 	}
+	comps := strings.Split(rest, "/")
 	hops := 0
 	for i, name := range comps {
 		if !cur.exists {
@@ -113,7 +133,7 @@ func (s *containerSandbox) resolve(ctx context.Context, p string) (resolved, err
 				return resolved{}, fmt.Errorf("%q: too many levels of symbolic links", p)
 			}
 			target := path.Clean(st.LinkTarget)
-			if !path.IsAbs(target) || !within(target) {
+			if !path.IsAbs(target) || !allowed(target) {
 				return resolved{}, fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 			}
 			// The daemon resolved the whole link chain; the target may
@@ -143,9 +163,9 @@ func (s *containerSandbox) resolve(ctx context.Context, p string) (resolved, err
 }
 
 // deepestDir returns the deepest existing ancestor of the clean path p (p
-// itself when it exists), which must lie under Root.
+// itself when it exists); the container's root always exists.
 func (s *containerSandbox) deepestDir(ctx context.Context, p string) (string, error) {
-	for within(p) {
+	for p != "/" {
 		_, err := s.stat(ctx, p)
 		if err == nil {
 			return p, nil
@@ -155,7 +175,7 @@ func (s *containerSandbox) deepestDir(ctx context.Context, p string) (string, er
 		}
 		p = path.Dir(p)
 	}
-	return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
+	return p, nil
 }
 
 func (s *containerSandbox) stat(ctx context.Context, p string) (container.PathStat, error) {
@@ -222,65 +242,15 @@ func (s *containerSandbox) ReadFile(ctx context.Context, p string) ([]byte, erro
 	}
 }
 
-// WriteFile writes data to a file under Root, creating missing parent
-// directories (mode 0755). An existing link inside the workspace is written
-// through, not replaced.
+// WriteFile writes data to a file under Root or in the session paths,
+// creating missing parent directories (mode 0755). An existing link inside
+// the allowed paths is written through, not replaced.
 func (s *containerSandbox) WriteFile(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
-	if err := s.checkUsable(); err != nil {
-		return err
-	}
-	r, err := s.resolve(ctx, p)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, s.fileErr(err))
-	}
-	if r.path == Root || (r.exists && r.stat.Mode.IsDir()) {
-		return fmt.Errorf("write %s: is a directory", p)
-	}
-	if r.exists && !r.stat.Mode.IsRegular() {
-		return fmt.Errorf("write %s: not a regular file", p)
-	}
 	if perm == 0 {
 		perm = 0o644
 	}
-	rel := strings.TrimPrefix(r.path, r.dir+"/")
-	if rel == r.path || rel == "" {
-		return fmt.Errorf("write %s: cannot place %s under %s", p, r.path, r.dir)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	parts := strings.Split(rel, "/")
-	for i := range parts[:len(parts)-1] {
-		if err := tw.WriteHeader(&tar.Header{
-			Typeflag: tar.TypeDir,
-			Name:     strings.Join(parts[:i+1], "/") + "/",
-			Mode:     0o755,
-			ModTime:  now,
-		}); err != nil {
-			return fmt.Errorf("write %s: %w", p, err)
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     rel,
-		Mode:     int64(perm.Perm()),
-		Size:     int64(len(data)),
-		ModTime:  now,
-	}); err != nil {
+	if err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), perm, false); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if _, err := tw.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	_, err = s.p.cli.CopyToContainer(ctx, s.ref.ID, client.CopyToContainerOptions{
-		DestinationPath: r.dir,
-		Content:         &buf,
-	})
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, s.fileErr(err))
 	}
 	return nil
 }

@@ -21,9 +21,14 @@
 //   - Ownership is recorded in a marker file beside the workspace,
 //     <root>/<KeyHash>.json (mode 0600), holding the key hash, the creation
 //     time and Spec.Env. Attach verifies it; List enumerates the markers.
-//   - [sandbox.Sandbox.ReadFile] and WriteFile go through [os.Root]: paths
-//     leaving the workspace, lexically or through symbolic links, fail with
-//     [sandbox.ErrPathEscape].
+//   - [sandbox.Sandbox.ReadFile] and WriteFile, and the
+//     [sandbox.FileTransfer] and [sandbox.TreePutter] methods, go through
+//     [os.Root]: paths leaving the workspace, lexically or through symbolic
+//     links, fail with [sandbox.ErrPathEscape].
+//   - The absolute paths of container providers are mapped into the
+//     workspace, lexically: /workspace/X names X, and the session
+//     directories /mnt/session/X live at mnt/session/X (commands see them
+//     as ./mnt/session/X from their working directory).
 //   - Commands run as /bin/sh -c in the workspace with an environment that
 //     is cleared and rebuilt: PATH=/usr/local/bin:/usr/bin:/bin, HOME=the
 //     workspace, LANG=C.UTF-8, then Spec.Env, then the request's Env.
@@ -734,24 +739,35 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// rel maps a sandbox path (relative to the workspace, or absolute under it)
-// to a clean relative path, rejecting lexical escapes. Escapes through
-// symbolic links are caught by os.Root when the path is used.
+// rel maps a sandbox path to a clean path relative to the workspace,
+// rejecting lexical escapes. Accepted are paths relative to the workspace,
+// absolute paths under it, and the absolute paths container providers use:
+// /workspace/X names X and /mnt/session/X names mnt/session/X (a lexical
+// mapping; the workspace is the only directory ever touched). Escapes
+// through symbolic links are caught by os.Root when the path is used.
 func (s *localSandbox) rel(name string) (string, error) {
 	if name == "" {
 		return "", errors.New("empty path")
 	}
-	if filepath.IsAbs(name) {
-		r, err := filepath.Rel(s.dir, filepath.Clean(name))
-		if err != nil || !filepath.IsLocal(r) {
+	if !filepath.IsAbs(name) {
+		if !filepath.IsLocal(name) {
 			return "", sandbox.ErrPathEscape
 		}
+		return filepath.Clean(name), nil
+	}
+	clean := filepath.Clean(name)
+	if r, err := filepath.Rel(s.dir, clean); err == nil && filepath.IsLocal(r) {
 		return r, nil
 	}
-	if !filepath.IsLocal(name) {
-		return "", sandbox.ErrPathEscape
+	switch {
+	case clean == sandbox.WorkspaceDir:
+		return ".", nil
+	case strings.HasPrefix(clean, sandbox.WorkspaceDir+"/"):
+		return strings.TrimPrefix(clean, sandbox.WorkspaceDir+"/"), nil
+	case clean == sandbox.SessionDir || strings.HasPrefix(clean, sandbox.SessionDir+"/"):
+		return filepath.FromSlash(strings.TrimPrefix(clean, "/")), nil
 	}
-	return filepath.Clean(name), nil
+	return "", sandbox.ErrPathEscape
 }
 
 // openRoot opens the workspace for confined file access.

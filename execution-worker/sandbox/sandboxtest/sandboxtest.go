@@ -12,9 +12,13 @@
 //		})
 //	}
 //
-// Optional capabilities ([sandbox.Lister], [sandbox.Destroyer]) are checked
-// only when the provider implements them; otherwise their subtests are
-// skipped. Commands assume the POSIX environment the built-in toolset needs:
+// Optional capabilities ([sandbox.Lister], [sandbox.Destroyer], and
+// [sandbox.FileTransfer] on the sandbox) are checked only when the provider
+// implements them; otherwise their subtests are skipped. The transfer
+// subtests stream a 50 MiB file each way (checking that the test process's
+// heap does not grow by half of it), copy a 500-file tree with
+// [sandbox.PutTree], and exercise the session paths ([sandbox.SessionDir]),
+// escapes, removal and missing files. Commands assume the POSIX environment the built-in toolset needs:
 // /bin/sh, find, grep, and the usual coreutils (cat, head, printf, sed, cut,
 // wc, ln, sleep, kill).
 //
@@ -52,6 +56,10 @@ type Harness struct {
 	// Spec is used for every Create. Variables in Spec.Env must be visible
 	// to commands.
 	Spec sandbox.Spec
+	// FilesInProcess reports a backend that keeps file contents in the
+	// test process's memory (an in-process fake service): the large
+	// transfer test then checks content but not the process's heap.
+	FilesInProcess bool
 }
 
 // killDeadline is how long a cancelled or timed-out command may take to
@@ -88,6 +96,12 @@ func Run(t *testing.T, h Harness) {
 		{"FilesNestedAndShared", s.testFilesNested},
 		{"PathEscapeLexical", s.testPathEscapeLexical},
 		{"PathEscapeSymlink", s.testPathEscapeSymlink},
+		{"TransferLargeBinary", s.testTransferLarge},
+		{"TransferManyFilesTree", s.testTransferTree},
+		{"TransferSessionPaths", s.testTransferSessionPaths},
+		{"TransferPathEscape", s.testTransferPathEscape},
+		{"TransferRemoveAndMissing", s.testTransferRemoveAndMissing},
+		{"TransferSizeMismatch", s.testTransferSizeMismatch},
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},
