@@ -3,7 +3,6 @@ package e2bproto
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -214,44 +213,6 @@ func ParseStatList(dir, out string) ([]sandbox.FileInfo, error) {
 	return files, nil
 }
 
-// errSize reports a reader that yields a different number of bytes than
-// announced.
-var errSize = errors.New("reader size differs from the announced size")
-
-// exactReader yields exactly n bytes of r, failing when r ends early or
-// holds more.
-type exactReader struct {
-	r    io.Reader
-	n    int64 // bytes still expected
-	size int64
-}
-
-func (e *exactReader) Read(p []byte) (int, error) {
-	if e.n == 0 {
-		var one [1]byte
-		if k, _ := io.ReadFull(e.r, one[:]); k > 0 {
-			return 0, fmt.Errorf("%w: more than %d bytes", errSize, e.size)
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > e.n {
-		p = p[:e.n]
-	}
-	k, err := e.r.Read(p)
-	e.n -= int64(k)
-	if errors.Is(err, io.EOF) {
-		if e.n > 0 {
-			return k, fmt.Errorf("%w: %d bytes, want %d", errSize, e.size-e.n, e.size)
-		}
-		err = nil
-	}
-	return k, err
-}
-
-// ExactReader returns a reader of exactly size bytes of r: reading fails
-// when r ends before size bytes or yields more.
-func ExactReader(r io.Reader, size int64) io.Reader { return &exactReader{r: r, n: size, size: size} }
-
 // MultipartFile returns a streaming multipart/form-data body holding one
 // file part (field name, file name), its content type and its exact
 // length: the part's content is read from r (exactly size bytes) as the
@@ -267,7 +228,8 @@ func MultipartFile(field, name string, r io.Reader, size int64) (io.Reader, stri
 // MultipartStream returns a streaming multipart/form-data body, its
 // content type and its exact length. begin writes the leading parts and
 // opens the last part, whose content is then read from r (exactly size
-// bytes) as the body is sent; the closing boundary follows. Only the
+// bytes, else an error matching [sandbox.ErrSizeMismatch]) as the body is
+// sent; the closing boundary follows. Only the
 // leading parts are held in memory.
 func MultipartStream(begin func(*multipart.Writer) error, r io.Reader, size int64) (io.Reader, string, int64, error) {
 	var head bytes.Buffer
@@ -281,7 +243,7 @@ func MultipartStream(begin func(*multipart.Writer) error, r io.Reader, size int6
 		return nil, "", 0, err
 	}
 	post := head.Bytes()
-	body := io.MultiReader(bytes.NewReader(pre), ExactReader(r, size), bytes.NewReader(post))
+	body := io.MultiReader(bytes.NewReader(pre), sandbox.ExactReader(r, size), bytes.NewReader(post))
 	return body, mw.FormDataContentType(), int64(len(pre)) + size + int64(len(post)), nil
 }
 

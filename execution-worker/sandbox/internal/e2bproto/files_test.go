@@ -2,8 +2,6 @@ package e2bproto
 
 import (
 	"errors"
-	"io"
-	"strings"
 	"testing"
 	"time"
 )
@@ -34,21 +32,5 @@ func TestParseStatList(t *testing.T) {
 	}
 	if _, err := ParseStatList("/x", "garbage\n"); !errors.Is(err, ErrProtocol) {
 		t.Errorf("ParseStatList of garbage = %v, want ErrProtocol", err)
-	}
-}
-
-func TestExactReader(t *testing.T) {
-	for _, tc := range []struct {
-		data    string
-		size    int64
-		wantErr bool
-	}{{"abc", 3, false}, {"abc", 4, true}, {"abcd", 3, true}, {"", 0, false}} {
-		got, err := io.ReadAll(ExactReader(strings.NewReader(tc.data), tc.size))
-		if (err != nil) != tc.wantErr {
-			t.Errorf("ExactReader(%q, %d): read %q, error %v; want error: %v", tc.data, tc.size, got, err, tc.wantErr)
-		}
-		if err != nil && !errors.Is(err, errSize) {
-			t.Errorf("ExactReader(%q, %d) error = %v, want errSize", tc.data, tc.size, err)
-		}
 	}
 }

@@ -1,0 +1,72 @@
+package sandboxopensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+)
+
+// PutTree copies src into dst (see [sandbox.PutTree]) in one archive: the
+// tar stream is uploaded through execd's POST /files/upload (chunked) to a
+// file in the exec directory and extracted with tar, links included.
+func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
+	if s.destroyed.Load() {
+		return sandbox.ErrDestroyed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	real, err := s.resolve(ctx, dst, false)
+	if err != nil {
+		return fmt.Errorf("put tree %s: %w", dst, err)
+	}
+	archive := execDir + "/" + newToken() + ".tar"
+	meta, err := json.Marshal(map[string]any{"path": archive, "mode": 600})
+	if err != nil {
+		return fmt.Errorf("put tree %s: %w", dst, err)
+	}
+	tree := e2bproto.TarTree(src)
+	defer func() { _ = tree.Close() }()
+	body, ctype := e2bproto.MultipartPipe(func(mw *multipart.Writer) error {
+		mh := textproto.MIMEHeader{}
+		mh.Set("Content-Disposition", `form-data; name="metadata"`)
+		mh.Set("Content-Type", "application/json")
+		part, err := mw.CreatePart(mh)
+		if err != nil {
+			return err
+		}
+		if _, err := part.Write(meta); err != nil {
+			return err
+		}
+		_, err = mw.CreateFormFile("file", "tree.tar")
+		return err
+	}, tree)
+	defer func() { _ = body.Close() }()
+	resp, err := s.p.do(ctx, "upload tree", request{
+		method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr,
+		body: func() (io.Reader, string, error) { return body, ctype, nil },
+	})
+	if err != nil {
+		return fmt.Errorf("put tree %s: upload: %w", dst, s.mapErr(ctx, err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	res, err := s.run(ctx, "/bin/sh -c "+shq(e2bproto.TreeExtractor)+" mango-tree "+shq(archive)+" "+shq(real), "/", nil)
+	if err != nil {
+		return fmt.Errorf("put tree %s: tar: %w", dst, s.mapErr(ctx, err))
+	}
+	if res.code != 0 {
+		return fmt.Errorf("put tree %s: tar: exit code %d", dst, res.code)
+	}
+	return nil
+}
+
+var _ sandbox.TreePutter = (*remote)(nil)
