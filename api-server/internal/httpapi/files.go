@@ -263,7 +263,8 @@ func (a *API) fileContent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !f.Downloadable && !(a.deps.FilesDownloadUploads && f.Origin == db.FileOriginUpload) {
+	allowed := f.Downloadable || (a.deps.FilesDownloadUploads && f.Origin == db.FileOriginUpload)
+	if !allowed {
 		if f.Origin == db.FileOriginSessionCopy {
 			return apierror.Invalid("file %q is a session's copy of another file and is not downloadable; only files produced by a session can be downloaded", f.ID)
 		}

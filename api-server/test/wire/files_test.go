@@ -3,12 +3,19 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -299,4 +306,134 @@ func rawUpload(t *testing.T, srv *testserver.Server, name string, data []byte, w
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestFilesThroughput200MiB measures an upload and a download of a 200 MiB
+// file through HTTP (a streaming client, so the heap measured, which this
+// in-process server shares with the client, is the server's) and the heap
+// growth during each. Skipped with -short and under the race detector.
+func TestFilesThroughput200MiB(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("200 MiB throughput: skipped with -short and -race")
+	}
+	const size = 200 << 20
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_FILES_DOWNLOAD_UPLOADS", "1"))
+
+	heap := startHeapWatch()
+	start := time.Now()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		part, err := mw.CreateFormFile("file", "big.bin")
+		if err == nil {
+			_, err = io.Copy(part, io.LimitReader(newPatternReader(), size))
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequest(http.MethodPost, srv.BaseURL+"/v1/files", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("x-api-key", srv.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		ID        string `json:"id"`
+		SizeBytes int64  `json:"size_bytes"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&meta)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || meta.SizeBytes != size {
+		t.Fatalf("upload: status %d, %+v, %v", resp.StatusCode, meta, err)
+	}
+	upTime, upHeap := time.Since(start), heap.stop()
+
+	heap = startHeapWatch()
+	start = time.Now()
+	req, _ = http.NewRequest(http.MethodGet, srv.BaseURL+"/v1/files/"+meta.ID+"/content", nil)
+	req.Header.Set("x-api-key", srv.APIKey)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	_ = resp.Body.Close()
+	downTime, downHeap := time.Since(start), heap.stop()
+	want := sha256.New()
+	_, _ = io.Copy(want, io.LimitReader(newPatternReader(), size))
+	if err != nil || n != size || !bytes.Equal(h.Sum(nil), want.Sum(nil)) {
+		t.Fatalf("download: %d bytes, %v; want the %d bytes uploaded", n, err, size)
+	}
+	mib := float64(size) / (1 << 20)
+	t.Logf("upload 200 MiB: %.1f MiB/s (%v), heap growth %.1f MiB", mib/upTime.Seconds(), upTime.Round(time.Millisecond), float64(upHeap)/(1<<20))
+	t.Logf("download 200 MiB: %.1f MiB/s (%v), heap growth %.1f MiB", mib/downTime.Seconds(), downTime.Round(time.Millisecond), float64(downHeap)/(1<<20))
+	if upHeap > 64<<20 || downHeap > 64<<20 {
+		t.Errorf("heap grew by %d MiB (upload) / %d MiB (download); want well under the file's 200 MiB (streaming)", upHeap>>20, downHeap>>20)
+	}
+}
+
+// heapWatch samples the heap in use and keeps the peak above its start.
+type heapWatch struct {
+	base uint64
+	peak atomic.Uint64
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startHeapWatch() *heapWatch {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	w := &heapWatch{base: ms.HeapInuse, done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > w.peak.Load() {
+				w.peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return w
+}
+
+// stop returns the peak growth of the heap in use.
+func (w *heapWatch) stop() uint64 {
+	close(w.done)
+	w.wg.Wait()
+	if p := w.peak.Load(); p > w.base {
+		return p - w.base
+	}
+	return 0
+}
+
+// patternReader yields a non-repeating-looking byte stream cheaply.
+type patternReader struct{ x uint64 }
+
+func newPatternReader() *patternReader { return &patternReader{x: 88172645463325252} }
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	for i := range p {
+		r.x ^= r.x << 13
+		r.x ^= r.x >> 7
+		r.x ^= r.x << 17
+		p[i] = byte(r.x)
+	}
+	return len(p), nil
 }
