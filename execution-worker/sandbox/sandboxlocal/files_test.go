@@ -2,6 +2,8 @@ package sandboxlocal_test
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // TestSessionPathsLiveInTheWorkspace checks the lexical mapping of the
@@ -110,5 +113,45 @@ func TestPutTreeKeepsLinks(t *testing.T) {
 	}
 	if _, err := sb.ReadFile(t.Context(), "repo/out/passwd"); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("ReadFile(repo/out/passwd) = %v, want ErrPathEscape", err)
+	}
+}
+
+func TestRemoveAllRefusesTopDirectories(t *testing.T) {
+	t.Parallel()
+	sb, _ := create(t, newProvider(t), "sesn_local_remove_top")
+	ft := sb.(sandbox.FileTransfer)
+	if err := sb.WriteFile(t.Context(), sandbox.OutputsDir+"/r.txt", []byte("r"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".", sb.Root(), sandbox.WorkspaceDir, sandbox.SessionDir, sandbox.SessionDir + "/"} {
+		if err := ft.RemoveAll(t.Context(), p); err == nil {
+			t.Errorf("RemoveAll(%q) = nil, want an error (a top directory)", p)
+		}
+	}
+	if err := ft.RemoveAll(t.Context(), sandbox.OutputsDir); err != nil {
+		t.Errorf("RemoveAll(%q) = %v, want no error", sandbox.OutputsDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(sb.Root(), "mnt/session/outputs")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after RemoveAll(%s), stat = %v, want it gone", sandbox.OutputsDir, err)
+	}
+}
+
+func BenchmarkPutTree(b *testing.B) {
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(b.TempDir(), "sandboxes")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, _, err := p.Create(b.Context(), "sesn_bench_tree", sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := fstest.MapFS{}
+	for i := range 1000 {
+		src[fmt.Sprintf("d%02d/e%d/f%04d.go", i%20, i%5, i)] = &fstest.MapFile{Data: []byte("package x\n"), Mode: 0o644}
+	}
+	for b.Loop() {
+		if err := sandbox.PutTree(b.Context(), sb.(sandbox.FileTransfer), "repo", src); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
