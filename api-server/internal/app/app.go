@@ -122,6 +122,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 			return nil, fmt.Errorf("bootstrap MANGO_API_KEY: %w", err)
 		}
 	}
+	if err := checkSecrets(ctx, store, cfg.Secrets); err != nil {
+		return nil, err
+	}
 	// The Temporal client connects lazily so that the API keeps accepting
 	// requests while Temporal is down; readiness reports its state.
 	topts, err := temporalOptions(cfg, log)
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
-		Prices: cfg.Prices,
+		Prices: cfg.Prices, Secrets: cfg.Secrets,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
 	})
 	s.http = &http.Server{

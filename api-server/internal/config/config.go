@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -76,6 +77,9 @@ type Config struct {
 	// Prices is the model price table: the defaults, with the entries of
 	// the JSON or YAML file named by MANGO_MODEL_PRICES added or replaced.
 	Prices *usage.Table
+	// Secrets are the key-encryption keys of MANGO_VAULT_KEYS (package
+	// envelope); empty when unset, which refuses stored secrets.
+	Secrets *envelope.Keyring
 	// FilesMaxBytes caps the size of one File, uploaded or published by a
 	// session (MANGO_FILES_MAX_BYTES, default 500 MiB).
 	FilesMaxBytes int64
@@ -192,6 +196,11 @@ func Load(getenv func(string) string) (*Config, error) {
 		}
 		c.Prices = t
 	}
+	keys, err := envelope.Parse(getenv(envelope.EnvKeys))
+	if err != nil {
+		r.errs = append(r.errs, err) // names the variable and the entry, never the key
+	}
+	c.Secrets = keys
 	if err := errors.Join(r.errs...); err != nil {
 		return nil, err
 	}

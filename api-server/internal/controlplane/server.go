@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/usage"
@@ -57,6 +58,8 @@ type Deps struct {
 	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
 	// defaults.
 	Prices *usage.Table
+	// Secrets opens sealed repository tokens for workers; nil holds no key.
+	Secrets *envelope.Keyring
 	// Files holds the bytes of Files; nil refuses the Files service's
 	// calls.
 	Files filestore.Blobs
@@ -84,6 +87,7 @@ type Server struct {
 	previews PreviewSink
 	drain    <-chan struct{}
 	prices   *usage.Table
+	secrets  *envelope.Keyring
 }
 
 // New returns the ControlPlane service.
@@ -101,7 +105,8 @@ func New(d Deps) (*Server, error) {
 	if d.Prices == nil {
 		d.Prices = usage.DefaultTable()
 	}
-	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain, prices: d.Prices}, nil
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain, prices: d.Prices,
+		secrets: d.Secrets}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service
@@ -129,6 +134,7 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	pb.RegisterControlPlaneServer(g, svc)
 	pb.RegisterContextSnapshotsServer(g, &snapshotServer{s: svc})
 	pb.RegisterFilesServer(g, newFileServer(svc, d.Files, d.FilesMaxBytes))
+	pb.RegisterSessionResourcesServer(g, &resourceServer{s: svc})
 	return g, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/preview"
@@ -62,6 +63,9 @@ type Deps struct {
 	// Prices is the model price table (MANGO_MODEL_PRICES); nil means the
 	// defaults.
 	Prices *usage.Table
+	// Secrets seals the secrets clients send (repository tokens of
+	// session resources); empty refuses them.
+	Secrets *envelope.Keyring
 	// Files holds the bytes of Files.
 	Files filestore.Blobs
 	// FilesMaxBytes caps one file (MANGO_FILES_MAX_BYTES); it replaces
@@ -143,6 +147,11 @@ func New(deps Deps) *API {
 	v1.GET("/files/:id", a.fileGet)
 	v1.GET("/files/:id/content", a.fileContent)
 	v1.DELETE("/files/:id", a.fileDelete)
+	v1.POST("/sessions/:id/resources", a.resourceAdd)
+	v1.GET("/sessions/:id/resources", a.resourceList)
+	v1.GET("/sessions/:id/resources/:rid", a.resourceGet)
+	v1.POST("/sessions/:id/resources/:rid", a.resourceUpdate)
+	v1.DELETE("/sessions/:id/resources/:rid", a.resourceDelete)
 	return a
 }
 

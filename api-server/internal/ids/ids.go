@@ -21,6 +21,7 @@ const (
 	Request     = "req_"
 	APIKey      = "key_"
 	File        = "file_"
+	Resource    = "sesrsc_"
 )
 
 const (
