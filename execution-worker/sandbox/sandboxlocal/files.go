@@ -210,6 +210,8 @@ func (s *localSandbox) PutTree(ctx context.Context, dst string, src fs.FS) error
 			return fmt.Errorf("put tree %s: %w", dst, s.fileError(err, base))
 		}
 	}
+	dirs := dirRoots{root: root, open: map[string]*os.Root{}}
+	defer dirs.close()
 	err = sandbox.WalkTree(src, func(e sandbox.TreeEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -226,7 +228,11 @@ func (s *localSandbox) PutTree(ctx context.Context, dst string, src fs.FS) error
 				return err
 			}
 			defer func() { _ = f.Close() }()
-			if err := s.put(ctx, root, rel, f, e.Size, e.Mode); err != nil {
+			dir, err := dirs.get(filepath.Dir(rel))
+			if err != nil {
+				return fmt.Errorf("%s: %w", e.Name, s.fileError(err, filepath.Dir(rel)))
+			}
+			if err := s.put(ctx, dir, filepath.Base(rel), f, e.Size, e.Mode); err != nil {
 				return fmt.Errorf("%s: %w", e.Name, err)
 			}
 		case e.Mode&fs.ModeSymlink != 0:
@@ -243,6 +249,43 @@ func (s *localSandbox) PutTree(ctx context.Context, dst string, src fs.FS) error
 		return fmt.Errorf("put tree %s: %w", dst, err)
 	}
 	return nil
+}
+
+// maxDirRoots bounds the directories PutTree keeps open.
+const maxDirRoots = 64
+
+// dirRoots keeps directories of a tree open as roots of their own, so
+// that writing a file resolves one name instead of its whole path (each
+// component costs os.Root a system call or two).
+type dirRoots struct {
+	root *os.Root
+	open map[string]*os.Root
+}
+
+// get returns the directory rel of the workspace, opened once.
+func (d *dirRoots) get(rel string) (*os.Root, error) {
+	if rel == "." {
+		return d.root, nil
+	}
+	if r, ok := d.open[rel]; ok {
+		return r, nil
+	}
+	if len(d.open) >= maxDirRoots {
+		d.close()
+	}
+	r, err := d.root.OpenRoot(rel)
+	if err != nil {
+		return nil, err
+	}
+	d.open[rel] = r
+	return r, nil
+}
+
+func (d *dirRoots) close() {
+	for rel, r := range d.open {
+		_ = r.Close()
+		delete(d.open, rel)
+	}
 }
 
 var (
