@@ -454,8 +454,21 @@ func TestSessionPaths(t *testing.T) {
 	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
 	ft := sb.(sandbox.FileTransfer)
 	ctx := t.Context()
+	if n := f.ProcessesAs("root"); n != 0 {
+		t.Fatalf("%d processes ran as root before any session path was used, want 0", n)
+	}
 	if err := ft.PutFile(ctx, sandbox.UploadsDir+"/a.csv", strings.NewReader("a,b\n"), 4, 0o444); err != nil {
 		t.Fatalf("PutFile(uploads/a.csv) = %v", err)
+	}
+	// The envd user cannot create /mnt/session: root sets it up, once.
+	if err := sb.WriteFile(ctx, sandbox.OutputsDir+"/first.txt", []byte("1"), 0o644); err != nil {
+		t.Fatalf("WriteFile(outputs/first.txt) = %v", err)
+	}
+	if n := f.ProcessesAs("root"); n != 1 {
+		t.Errorf("%d processes ran as root after two session-path writes, want 1 (the session directory setup)", n)
+	}
+	if err := ft.RemoveAll(ctx, sandbox.OutputsDir+"/first.txt"); err != nil {
+		t.Fatalf("RemoveAll(outputs/first.txt) = %v", err)
 	}
 	if got, err := sb.ReadFile(ctx, sandbox.UploadsDir+"/a.csv"); err != nil || string(got) != "a,b\n" {
 		t.Errorf("ReadFile(uploads/a.csv) = %q, %v; want %q", got, err, "a,b\n")

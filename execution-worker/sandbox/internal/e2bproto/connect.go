@@ -70,6 +70,10 @@ type ProcessConfig struct {
 	Args []string          `json:"args,omitempty"`
 	Envs map[string]string `json:"envs,omitempty"`
 	Cwd  string            `json:"cwd,omitempty"`
+	// user, when set, runs the process as this user instead of
+	// Config.EnvdUser (envd takes the user from the request's Basic
+	// authorization).
+	user string
 }
 
 // StartRequest is process.StartRequest in JSON form.

@@ -2,6 +2,7 @@ package e2bproto
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -71,6 +72,10 @@ type remoteSandbox struct {
 	destroyed atomic.Bool
 	touched   atomic.Int64 // unix nanos of the last TTL refresh
 	touchMu   sync.Mutex
+	// sessionMu guards sessionReady: the session directories were set up
+	// (see ensureSession).
+	sessionMu    sync.Mutex
+	sessionReady bool
 }
 
 func (s *remoteSandbox) Ref() sandbox.Ref { return s.ref }
@@ -184,8 +189,13 @@ func (s *remoteSandbox) envdFailed(err error) error {
 	return err
 }
 
-// envdRequest builds a request to envd.
+// envdRequest builds a request to envd, as Config.EnvdUser.
 func (s *remoteSandbox) envdRequest(ctx context.Context, method, pathAndQuery string, body io.Reader) (*http.Request, error) {
+	return s.envdRequestAs(ctx, s.p.cfg.EnvdUser, method, pathAndQuery, body)
+}
+
+// envdRequestAs builds a request to envd acting as user.
+func (s *remoteSandbox) envdRequestAs(ctx context.Context, user, method, pathAndQuery string, body io.Reader) (*http.Request, error) {
 	s.envd.mu.Lock()
 	base, host, token := s.envd.baseURL, s.envd.host, s.envd.token
 	s.envd.mu.Unlock()
@@ -199,7 +209,7 @@ func (s *remoteSandbox) envdRequest(ctx context.Context, method, pathAndQuery st
 	if token != "" {
 		req.Header.Set("X-Access-Token", token)
 	}
-	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s.p.cfg.EnvdUser+":")))
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
 	return req, nil
 }
 
@@ -220,7 +230,7 @@ func (s *remoteSandbox) startProcess(ctx context.Context, cfg ProcessConfig, std
 	}
 	frame := EncodeFrame(0, msg)
 	resp, err := s.p.cfg.send(ctx, "envd process start", noRetry, func(ctx context.Context) (*http.Request, error) {
-		req, err := s.envdRequest(ctx, http.MethodPost, "/process.Process/Start", bytes.NewReader(frame))
+		req, err := s.envdRequestAs(ctx, cmp.Or(cfg.user, s.p.cfg.EnvdUser), http.MethodPost, "/process.Process/Start", bytes.NewReader(frame))
 		if err != nil {
 			return nil, err
 		}
@@ -299,6 +309,11 @@ func (s *remoteSandbox) runLimit(ctx context.Context, limit int, script string, 
 
 // runFor is runLimit bounded by timeout.
 func (s *remoteSandbox) runFor(ctx context.Context, timeout time.Duration, limit int, script string, args ...string) (string, int, error) {
+	return s.runAs(ctx, "", timeout, limit, script, args...)
+}
+
+// runAs is runFor as user (empty: Config.EnvdUser).
+func (s *remoteSandbox) runAs(ctx context.Context, user string, timeout time.Duration, limit int, script string, args ...string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stdout, stderr capWriter
@@ -306,6 +321,7 @@ func (s *remoteSandbox) runFor(ctx context.Context, timeout time.Duration, limit
 	done, err := s.startProcess(ctx, ProcessConfig{
 		Cmd:  "/bin/sh",
 		Args: append([]string{"-c", script, "mango-helper"}, args...),
+		user: user,
 	}, &stdout, &stderr)
 	if err != nil {
 		return "", 0, s.envdFailed(err)
@@ -320,6 +336,28 @@ func (s *remoteSandbox) runFor(ctx context.Context, timeout time.Duration, limit
 		cancel()
 		<-done
 		return "", 0, ctx.Err()
+	}
+}
+
+// sessionSetup, run as root, creates the session directories and hands
+// them to the envd user $1, who cannot create them under /mnt.
+const sessionSetup = `d=` + sandbox.SessionDir + `
+mkdir -p "$d" "$d/uploads" "$d/outputs" && chown "$1" "$d" "$d/uploads" "$d/outputs"`
+
+// ensureSession runs sessionSetup once per sandbox value, before the first
+// use of a session path. It is best effort: a template without a root
+// user, or with the directories already in place, is left as it is, and
+// the file operation that follows reports what is wrong.
+func (s *remoteSandbox) ensureSession(ctx context.Context) {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	if s.sessionReady {
+		return
+	}
+	// A setup that ran and failed (its exit code) is not retried either:
+	// the directories are then not ours to fix.
+	if _, _, err := s.runAs(ctx, "root", 30*time.Second, 4<<10, sessionSetup, s.p.cfg.EnvdUser); err == nil {
+		s.sessionReady = true
 	}
 }
 
@@ -512,6 +550,9 @@ func (s *remoteSandbox) resolveAny(ctx context.Context, p string) (string, error
 	abs, err := s.lexical(p)
 	if err != nil {
 		return "", err
+	}
+	if abs == sandbox.SessionDir || strings.HasPrefix(abs, sandbox.SessionDir+"/") {
+		s.ensureSession(ctx)
 	}
 	out, code, err := s.run(ctx, resolver, abs)
 	if err != nil {

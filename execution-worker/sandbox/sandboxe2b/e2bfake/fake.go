@@ -91,6 +91,7 @@ type Server struct {
 	malformed int
 	counts    map[string]int
 	uploads   map[string]Upload
+	users     map[string]int // processes started, by envd user
 }
 
 type fakeSandbox struct {
@@ -125,6 +126,7 @@ func New(t testing.TB, opts Options) *Server {
 		faults:    map[string][]fault{},
 		counts:    map[string]int{},
 		uploads:   map[string]Upload{},
+		users:     map[string]int{},
 	}
 	if s.Domain == "" {
 		s.Domain = "e2b.test"
@@ -167,6 +169,14 @@ func (s *Server) Count(route string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts[route]
+}
+
+// ProcessesAs returns how many processes were started as user (envd's
+// Basic authorization; the fake runs them all as the host user).
+func (s *Server) ProcessesAs(user string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.users[user]
 }
 
 // Kill removes a sandbox behind the client's back (as an expired timeout
@@ -537,6 +547,13 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	switch route {
 	case RouteProcess:
+		user := "user"
+		if u, _, ok := r.BasicAuth(); ok {
+			user = u
+		}
+		s.mu.Lock()
+		s.users[user]++
+		s.mu.Unlock()
 		s.process(w, r, sb)
 	case RouteFilesGet:
 		s.readFile(w, r, sb)
