@@ -20,6 +20,8 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
+	"testing/fstest"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -58,6 +60,42 @@ type Materializer struct {
 	TempDir string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
+
+	// prepared remembers the sessions whose sandbox this worker has given
+	// its session directories (bounded: forgotten in bulk when it grows).
+	prepared  sync.Map
+	nPrepared atomic.Int64
+}
+
+// maxPrepared bounds the sessions Materializer remembers as prepared.
+const maxPrepared = 10_000
+
+// sessionDirs is the tree of the session directories every sandbox has:
+// /mnt/session/uploads and /mnt/session/outputs, empty.
+var sessionDirs = fstest.MapFS{
+	"uploads": &fstest.MapFile{Mode: fs.ModeDir | 0o755},
+	"outputs": &fstest.MapFile{Mode: fs.ModeDir | 0o755},
+}
+
+// prepare creates the session directories in sb, once per session and
+// worker process (again after a restart: it is idempotent).
+func (m *Materializer) prepare(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
+	if _, done := m.prepared.Load(sessionID); done {
+		return nil
+	}
+	ft, ok := sb.(sandbox.FileTransfer)
+	if !ok {
+		return nil
+	}
+	if err := sandbox.PutTree(ctx, ft, sandbox.SessionDir, sessionDirs); err != nil {
+		return fmt.Errorf("create the session directories of %s: %w", sessionID, err)
+	}
+	if m.nPrepared.Add(1) > maxPrepared {
+		m.prepared.Clear()
+		m.nPrepared.Store(0)
+	}
+	m.prepared.Store(sessionID, true)
+	return nil
 }
 
 // ResourceError reports a resource that cannot be materialized for a
@@ -82,6 +120,9 @@ var ErrUnusable = errors.New("repository unusable")
 // the client deleted, recording each step with the api-server. A
 // resource already in the sandbox costs nothing but the listing.
 func (m *Materializer) Materialize(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
+	if err := m.prepare(ctx, sessionID, sb); err != nil {
+		return err
+	}
 	list, err := m.Resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sessionID})
 	if err != nil {
 		return fmt.Errorf("list resources of session %s: %w", sessionID, err)

@@ -346,10 +346,6 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 // file uploaded through the Files API reaches the model inline.
 // The transcript and the event keep the file reference.
 func TestContentBlockFileSourceThroughSDK(t *testing.T) {
-	// Remove once the worker wraps its model client in modelfiles.Resolve
-	// over the ControlPlane Files client and RunTurn sets
-	// modelfiles.WithSession.
-	t.Skip("needs file source wiring")
 	t.Parallel()
 	e, api := newModelEnv(t)
 	ctx := context.Background()

@@ -90,7 +90,7 @@ func TestSessionValidation(t *testing.T) {
 		{"unknown type", `{"events":[{"type":"user.dance"}]}`, "unknown event type"},
 		{"agent event", `{"events":[{"type":"agent.message","content":[]}]}`, "unknown event type"},
 		{"empty content", `{"events":[{"type":"user.message","content":[]}]}`, "at least one content block"},
-		{"image block", `{"events":[{"type":"user.message","content":[{"type":"image","source":{}}]}]}`, "only text"},
+		{"image block without source type", `{"events":[{"type":"user.message","content":[{"type":"image","source":{}}]}]}`, "source.type: is required"},
 		{"text missing", `{"events":[{"type":"user.message","content":[{"type":"text"}]}]}`, "text: is required"},
 		{"text wrong type", `{"events":[{"type":"user.message","content":[{"type":"text","text":5}]}]}`, "text"},
 		{"confirmation without result", `{"events":[{"type":"user.tool_confirmation","tool_use_id":"x"}]}`, "result"},

@@ -24,6 +24,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/metrics"
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
+	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 	"github.com/mangohq/mango/execution-worker/preview"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxcube"
@@ -32,6 +33,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxe2b"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxk8s"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	"github.com/mangohq/mango/proto/buildinfo"
@@ -112,11 +114,17 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("model client: %w", err)
 	}
+	// File bytes (resources, file sources of content blocks, outputs)
+	// travel through the ControlPlane; the model sees file sources inline.
+	files := controlplane.NewFiles(cp.FilesClient, nil)
+	modelClient = modelfiles.Resolve(modelClient, fileOpener{files})
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
-		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0)}
+		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0),
+		Resources: &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
+		Outputs:   &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes}}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
