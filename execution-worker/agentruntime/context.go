@@ -1,6 +1,7 @@
 package agentruntime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -176,13 +177,73 @@ func (c *Core) window(req *model.Request) (window, limit, threshold int) {
 func estimate(req *model.Request, conv []model.Message, snap *ContextSnapshot, anchor *Anchor, window int) int {
 	if anchor != nil && anchor.Snapshot == snapKey(snap) && anchor.Index <= len(conv) && anchor.Index >= 0 &&
 		(snap == nil || snap.Covered <= anchor.Index) && anchor.PromptTokens <= int64(window) {
-		return int(anchor.PromptTokens) + estimateTokens(jsonSize(conv[anchor.Index:]))
+		tail := conv[anchor.Index:]
+		return int(anchor.PromptTokens) + messagesTokens(jsonSize(tail), tail)
 	}
-	return estimateTokens(jsonSize(struct {
+	return messagesTokens(jsonSize(struct {
 		System   string          `json:"system"`
 		Messages []model.Message `json:"messages"`
 		Tools    []model.ToolDef `json:"tools"`
-	}{req.System, req.Messages, req.Tools}))
+	}{req.System, req.Messages, req.Tools}), req.Messages)
+}
+
+// Token costs of media blocks, which the model does not read as text:
+// base64 data is not counted by its length. An image costs at most about
+// (1568 px)²/750 tokens; a PDF page about 1,500 to 3,000 (text and image).
+const (
+	imageTokens        = 1600
+	pdfTokensPerKiB    = 20 // about 2,000 tokens per 100 KiB page
+	minDocumentTokens  = 1600
+	base64BytesPerByte = 4.0 / 3
+)
+
+// messagesTokens estimates the tokens of size bytes of JSON holding msgs:
+// text at four bytes a token, media blocks at their own cost.
+func messagesTokens(size int, msgs []model.Message) int {
+	removed, extra := 0, 0
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			r, e := mediaCost(b.Raw)
+			if b.Type == "tool_result" && len(b.Content) > 0 && b.Content[0] == '[' {
+				var inner []json.RawMessage
+				if json.Unmarshal(b.Content, &inner) == nil {
+					for _, raw := range inner {
+						ri, ei := mediaCost(raw)
+						r, e = r+ri, e+ei
+					}
+				}
+			}
+			removed, extra = removed+r, extra+e
+		}
+	}
+	return estimateTokens(max(size-removed, 0)) + extra
+}
+
+// mediaCost returns the base64 bytes of an image or document block (left
+// out of the text estimate) and the tokens it costs instead.
+func mediaCost(raw json.RawMessage) (removed, tokens int) {
+	if len(raw) == 0 || (!bytes.Contains(raw, []byte(`"image"`)) && !bytes.Contains(raw, []byte(`"document"`))) {
+		return 0, 0
+	}
+	var b struct {
+		Type   string `json:"type"`
+		Source struct {
+			Type string `json:"type"`
+			Data string `json:"data"`
+		} `json:"source"`
+	}
+	if json.Unmarshal(raw, &b) != nil || b.Source.Type != "base64" {
+		return 0, 0
+	}
+	n := len(b.Source.Data)
+	switch b.Type {
+	case "image":
+		return n, imageTokens
+	case "document":
+		decodedKiB := int(float64(n)/base64BytesPerByte) / 1024
+		return n, max(minDocumentTokens, decodedKiB*pdfTokensPerKiB)
+	}
+	return 0, 0
 }
 
 // fit returns the request for the next model call of conv (whose last

@@ -17,8 +17,10 @@ const (
 	// MaxImageBytes caps the decoded data of a base64 image block.
 	MaxImageBytes = 5 << 20
 	// MaxDocumentBytes caps the decoded data of a base64 document block and
-	// the text of a plain-text document.
-	MaxDocumentBytes = 32 << 20
+	// the text of a plain-text document. Its base64 form (about 27 MiB)
+	// stays within the 32 MiB request body and ControlPlane message limits
+	// the event and its transcript entry travel through.
+	MaxDocumentBytes = 20 << 20
 	// MaxURLLen caps the URL of a url source.
 	MaxURLLen = 8192
 	// MaxFileIDLen caps the file_id of a file source.
