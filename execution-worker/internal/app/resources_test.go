@@ -158,3 +158,40 @@ func TestFileResourceAddedAndDeleted(t *testing.T) {
 		t.Fatalf("after deleting the resource the uploads directory lists %q files, want 0", got)
 	}
 }
+
+// TestOutputLimits: a session publishes at most MANGO_OUTPUTS_MAX_FILES
+// outputs; the rest are left out and a session.error names the limit and
+// the files, while the turn still ends normally.
+func TestOutputLimits(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	env["MANGO_OUTPUTS_MAX_FILES"] = "2"
+	runWorker(t, env)
+	sid := createSessionWith(t, srv, nil)
+	sendMessage(t, srv, sid, `#tool bash {"command": "for f in a b c d; do echo $f > mnt/session/outputs/$f.txt; done"}`)
+	evs := waitFor(t, srv, sid, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	errEv := lastOf(evs, "session.error")
+	if errEv == nil || !strings.Contains(errEv.Error.Message, "at most 2 output files") || !strings.Contains(errEv.Error.Message, "/mnt/session/outputs/c.txt") ||
+		errEv.Error.RetryStatus.Type != "exhausted" {
+		t.Fatalf("session.error = %+v; want the limit and the files left out", errEv)
+	}
+	if idle := lastOf(evs, "session.status_idle"); idle.StopReason == nil || idle.StopReason.Type != "end_turn" {
+		t.Fatalf("idle = %s, want end_turn", idle.Raw)
+	}
+	var files struct {
+		Data []struct {
+			Filename     string `json:"filename"`
+			Downloadable bool   `json:"downloadable"`
+		} `json:"data"`
+	}
+	srv.Do(t, http.MethodGet, "/v1/files?scope_id="+sid, nil, &files)
+	var names []string
+	for _, f := range files.Data {
+		if f.Downloadable {
+			names = append(names, f.Filename)
+		}
+	}
+	if len(names) != 2 {
+		t.Fatalf("published %v, want the first 2 outputs by path (a.txt, b.txt)", names)
+	}
+}
