@@ -112,3 +112,34 @@ func TestResourceAddRefusesArchivedAndMissing(t *testing.T) {
 		t.Fatalf("add to an archived session: err = %v, want ErrArchived", err)
 	}
 }
+
+// TestSessionDeletionDropsCopies: deleting a session deletes its copies of
+// file resources, and reports the bytes nothing references any more.
+func TestSessionDeletionDropsCopies(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	if err := store.FileInsert(ctx, upload("file_src", "k-shared", t0)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := store.SessionCreate(ctx, db.SessionCreateParams{ID: "sesn_d", AgentID: "agent_1", AgentVersion: 1,
+		Agent: json.RawMessage(`{}`), Provider: "local", Metadata: map[string]string{}, Now: t0,
+		Resources: []db.ResourceCreate{{ID: "sesrsc_d", Type: db.ResourceFile, MountPath: "/mnt/session/uploads/x", SourceFileID: "file_src", FileID: "file_dcopy"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, unreferenced, err := store.FileDelete(ctx, "file_src"); err != nil || unreferenced {
+		t.Fatalf("delete the source: unreferenced %v, %v; want the copy to keep the bytes", unreferenced, err)
+	}
+	if _, _, err := store.SessionFence(ctx, "sesn_d", t0); err != nil {
+		t.Fatal(err)
+	}
+	deleted, orphaned, err := store.SessionFinalizeDeletion(ctx, "sesn_d")
+	if err != nil || !deleted || len(orphaned) != 1 || orphaned[0] != "k-shared" {
+		t.Fatalf("finalize = %v, %v, %v; want deleted with k-shared orphaned", deleted, orphaned, err)
+	}
+	if _, err := store.FileGet(ctx, "file_dcopy"); !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("the session copy survived its session: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -634,10 +635,11 @@ func (s *Store) EventSeq(ctx context.Context, sessionID, eventID string) (int64,
 var ErrNotFenced = fmt.Errorf("session deletion cannot be finalized: %w", ErrConflict)
 
 // SessionFinalizeDeletion deletes a fenced session that no longer has a
-// sandbox binding. It returns false when the row was already gone.
-func (s *Store) SessionFinalizeDeletion(ctx context.Context, id string) (bool, error) {
-	deleted := false
-	err := s.inTx(ctx, "finalize session deletion", func(q *dbsqlc.Queries) error {
+// sandbox binding, with its copies of file resources. It returns false
+// when the row was already gone, and the storage keys of bytes no file
+// references any more (the caller deletes them from the file store).
+func (s *Store) SessionFinalizeDeletion(ctx context.Context, id string) (deleted bool, orphanedKeys []string, err error) {
+	err = s.inTx(ctx, "finalize session deletion", func(q *dbsqlc.Queries) error {
 		row, err := q.SessionLock(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -655,11 +657,29 @@ func (s *Store) SessionFinalizeDeletion(ctx context.Context, id string) (bool, e
 		if bound {
 			return &decideError{fmt.Errorf("session %s still has a sandbox binding: %w", id, ErrNotFenced)}
 		}
+		// The session's copies of its file resources go with it; bytes no
+		// other file references are the caller's to delete.
+		keys, err := q.FileDeleteSessionCopies(ctx, &id)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			used, err := q.FileKeyReferenced(ctx, k)
+			if err != nil {
+				return err
+			}
+			if !used && !slices.Contains(orphanedKeys, k) {
+				orphanedKeys = append(orphanedKeys, k)
+			}
+		}
 		n, err := q.SessionDelete(ctx, id)
 		deleted = n > 0
 		return err
 	})
-	return deleted, err
+	if err != nil {
+		return false, nil, err
+	}
+	return deleted, orphanedKeys, nil
 }
 
 // ProviderHasCapability reports whether a worker of provider that sent a

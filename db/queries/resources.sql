@@ -57,3 +57,6 @@ SELECT id, token_sealed FROM session_resources WHERE token_sealed IS NOT NULL OR
 -- name: ResourceRewrapToken :execrows
 UPDATE session_resources SET token_sealed = sqlc.arg(new_sealed)
 WHERE id = sqlc.arg(id) AND token_sealed = sqlc.arg(old_sealed);
+
+-- name: FileDeleteSessionCopies :many
+DELETE FROM files WHERE scope_session_id = $1 AND origin = 'session_copy' RETURNING storage_key;

@@ -301,11 +301,18 @@ func (f *fileServer) PublishOutput(stream pb.Files_PublishOutputServer) error {
 
 // deleteBlob removes bytes no file references; a failure leaves them in
 // the store and is logged.
-func (f *fileServer) deleteBlob(ctx context.Context, key string) {
+func (f *fileServer) deleteBlob(ctx context.Context, key string) { f.s.deleteBlob(ctx, key) }
+
+// deleteBlob removes bytes no file references; a failure leaves them in
+// the store and is logged.
+func (s *Server) deleteBlob(ctx context.Context, key string) {
+	if s.files == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := f.files.Delete(ctx, key); err != nil {
-		f.s.log.ErrorContext(ctx, "controlplane: file bytes left in the store", "storage_key", key, "err", err)
+	if err := s.files.Delete(ctx, key); err != nil {
+		s.log.ErrorContext(ctx, "controlplane: file bytes left in the store", "storage_key", key, "err", err)
 	}
 }
 

@@ -88,6 +88,7 @@ type Server struct {
 	drain    <-chan struct{}
 	prices   *usage.Table
 	secrets  *envelope.Keyring
+	files    filestore.Blobs
 }
 
 // New returns the ControlPlane service.
@@ -106,7 +107,7 @@ func New(d Deps) (*Server, error) {
 		d.Prices = usage.DefaultTable()
 	}
 	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain, prices: d.Prices,
-		secrets: d.Secrets}, nil
+		secrets: d.Secrets, files: d.Files}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

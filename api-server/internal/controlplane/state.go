@@ -279,12 +279,15 @@ func (s *Server) FinalizeSessionDeletion(ctx context.Context, req *pb.FinalizeSe
 	if err := requireSession(req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	deleted, err := s.store.SessionFinalizeDeletion(ctx, req.GetSessionId())
+	deleted, orphaned, err := s.store.SessionFinalizeDeletion(ctx, req.GetSessionId())
 	if errors.Is(err, db.ErrNotFenced) {
 		return nil, status.Error(codes.FailedPrecondition, "finalize session deletion: "+err.Error())
 	}
 	if err != nil {
 		return nil, s.fail(ctx, "finalize session deletion", err)
+	}
+	for _, key := range orphaned {
+		s.deleteBlob(ctx, key)
 	}
 	return &pb.FinalizeSessionDeletionResponse{Deleted: deleted}, nil
 }

@@ -10,6 +10,30 @@ import (
 	"time"
 )
 
+const fileDeleteSessionCopies = `-- name: FileDeleteSessionCopies :many
+DELETE FROM files WHERE scope_session_id = $1 AND origin = 'session_copy' RETURNING storage_key
+`
+
+func (q *Queries) FileDeleteSessionCopies(ctx context.Context, scopeSessionID *string) ([]string, error) {
+	rows, err := q.db.Query(ctx, fileDeleteSessionCopies, scopeSessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var storage_key string
+		if err := rows.Scan(&storage_key); err != nil {
+			return nil, err
+		}
+		items = append(items, storage_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const resourceCountLive = `-- name: ResourceCountLive :one
 SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL
 `
