@@ -120,10 +120,13 @@ func (s *Store) insertResources(ctx context.Context, q *dbsqlc.Queries, sessionI
 		return nil, ErrTooManyResources
 	}
 	out := make([]*Resource, 0, len(rs))
-	for _, rc := range rs {
+	for i, rc := range rs {
+		// Resources list by (created_at, id): those of one request keep
+		// their order through distinct microseconds.
+		at := now.Add(time.Duration(i) * time.Microsecond)
 		var fileID *string
 		if rc.Type == ResourceFile {
-			if err := fileCopyTx(ctx, q, rc.SourceFileID, rc.FileID, sessionID, now); err != nil {
+			if err := fileCopyTx(ctx, q, rc.SourceFileID, rc.FileID, sessionID, at); err != nil {
 				return nil, err
 			}
 			fileID = &rc.FileID
@@ -133,7 +136,7 @@ func (s *Store) insertResources(ctx context.Context, q *dbsqlc.Queries, sessionI
 			checkout, _ = json.Marshal(rc.Checkout) // a Checkout always marshals
 		}
 		row, err := q.ResourceInsert(ctx, dbsqlc.ResourceInsertParams{ID: rc.ID, SessionID: sessionID, Type: rc.Type, MountPath: rc.MountPath,
-			FileID: fileID, Url: optString(rc.URL), Checkout: checkout, TokenSealed: rc.TokenSealed, CreatedAt: now})
+			FileID: fileID, Url: optString(rc.URL), Checkout: checkout, TokenSealed: rc.TokenSealed, CreatedAt: at})
 		if err != nil {
 			if errors.Is(mapErr("", err), ErrConflict) {
 				return nil, fmt.Errorf("resource at %s: %w", rc.MountPath, ErrMountTaken)

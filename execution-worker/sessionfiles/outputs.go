@@ -2,9 +2,12 @@ package sessionfiles
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -97,11 +100,25 @@ func (p *Publisher) Publish(ctx context.Context, sessionID string, sb sandbox.Sa
 		}
 		count++
 		total += f.Size
-		if o := byPath[f.Path]; o != nil && unchanged(o, f) {
+		o := byPath[f.Path]
+		if o != nil && unchanged(o, f) {
 			rep.Unchanged++
 			continue
 		}
-		if err := p.publishOne(ctx, sessionID, ft, f); err != nil {
+		sum := ""
+		if o != nil && o.GetFile().GetSizeBytes() == f.Size {
+			// Same size, and a modification time that cannot tell (too
+			// close to the publication for the clocks' precision): compare
+			// the content.
+			if sum, err = fileSHA256(ctx, ft, f.Path); err != nil {
+				return nil, err
+			}
+			if sum == o.GetFile().GetSha256() {
+				rep.Unchanged++
+				continue
+			}
+		}
+		if err := p.publishOne(ctx, sessionID, ft, f, sum); err != nil {
 			return nil, err
 		}
 		rep.Published++
@@ -109,23 +126,46 @@ func (p *Publisher) Publish(ctx context.Context, sessionID string, sb sandbox.Sa
 	return rep, nil
 }
 
-// unchanged reports whether a published output still matches the file:
-// same size and modification time.
+// mtimeMargin is how long after a file's modification time its
+// publication must lie for the time to prove the file unchanged: some
+// providers report whole seconds, and the sandbox's and the api-server's
+// clocks may differ a little.
+const mtimeMargin = 10 * time.Second
+
+// unchanged reports whether a published output still matches the file
+// without reading it: same size and modification time, and a publication
+// well after that time (a file rewritten within the same second keeps
+// both).
 func unchanged(o *pb.Output, f sandbox.FileInfo) bool {
 	if o.GetFile().GetSizeBytes() != f.Size || o.GetModifiedAt() == nil || f.ModTime.IsZero() {
 		return false
 	}
-	return o.GetModifiedAt().AsTime().Equal(f.ModTime)
+	return o.GetModifiedAt().AsTime().Equal(f.ModTime) && f.ModTime.Add(mtimeMargin).Before(o.GetFile().GetCreatedAt().AsTime())
 }
 
-func (p *Publisher) publishOne(ctx context.Context, sessionID string, ft sandbox.FileTransfer, f sandbox.FileInfo) error {
+// fileSHA256 hashes a sandbox file, streaming it.
+func fileSHA256(ctx context.Context, ft sandbox.FileTransfer, path string) (string, error) {
+	rc, _, err := ft.GetFile(ctx, path)
+	if err != nil {
+		return "", fmt.Errorf("read output %s: %w", path, err)
+	}
+	defer func() { _ = rc.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return "", fmt.Errorf("read output %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (p *Publisher) publishOne(ctx context.Context, sessionID string, ft sandbox.FileTransfer, f sandbox.FileInfo, sum string) error {
 	rc, size, err := ft.GetFile(ctx, f.Path)
 	if err != nil {
 		return fmt.Errorf("read output %s: %w", f.Path, err)
 	}
 	defer func() { _ = rc.Close() }()
 	name := f.Path[strings.LastIndexByte(f.Path, '/')+1:]
-	h := &pb.PublishOutputHeader{SessionId: sessionID, Path: f.Path, SizeBytes: size, MediaType: mediaType(name), ModifiedAt: timestamp(f)}
+	h := &pb.PublishOutputHeader{SessionId: sessionID, Path: f.Path, SizeBytes: size, MediaType: mediaType(name), ModifiedAt: timestamp(f),
+		Sha256: sum}
 	if _, err := p.Store.Publish(ctx, h, rc); err != nil {
 		return fmt.Errorf("publish output %s: %w", f.Path, err)
 	}
