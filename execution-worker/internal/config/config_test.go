@@ -117,6 +117,8 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_MODEL_CONTEXT_WINDOW":       "150000",
 				"MANGO_COMPACTION_MODEL":           "claude-haiku-4-5",
 				"MANGO_COMPACTION_THRESHOLD":       "0.75",
+				"MANGO_OUTPUTS_MAX_FILES":          "7",
+				"MANGO_OUTPUTS_MAX_BYTES":          "1048576",
 				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
 				"MANGO_CONTROLPLANE_ADDR":          "api:8081",
 				"MANGO_WORKER_TOKEN":               "tok",
@@ -145,6 +147,8 @@ func TestFromEnvValid(t *testing.T) {
 					ModelContextWindow:     150_000,
 					CompactionModel:        "claude-haiku-4-5",
 					CompactionThreshold:    0.75,
+					OutputsMaxFiles:        7,
+					OutputsMaxBytes:        1 << 20,
 					ControlPlaneAddr:       "api:8081",
 					WorkerToken:            "tok",
 					WorkerID:               "w-1",
@@ -614,6 +618,30 @@ func TestContextWindowConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s=%s: error %v, want it to contain %q", env, v, err, want)
 			}
+		}
+	}
+}
+
+// TestOutputLimitsConfig: defaults, and values out of range name the
+// variable.
+func TestOutputLimitsConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.FromEnv(envFunc(map[string]string{}), registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OutputsMaxFiles != 100 || cfg.OutputsMaxBytes != 1<<30 {
+		t.Errorf("defaults: %d files, %d bytes; want 100 and 1 GiB", cfg.OutputsMaxFiles, cfg.OutputsMaxBytes)
+	}
+	for env, v := range map[string]string{"MANGO_OUTPUTS_MAX_FILES": "100001", "MANGO_OUTPUTS_MAX_BYTES": "0"} {
+		_, err := config.FromEnv(envFunc(map[string]string{env: v}), registry())
+		if err == nil || !strings.Contains(err.Error(), env+": must be an integer between 1 and") {
+			t.Errorf("%s=%s: error %v, want one naming the variable and the range", env, v, err)
+		}
+	}
+	for _, v := range []string{"-1", "many"} {
+		if _, err := config.FromEnv(envFunc(map[string]string{"MANGO_OUTPUTS_MAX_FILES": v}), registry()); err == nil {
+			t.Errorf("MANGO_OUTPUTS_MAX_FILES=%s accepted", v)
 		}
 	}
 }
