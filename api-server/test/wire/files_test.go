@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,11 +20,14 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/mangohq/mango/api-server/internal/filestore"
+	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -83,12 +87,54 @@ func blobsOf(t *testing.T, srv *testserver.Server) (filestore.Blobs, *pgxpool.Po
 	return filestore.Postgres(db.NewStore(pool)), pool
 }
 
-// TestFilesLifecycle drives the Files API through the SDK: upload,
-// metadata, list with paging and scope_id, download of an output and the
-// refusal of an upload's, delete with its bytes gone, and 404s.
+// fileBackend starts a test server on one file store and returns it with
+// a Blobs reading that store directly.
+type fileBackend func(t *testing.T) (*testserver.Server, filestore.Blobs)
+
+func postgresBackend(t *testing.T) (*testserver.Server, filestore.Blobs) {
+	srv := testserver.Start(t)
+	blobs, _ := blobsOf(t, srv)
+	return srv, blobs
+}
+
+// s3Backend serves an S3 bucket in-process (gofakes3) and points the
+// server's MANGO_FILES_S3_* at it.
+func s3Backend(t *testing.T) (*testserver.Server, filestore.Blobs) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("mango-files"); err != nil {
+		t.Fatal(err)
+	}
+	fake := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(fake.Close)
+	cfg := filestores3.Config{Endpoint: fake.URL, Bucket: "mango-files", Region: "us-east-1", AccessKeyID: "wire-key",
+		SecretAccessKey: "wire-secret", PathStyle: true, Prefix: "wire/"}
+	srv := testserver.Start(t, testserver.WithEnv(filestores3.EnvEndpoint, cfg.Endpoint), testserver.WithEnv(filestores3.EnvBucket, cfg.Bucket),
+		testserver.WithEnv(filestores3.EnvRegion, cfg.Region), testserver.WithEnv(filestores3.EnvAccessKeyID, cfg.AccessKeyID),
+		testserver.WithEnv(filestores3.EnvSecretAccessKey, cfg.SecretAccessKey), testserver.WithEnv(filestores3.EnvPathStyle, "true"),
+		testserver.WithEnv(filestores3.EnvPrefix, cfg.Prefix))
+	blobs, err := filestores3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, blobs
+}
+
+// TestFilesLifecycle drives the Files API through the SDK, on PostgreSQL
+// and on S3: upload, metadata, list with paging and scope_id, download of
+// an output and the refusal of an upload's, delete with its bytes gone,
+// and 404s.
 func TestFilesLifecycle(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t)
+	for name, backend := range map[string]fileBackend{"postgresql": postgresBackend, "s3": s3Backend} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testFilesLifecycle(t, backend)
+		})
+	}
+}
+
+func testFilesLifecycle(t *testing.T, backend fileBackend) {
+	srv, blobs := backend(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
 
@@ -174,8 +220,28 @@ func TestFilesLifecycle(t *testing.T) {
 	_, err = client.Beta.Files.List(ctx, anthropic.BetaFileListParams{Limit: anthropic.Int(1001)})
 	wantAPIError(t, err, http.StatusBadRequest)
 
+	// The worker reads the output, from a pre-signed URL when the store
+	// is S3.
+	wf, err := files.GetFile(wctx, &pb.GetFileRequest{SessionId: sid, FileId: out.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, presigns := blobs.(filestore.Presigner); presigns != (wf.GetDownloadUrl() != "") {
+		t.Errorf("GetFile download_url %q; want one exactly when the store presigns (%v)", wf.GetDownloadUrl(), presigns)
+	} else if presigns {
+		r, err := http.Get(wf.GetDownloadUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if r.StatusCode != http.StatusOK || !bytes.Equal(b, report) {
+			t.Errorf("GET download_url: %d %q, want 200 and the output", r.StatusCode, b)
+		}
+	}
+
 	// Delete: 200 file_deleted, then 404, and the bytes are gone.
-	blobs, pool := blobsOf(t, srv)
+	_, pool := blobsOf(t, srv)
 	var key string
 	if err := pool.QueryRow(ctx, `SELECT storage_key FROM files WHERE id = $1`, up.ID).Scan(&key); err != nil {
 		t.Fatal(err)
