@@ -43,12 +43,18 @@ type File struct {
 	// when known.
 	OutputModifiedAt *time.Time
 	CreatedAt        time.Time
+	// ExpiresAt, when set, is when the file stops existing (Expired).
+	ExpiresAt *time.Time
 }
+
+// Expired reports whether the file has expired at now: it then reads as
+// missing until the sweeper (FileExpire) deletes it.
+func (f *File) Expired(now time.Time) bool { return f.ExpiresAt != nil && !f.ExpiresAt.After(now) }
 
 func fileFromRow(r dbsqlc.File) File {
 	f := File{ID: r.ID, Filename: r.Filename, MimeType: r.MimeType, SizeBytes: r.SizeBytes, SHA256: r.Sha256,
 		StorageKey: r.StorageKey, Downloadable: r.Downloadable, Origin: r.Origin, OutputModifiedAt: r.OutputModifiedAt,
-		CreatedAt: r.CreatedAt}
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt}
 	if r.ScopeSessionID != nil {
 		f.ScopeSessionID = *r.ScopeSessionID
 	}
@@ -68,7 +74,8 @@ func optString(s string) *string {
 func fileInsertParams(f *File) dbsqlc.FileInsertParams {
 	return dbsqlc.FileInsertParams{ID: f.ID, Filename: f.Filename, MimeType: f.MimeType, SizeBytes: f.SizeBytes,
 		Sha256: f.SHA256, StorageKey: f.StorageKey, Downloadable: f.Downloadable, ScopeSessionID: optString(f.ScopeSessionID),
-		Origin: f.Origin, OutputPath: optString(f.OutputPath), OutputModifiedAt: f.OutputModifiedAt, CreatedAt: f.CreatedAt}
+		Origin: f.Origin, OutputPath: optString(f.OutputPath), OutputModifiedAt: f.OutputModifiedAt, CreatedAt: f.CreatedAt,
+		ExpiresAt: f.ExpiresAt}
 }
 
 // FileInsert stores a file's metadata; its bytes must already be stored.
@@ -96,11 +103,14 @@ type FileListParams struct {
 	IDs   []string
 	After *Cursor
 	Limit int
+	// Now leaves out the files expired by then.
+	Now time.Time
 }
 
 // FileList returns files newest first, and whether more follow.
 func (s *Store) FileList(ctx context.Context, p FileListParams) ([]File, bool, error) {
-	arg := dbsqlc.FileListParams{ScopeSessionID: optString(p.ScopeSessionID), Ids: p.IDs, RowLimit: int32(p.Limit + 1)} //nolint:gosec // limits are small
+	arg := dbsqlc.FileListParams{ScopeSessionID: optString(p.ScopeSessionID), Ids: p.IDs, RowLimit: int32(p.Limit + 1), //nolint:gosec // limits are small
+		Now: p.Now}
 	if arg.Ids == nil {
 		arg.Ids = []string{}
 	}
@@ -162,7 +172,7 @@ func (s *Store) FileCopyForSession(ctx context.Context, srcID, sessionID, newID 
 		}
 		src := fileFromRow(row)
 		out = File{ID: newID, Filename: src.Filename, MimeType: src.MimeType, SizeBytes: src.SizeBytes, SHA256: src.SHA256,
-			StorageKey: src.StorageKey, ScopeSessionID: sessionID, Origin: FileOriginSessionCopy, CreatedAt: now}
+			StorageKey: src.StorageKey, ScopeSessionID: sessionID, Origin: FileOriginSessionCopy, CreatedAt: now, ExpiresAt: src.ExpiresAt}
 		return q.FileInsert(ctx, fileInsertParams(&out))
 	})
 	if err != nil {
@@ -234,4 +244,28 @@ func (s *Store) OutputReplace(ctx context.Context, f *File) (orphanedKey string,
 		return "", err
 	}
 	return orphanedKey, nil
+}
+
+// FileExpire deletes up to limit files expired at now and returns the
+// storage keys no file references any more (the caller deletes those
+// bytes), with the number of files deleted.
+func (s *Store) FileExpire(ctx context.Context, now time.Time, limit int) (orphaned []string, n int, err error) {
+	ids, err := s.q.FileExpiredList(ctx, dbsqlc.FileExpiredListParams{Now: now, RowLimit: int32(limit)}) //nolint:gosec // small
+	if err != nil {
+		return nil, 0, mapErr("list expired files", err)
+	}
+	for _, id := range ids {
+		key, unreferenced, err := s.FileDelete(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return orphaned, n, err
+		}
+		n++
+		if unreferenced {
+			orphaned = append(orphaned, key)
+		}
+	}
+	return orphaned, n, nil
 }

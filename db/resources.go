@@ -343,6 +343,9 @@ func fileCopyTx(ctx context.Context, q *dbsqlc.Queries, srcID, newID, sessionID 
 	}
 	src := fileFromRow(row)
 	cp := File{ID: newID, Filename: src.Filename, MimeType: src.MimeType, SizeBytes: src.SizeBytes, SHA256: src.SHA256,
-		StorageKey: src.StorageKey, ScopeSessionID: sessionID, Origin: FileOriginSessionCopy, CreatedAt: now}
+		StorageKey: src.StorageKey, ScopeSessionID: sessionID, Origin: FileOriginSessionCopy, CreatedAt: now, ExpiresAt: src.ExpiresAt}
+	if src.Expired(now) {
+		return fmt.Errorf("file %s has expired: %w", srcID, ErrNotFound)
+	}
 	return q.FileInsert(ctx, fileInsertParams(&cp))
 }

@@ -2,8 +2,8 @@
 
 -- name: FileInsert :exec
 INSERT INTO files (id, filename, mime_type, size_bytes, sha256, storage_key, downloadable,
-                   scope_session_id, origin, output_path, output_modified_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12);
+                   scope_session_id, origin, output_path, output_modified_at, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 
 -- name: FileGetByID :one
 SELECT * FROM files WHERE id = $1;
@@ -15,6 +15,7 @@ SELECT * FROM files WHERE id = $1 FOR SHARE;
 SELECT * FROM files
 WHERE (sqlc.narg(scope_session_id)::text IS NULL OR scope_session_id = sqlc.narg(scope_session_id)::text)
   AND (cardinality(sqlc.arg(ids)::text[]) = 0 OR id = ANY(sqlc.arg(ids)::text[]))
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(now)::timestamptz)
   AND (sqlc.narg(after_created_at)::timestamptz IS NULL
        OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.arg(after_id)::text))
 ORDER BY created_at DESC, id DESC
@@ -39,3 +40,6 @@ ORDER BY output_path;
 
 -- name: FileSessionExists :one
 SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1);
+
+-- name: FileExpiredList :many
+SELECT id FROM files WHERE expires_at <= sqlc.arg(now)::timestamptz ORDER BY expires_at LIMIT sqlc.arg(row_limit);

@@ -81,6 +81,7 @@ type Server struct {
 	previews *preview.Hub
 	relay    *outbox.Relay
 	cp       controlPlane
+	sweeper  *fileSweeper
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -155,6 +156,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, err
 	}
+	s.sweeper = &fileSweeper{store: store, files: files, log: log.With("component", "file-sweeper"), every: time.Minute}
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
@@ -222,6 +224,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer stopHub()
 	go s.hub.Run(hubCtx)
 	go s.previews.Run(hubCtx)
+	go s.sweeper.run(hubCtx)
 	// The relay stops after the HTTP drain (deferred) and before close.
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	relayDone := make(chan struct{})

@@ -70,7 +70,8 @@ func (f *fileServer) loadFile(ctx context.Context, op, fileID, sessionID string)
 		return nil, err
 	}
 	file, err := f.s.store.FileGet(ctx, fileID)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && file.ScopeSessionID != "" && file.ScopeSessionID != sessionID && !file.Downloadable) {
+	if errors.Is(err, db.ErrNotFound) || (err == nil && (file.Expired(f.s.now()) ||
+		(file.ScopeSessionID != "" && file.ScopeSessionID != sessionID && !file.Downloadable))) {
 		return nil, status.Errorf(codes.NotFound, "%s: file %s not found", op, fileID)
 	}
 	if err != nil {

@@ -47,6 +47,42 @@ func CheckFilename(name string) error {
 	return nil
 }
 
+// UploadName is the name a client upload is stored under, as the hosted
+// API does it: only the final path component of the name sent is kept
+// ('/' and '\\' both separate), and an absent or empty name becomes
+// "unnamed" plus the extension of the file's media type, when known.
+func UploadName(sent, mediaType string) string {
+	name := sent
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if name != "" && name != "." && name != ".." {
+		return name
+	}
+	for ext, t := range extensionTypes {
+		if t == mediaType && preferredExtension(ext, t) {
+			return "unnamed" + ext
+		}
+	}
+	if exts, _ := mime.ExtensionsByType(mediaType); len(exts) > 0 {
+		return "unnamed" + exts[0]
+	}
+	return "unnamed"
+}
+
+// preferredExtension picks one extension for media types several map to.
+func preferredExtension(ext, mediaType string) bool {
+	switch mediaType {
+	case "text/html":
+		return ext == ".html"
+	case "image/jpeg":
+		return ext == ".jpg"
+	case "application/yaml":
+		return ext == ".yaml"
+	}
+	return true
+}
+
 // extensionTypes are the media types of common extensions, consulted
 // before the platform's table so the result does not depend on the host's
 // mime.types.

@@ -53,7 +53,7 @@ type fileScope struct {
 
 func toFileResponse(f *db.File) *fileResponse {
 	r := &fileResponse{Type: "file", ID: f.ID, Filename: f.Filename, MimeType: f.MimeType, SizeBytes: f.SizeBytes,
-		CreatedAt: f.CreatedAt, Downloadable: f.Downloadable}
+		CreatedAt: f.CreatedAt, Downloadable: f.Downloadable, ExpiresAt: f.ExpiresAt}
 	if f.ScopeSessionID != "" {
 		r.Scope = &fileScope{Type: "session", ID: f.ScopeSessionID}
 	}
@@ -101,6 +101,7 @@ func (a *API) fileUpload(c echo.Context) error {
 	}
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	var f *db.File
+	var expiresIn time.Duration
 	ok := false
 	defer func() {
 		if f != nil && !ok {
@@ -124,13 +125,19 @@ func (a *API) fileUpload(c echo.Context) error {
 				return err
 			}
 		case "expires_in_seconds":
-			return apierror.Invalid("expires_in_seconds: files do not expire on this server; omit the field")
+			if expiresIn, err = parseExpiresIn(part); err != nil {
+				return err
+			}
 		default:
 			return apierror.Invalid("unknown form field %q; expected a part named file", name)
 		}
 	}
 	if f == nil {
 		return apierror.Invalid("file: required (a multipart/form-data part named file)")
+	}
+	if expiresIn > 0 {
+		at := f.CreatedAt.Add(expiresIn)
+		f.ExpiresAt = &at
 	}
 	if err := a.deps.Store.FileInsert(r.Context(), f); err != nil {
 		return err
@@ -148,14 +155,13 @@ func (a *API) storeUpload(c echo.Context, part *multipart.Part, limit int64) (*d
 	if err != nil {
 		return nil, apierror.Invalid("file: malformed Content-Disposition header of the part")
 	}
-	name := disp["filename"]
-	if name == "" {
-		return nil, apierror.Invalid("file: the part has no filename; send the file's name in its Content-Disposition header")
-	}
+	sent := disp["filename"]
+	mediaType := filestore.MediaType(part.Header.Get("Content-Type"), sent)
+	name := filestore.UploadName(sent, mediaType)
 	if err := filestore.CheckFilename(name); err != nil {
 		return nil, apierror.Invalid("file: %v", err)
 	}
-	f := &db.File{ID: ids.New(ids.File), Filename: name, MimeType: filestore.MediaType(part.Header.Get("Content-Type"), name),
+	f := &db.File{ID: ids.New(ids.File), Filename: name, MimeType: mediaType,
 		StorageKey: filestore.NewKey(), Origin: db.FileOriginUpload, CreatedAt: a.now()}
 	h := sha256.New()
 	body := &readErrRecorder{r: part}
@@ -171,6 +177,26 @@ func (a *API) storeUpload(c echo.Context, part *multipart.Part, limit int64) (*d
 	}
 	f.SizeBytes, f.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 	return f, nil
+}
+
+// File lifetimes a client may ask for (expires_in_seconds), as on the
+// hosted API: one hour to ninety days.
+const (
+	MinExpiresIn = 3600
+	MaxExpiresIn = 7776000
+)
+
+// parseExpiresIn reads the expires_in_seconds form field.
+func parseExpiresIn(part *multipart.Part) (time.Duration, error) {
+	b, err := io.ReadAll(io.LimitReader(part, 32))
+	if err != nil {
+		return 0, apierror.Invalid("expires_in_seconds: could not read the field")
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < MinExpiresIn || n > MaxExpiresIn {
+		return 0, apierror.Invalid("expires_in_seconds: must be an integer between %d (one hour) and %d (ninety days), got %q", MinExpiresIn, MaxExpiresIn, b)
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 func fileTooLarge(limit int64) error {
@@ -193,7 +219,7 @@ func (a *API) fileList(c echo.Context) error {
 		return err
 	}
 	q := c.QueryParams()
-	p := db.FileListParams{Limit: 20}
+	p := db.FileListParams{Limit: 20, Now: a.now()}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -244,7 +270,7 @@ func (a *API) fileLoad(c echo.Context) (*db.File, error) {
 		return nil, err
 	}
 	f, err := a.deps.Store.FileGet(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, db.ErrNotFound) || (err == nil && f.Expired(a.now())) {
 		return nil, fileNotFound(id)
 	}
 	return f, err

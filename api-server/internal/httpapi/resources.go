@@ -180,10 +180,11 @@ func (a *API) checkSourceFile(ctx context.Context, id, p string) error {
 	if !ids.Valid(ids.File, id) {
 		return apierror.Invalid("%s: %q is not a file id", p, id)
 	}
-	if _, err := a.deps.Store.FileGet(ctx, id); err != nil {
-		if errors.Is(err, db.ErrNotFound) {
-			return apierror.Invalid("%s: file %q not found", p, id)
-		}
+	f, err := a.deps.Store.FileGet(ctx, id)
+	if errors.Is(err, db.ErrNotFound) || (err == nil && f.Expired(a.now())) {
+		return apierror.Invalid("%s: file %q not found", p, id)
+	}
+	if err != nil {
 		return err
 	}
 	return nil

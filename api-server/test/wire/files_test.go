@@ -318,10 +318,18 @@ func TestFilesUploadLimitsAndNames(t *testing.T) {
 		t.Errorf("chunked upload over the limit: %d %s, want 413 request_too_large", status, body)
 	}
 
+	// As on the hosted API, only the final path component is kept, and an
+	// empty name becomes "unnamed" with the media type's extension.
+	for sent, want := range map[string]string{"dir/b.csv": "b.csv", `c:\\dir\\c.csv`: "c.csv", "": "unnamed.txt"} {
+		status, body := rawUpload(t, srv, sent, []byte("x"), true)
+		var meta struct {
+			Filename string `json:"filename"`
+		}
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &meta) != nil || meta.Filename != want {
+			t.Errorf("upload named %q: %d %s; want 200 stored as %q", sent, status, body, want)
+		}
+	}
 	for name, want := range map[string]string{
-		"":                       "no filename",
-		"a/b.csv":                "path separator",
-		`a\b.csv`:                "path separator",
 		"bad\tname.txt":          "control characters",
 		strings.Repeat("n", 256): "at most 255",
 	} {
@@ -331,7 +339,7 @@ func TestFilesUploadLimitsAndNames(t *testing.T) {
 		}
 	}
 	// The SDK decodes these errors too.
-	_, err = client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader("x"), "a/b.csv", "text/csv")})
+	_, err = client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader("x"), "bad\x01.csv", "text/csv")})
 	wantAPIError(t, err, http.StatusBadRequest)
 	var n int
 	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
@@ -339,11 +347,11 @@ func TestFilesUploadLimitsAndNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("%d files stored (%v), want only the accepted one", n, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&n); err != nil || n != 4 {
+		t.Errorf("%d files stored (%v), want only the 4 accepted ones", n, err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM file_blob_heads`).Scan(&n); err == nil && n != 1 {
-		t.Errorf("%d blobs stored, want only the accepted file's", n)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM file_blob_heads`).Scan(&n); err == nil && n != 4 {
+		t.Errorf("%d blobs stored, want only the 4 accepted files'", n)
 	}
 }
 
@@ -502,4 +510,42 @@ func (r *patternReader) Read(p []byte) (int, error) {
 		p[i] = byte(r.x)
 	}
 	return len(p), nil
+}
+
+// TestFilesExpiry: expires_in_seconds sets expires_at (one hour to ninety
+// days, as on the hosted API); a session copy of the file expires with it.
+func TestFilesExpiry(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	client := newClient(t, srv)
+	ctx := context.Background()
+	before := time.Now()
+	f, err := client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader(csvBody), "t.csv", "text/csv"),
+		ExpiresInSeconds: anthropic.Int(7200)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := f.ExpiresAt.Sub(before); d < 2*time.Hour-time.Minute || d > 2*time.Hour+time.Minute {
+		t.Fatalf("expires_at = %v, want about two hours after the upload (%v)", f.ExpiresAt, before)
+	}
+	got, err := client.Beta.Files.GetMetadata(ctx, f.ID, anthropic.BetaFileGetMetadataParams{})
+	if err != nil || !got.ExpiresAt.Equal(f.ExpiresAt) {
+		t.Fatalf("metadata expires_at = %v (%v), want %v", got.ExpiresAt, err, f.ExpiresAt)
+	}
+	for _, secs := range []int64{60, 7776001} {
+		_, err := client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader("x"), "x.txt", "text/plain"),
+			ExpiresInSeconds: anthropic.Int(secs)})
+		if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "expires_in_seconds") {
+			t.Errorf("expires_in_seconds=%d: %s, want an error naming the field", secs, e.RawJSON())
+		}
+	}
+	sess, err := newSessionWith(t, client, []anthropic.BetaSessionNewParamsResourceUnion{
+		{OfFile: &anthropic.BetaManagedAgentsFileResourceParams{FileID: f.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := client.Beta.Files.GetMetadata(ctx, sess.Resources[0].FileID, anthropic.BetaFileGetMetadataParams{})
+	if err != nil || !cp.ExpiresAt.Equal(f.ExpiresAt) {
+		t.Fatalf("session copy expires_at = %v (%v), want the source's %v", cp.ExpiresAt, err, f.ExpiresAt)
+	}
 }

@@ -21,8 +21,37 @@ func (q *Queries) FileDeleteByID(ctx context.Context, id string) (string, error)
 	return storage_key, err
 }
 
+const fileExpiredList = `-- name: FileExpiredList :many
+SELECT id FROM files WHERE expires_at <= $1::timestamptz ORDER BY expires_at LIMIT $2
+`
+
+type FileExpiredListParams struct {
+	Now      time.Time
+	RowLimit int32
+}
+
+func (q *Queries) FileExpiredList(ctx context.Context, arg FileExpiredListParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, fileExpiredList, arg.Now, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const fileGetByID = `-- name: FileGetByID :one
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files WHERE id = $1
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files WHERE id = $1
 `
 
 func (q *Queries) FileGetByID(ctx context.Context, id string) (File, error) {
@@ -41,6 +70,7 @@ func (q *Queries) FileGetByID(ctx context.Context, id string) (File, error) {
 		&i.OutputPath,
 		&i.OutputModifiedAt,
 		&i.CreatedAt,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -48,8 +78,8 @@ func (q *Queries) FileGetByID(ctx context.Context, id string) (File, error) {
 const fileInsert = `-- name: FileInsert :exec
 
 INSERT INTO files (id, filename, mime_type, size_bytes, sha256, storage_key, downloadable,
-                   scope_session_id, origin, output_path, output_modified_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                   scope_session_id, origin, output_path, output_modified_at, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 `
 
 type FileInsertParams struct {
@@ -65,6 +95,7 @@ type FileInsertParams struct {
 	OutputPath       *string
 	OutputModifiedAt *time.Time
 	CreatedAt        time.Time
+	ExpiresAt        *time.Time
 }
 
 // Files (db/files.go).
@@ -82,6 +113,7 @@ func (q *Queries) FileInsert(ctx context.Context, arg FileInsertParams) error {
 		arg.OutputPath,
 		arg.OutputModifiedAt,
 		arg.CreatedAt,
+		arg.ExpiresAt,
 	)
 	return err
 }
@@ -98,18 +130,20 @@ func (q *Queries) FileKeyReferenced(ctx context.Context, storageKey string) (boo
 }
 
 const fileList = `-- name: FileList :many
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files
 WHERE ($1::text IS NULL OR scope_session_id = $1::text)
   AND (cardinality($2::text[]) = 0 OR id = ANY($2::text[]))
-  AND ($3::timestamptz IS NULL
-       OR (created_at, id) < ($3::timestamptz, $4::text))
+  AND (expires_at IS NULL OR expires_at > $3::timestamptz)
+  AND ($4::timestamptz IS NULL
+       OR (created_at, id) < ($4::timestamptz, $5::text))
 ORDER BY created_at DESC, id DESC
-LIMIT $5
+LIMIT $6
 `
 
 type FileListParams struct {
 	ScopeSessionID *string
 	Ids            []string
+	Now            time.Time
 	AfterCreatedAt *time.Time
 	AfterID        string
 	RowLimit       int32
@@ -119,6 +153,7 @@ func (q *Queries) FileList(ctx context.Context, arg FileListParams) ([]File, err
 	rows, err := q.db.Query(ctx, fileList,
 		arg.ScopeSessionID,
 		arg.Ids,
+		arg.Now,
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.RowLimit,
@@ -143,6 +178,7 @@ func (q *Queries) FileList(ctx context.Context, arg FileListParams) ([]File, err
 			&i.OutputPath,
 			&i.OutputModifiedAt,
 			&i.CreatedAt,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -155,7 +191,7 @@ func (q *Queries) FileList(ctx context.Context, arg FileListParams) ([]File, err
 }
 
 const fileLockShare = `-- name: FileLockShare :one
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files WHERE id = $1 FOR SHARE
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files WHERE id = $1 FOR SHARE
 `
 
 func (q *Queries) FileLockShare(ctx context.Context, id string) (File, error) {
@@ -174,6 +210,7 @@ func (q *Queries) FileLockShare(ctx context.Context, id string) (File, error) {
 		&i.OutputPath,
 		&i.OutputModifiedAt,
 		&i.CreatedAt,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -190,7 +227,7 @@ func (q *Queries) FileSessionExists(ctx context.Context, id string) (bool, error
 }
 
 const outputGetByPath = `-- name: OutputGetByPath :one
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files WHERE scope_session_id = $1 AND output_path = $2
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files WHERE scope_session_id = $1 AND output_path = $2
 `
 
 type OutputGetByPathParams struct {
@@ -214,12 +251,13 @@ func (q *Queries) OutputGetByPath(ctx context.Context, arg OutputGetByPathParams
 		&i.OutputPath,
 		&i.OutputModifiedAt,
 		&i.CreatedAt,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
 
 const outputList = `-- name: OutputList :many
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files
 WHERE scope_session_id = $1 AND output_path IS NOT NULL
 ORDER BY output_path
 `
@@ -246,6 +284,7 @@ func (q *Queries) OutputList(ctx context.Context, scopeSessionID *string) ([]Fil
 			&i.OutputPath,
 			&i.OutputModifiedAt,
 			&i.CreatedAt,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -258,7 +297,7 @@ func (q *Queries) OutputList(ctx context.Context, scopeSessionID *string) ([]Fil
 }
 
 const outputLockByPath = `-- name: OutputLockByPath :one
-SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at FROM files WHERE scope_session_id = $1 AND output_path = $2 FOR UPDATE
+SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files WHERE scope_session_id = $1 AND output_path = $2 FOR UPDATE
 `
 
 type OutputLockByPathParams struct {
@@ -282,6 +321,7 @@ func (q *Queries) OutputLockByPath(ctx context.Context, arg OutputLockByPathPara
 		&i.OutputPath,
 		&i.OutputModifiedAt,
 		&i.CreatedAt,
+		&i.ExpiresAt,
 	)
 	return i, err
 }

@@ -78,6 +78,7 @@ type File struct {
 	OutputPath       *string
 	OutputModifiedAt *time.Time
 	CreatedAt        time.Time
+	ExpiresAt        *time.Time
 }
 
 type FileBlobChunk struct {
