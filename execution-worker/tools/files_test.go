@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -36,6 +37,10 @@ func TestSessionPaths(t *testing.T) {
 				{"write", `{"file_path":"/workspace/ws.txt","content":"in the workspace"}`, false, "Wrote 16 bytes to /workspace/ws.txt"},
 				{"read", `{"file_path":"/workspace/ws.txt"}`, false, "     1\tin the workspace\n"},
 				{"read", `{"file_path":"/mnt/elsewhere.txt"}`, true, ""},
+				{"glob", `{"pattern":"*.txt","path":"/mnt/session/outputs"}`, false, ""},
+				{"glob", `{"pattern":"/mnt/session/outputs/*.txt"}`, false, ""},
+				{"grep", `{"pattern":"gamma","path":"/mnt/session/outputs"}`, false, ""},
+				{"glob", `{"pattern":"*.txt","path":"/mnt/elsewhere"}`, true, ""},
 			}
 			for _, st := range steps {
 				res, err := tools.Execute(t.Context(), sb, st.tool, json.RawMessage(st.input))
@@ -47,6 +52,10 @@ func TestSessionPaths(t *testing.T) {
 				}
 				if st.want != "" && res.Content != st.want {
 					t.Errorf("Execute(%s, %s) = %q, want %q", st.tool, st.input, res.Content, st.want)
+				}
+				// Searches of the session paths find the output.
+				if (st.tool == "glob" || st.tool == "grep") && !st.wantErr && !strings.Contains(res.Content, "x.txt") {
+					t.Errorf("Execute(%s, %s) = %q, want it to name x.txt", st.tool, st.input, res.Content)
 				}
 			}
 			got, err := sb.ReadFile(t.Context(), output)

@@ -56,7 +56,7 @@ func (t *call) glob(in globInput) (Result, error) {
 	explicit := in.Path != nil && *in.Path != ""
 	if explicit {
 		var ok bool
-		if base, ok = inside(t.root, *in.Path); !ok {
+		if base, ok = t.searchPath(*in.Path); !ok {
 			return t.escape(*in.Path), nil
 		}
 	}
@@ -72,7 +72,8 @@ func (t *call) glob(in globInput) (Result, error) {
 		n++
 	}
 	dir, pat := "/"+strings.Join(segs[:n], "/"), segs[n:]
-	if _, ok := inside(t.root, dir); !ok {
+	dir, ok := t.searchPath(dir)
+	if !ok {
 		return t.escape(*in.Pattern), nil
 	}
 	cmd := fmt.Sprintf("[ -d %[1]s ] || exit 3; exec find %[1]s -type f", quote(dir))
@@ -123,6 +124,36 @@ func (t *call) glob(in globInput) (Result, error) {
 		b.WriteString("[some directories could not be read]\n")
 	}
 	return Result{Content: b.String()}, nil
+}
+
+// execPather is implemented by sandboxes whose commands see a path the
+// agent names somewhere else (local: the session directories live inside
+// the workspace).
+type execPather interface {
+	// ExecPath returns where commands find the absolute path p.
+	ExecPath(p string) string
+}
+
+// searchPath returns the directory commands search for p: a path under
+// the workspace as it is, and the session paths (/mnt/session/...,
+// /workspace/...) where the sandbox's commands see them. ok is false for
+// any other path.
+func (t *call) searchPath(p string) (string, bool) {
+	if abs, ok := inside(t.root, p); ok {
+		return abs, true
+	}
+	abs := path.Clean(p)
+	if !path.IsAbs(abs) || !sandbox.InSessionPaths(abs) {
+		return "", false
+	}
+	if ep, ok := t.sb.(execPather); ok {
+		return ep.ExecPath(abs), true
+	}
+	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && t.root != sandbox.WorkspaceDir {
+		// The workspace lies elsewhere; /workspace/X is its X.
+		return path.Join(t.root, rest), true
+	}
+	return abs, true
 }
 
 // hasMeta reports whether a pattern segment has glob metacharacters.
@@ -177,7 +208,7 @@ func (t *call) grep(in grepInput) (Result, error) {
 	target := t.root
 	if in.Path != nil && *in.Path != "" {
 		var ok bool
-		if target, ok = inside(t.root, *in.Path); !ok {
+		if target, ok = t.searchPath(*in.Path); !ok {
 			return t.escape(*in.Path), nil
 		}
 	}
