@@ -131,6 +131,9 @@ func (a *API) eventSend(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	if err := a.checkFileSources(ctx, events, "events"); err != nil {
+		return err
+	}
 	req := a.admission(events, a.now())
 	_, appended, err := a.deps.Store.Append(ctx, id, req)
 	if err != nil {

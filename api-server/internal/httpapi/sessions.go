@@ -163,6 +163,9 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.checkFileSources(c.Request().Context(), initial, "initial_events"); err != nil {
+		return err
+	}
 
 	ctx := c.Request().Context()
 	snapshot, err := a.resolveAgent(ctx, ref)

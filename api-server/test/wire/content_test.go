@@ -228,6 +228,17 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send a message with a document and an image: %v", err)
 	}
+	// A file id that names no file is refused at send time, naming the
+	// block, rather than failing the turn.
+	_, err = e.client.Beta.Sessions.Events.Send(ctx, s.ID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
+			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{
+				{OfImage: &anthropic.BetaManagedAgentsImageBlockParam{Source: anthropic.BetaManagedAgentsImageBlockSourceUnionParam{
+					OfFile: &anthropic.BetaManagedAgentsFileImageSourceParam{FileID: "file_doesnotexist"}}}},
+			}}}}})
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "events[0].content[0].source.file_id") {
+		t.Errorf("unknown file source: %s, want an error naming events[0].content[0].source.file_id", e.RawJSON())
+	}
 	evs := until(t, events, "session.status_idle", 60*time.Second)
 	if msg := resultText(last(evs, "agent.message")); msg != "Read them." {
 		t.Fatalf("agent.message %q, want the Messages API's answer %q (events %v)", msg, "Read them.", typesOf(evs))
