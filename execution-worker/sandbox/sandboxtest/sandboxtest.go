@@ -22,6 +22,11 @@
 // /bin/sh, find, grep, and the usual coreutils (cat, head, printf, sed, cut,
 // wc, ln, sleep, kill).
 //
+// Providers tested against an in-process fake also call the checks that
+// need to see the fake's side: [CheckStreamingTransfer] (uploads stream,
+// with the process's allocations bounded) and [CheckSessionPaths] (the
+// session and /workspace paths of a fresh sandbox).
+//
 // Subtests run one after another, not in parallel: several of them measure
 // how quickly a command is killed, and they must not be slowed down by their
 // siblings on a small machine or a shared Docker daemon.
