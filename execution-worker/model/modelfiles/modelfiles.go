@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -216,6 +217,10 @@ func (c *client) block(ctx context.Context, b model.Block, path string) (model.B
 			return b, false, nil
 		}
 		source, err := c.source(ctx, b.Type, src.FileID, path)
+		var unusable *unusableError
+		if errors.As(err, &unusable) {
+			return placeholder(b.Type, src.FileID, unusable), true, nil
+		}
 		if err != nil {
 			return b, false, err
 		}
@@ -246,7 +251,7 @@ func (c *client) source(ctx context.Context, kind, fileID, path string) (json.Ra
 	}
 	rc, meta, err := c.open.Open(ctx, sid, fileID)
 	if errors.Is(err, ErrNotFound) {
-		return nil, refused(path, fileID, "not found")
+		return nil, refused(path, fileID, "was not found")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open file %s: %w", fileID, err)
@@ -318,8 +323,22 @@ func article(kind string) string {
 	return "a " + kind
 }
 
+// unusableError reports a file a block names that cannot be sent: gone,
+// too large or of the wrong kind. The block is replaced by a note to the
+// model instead (the conversation keeps the reference, so failing the
+// request would fail every later turn of the session too).
+type unusableError struct{ msg string }
+
+func (e *unusableError) Error() string { return e.msg }
+
 func refused(path, fileID, what string) error {
-	return &model.Error{Status: 400, Type: "invalid_request_error", Message: fmt.Sprintf("%s: file %s %s", path, fileID, what)}
+	return &unusableError{msg: fmt.Sprintf("%s: file %s %s", path, fileID, what)}
+}
+
+// placeholder is the text block sent in place of an unusable file block.
+func placeholder(kind, fileID string, err *unusableError) model.Block {
+	_, reason, _ := strings.Cut(err.msg, "file "+fileID+" ")
+	return model.Block{Type: "text", Text: fmt.Sprintf("[The %s %s the user attached could not be included: it %s.]", kind, fileID, reason)}
 }
 
 const pdfMediaType = "application/pdf"
