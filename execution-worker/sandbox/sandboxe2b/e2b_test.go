@@ -393,12 +393,3 @@ func TestSessionPaths(t *testing.T) {
 		t.Errorf("%d processes ran as root after the session-path checks, want still 1 (the setup)", n)
 	}
 }
-
-func run(t *testing.T, sb sandbox.Sandbox, command string) string {
-	t.Helper()
-	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: command})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("Exec(%q) = %+v, %v; want exit code 0", command, res, err)
-	}
-	return string(res.Stdout)
-}
