@@ -313,3 +313,49 @@ func TestComposeRequiresSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestComposeVaultKeys: MANGO_VAULT_KEYS of .env reaches the api-server
+// and no other service; without it (or empty, as in .env.example) the
+// stack still loads and the api-server starts without keys.
+func TestComposeVaultKeys(t *testing.T) {
+	t.Parallel()
+	const keys = "k2:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=,k1:ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+	example := exampleEnv(t)
+	if v, ok := example["MANGO_VAULT_KEYS"]; !ok || v != "" {
+		t.Errorf(".env.example MANGO_VAULT_KEYS = %q (listed %v), want it listed and empty (a key must never be a shared default)", v, ok)
+	}
+	unset := exampleEnv(t)
+	delete(unset, "MANGO_VAULT_KEYS")
+	set := exampleEnv(t)
+	set["MANGO_VAULT_KEYS"] = keys
+	for name, tt := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"empty": {example, ""},
+		"unset": {unset, ""},
+		"set":   {set, keys},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, err := load(t, tt.env)
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			api := service(t, p, "api-server")
+			if v, ok := api.Environment["MANGO_VAULT_KEYS"]; !ok || v == nil || *v != tt.want {
+				t.Errorf("api-server MANGO_VAULT_KEYS = %q (listed %v, with a value %v), want %q", env(api, "MANGO_VAULT_KEYS"), ok, v != nil, tt.want)
+			}
+			for _, s := range p.Services {
+				if s.Name == "api-server" {
+					continue
+				}
+				for k, v := range s.Environment {
+					if k == "MANGO_VAULT_KEYS" || (v != nil && tt.want != "" && strings.Contains(*v, tt.want)) {
+						t.Errorf("%s: %s carries the vault keys; only the api-server may", s.Name, k)
+					}
+				}
+			}
+		})
+	}
+}

@@ -119,6 +119,7 @@ func TestChartRender(t *testing.T) {
 		"ci/autoscaling-values.yaml": checkAutoscalingRender,
 		"ci/external-values.yaml":    checkExternalRender,
 		"ci/dev-values.yaml":         checkDevRender,
+		"ci/files-values.yaml":       checkFilesRender,
 	}
 	files := append([]string{""}, ciValuesFiles(t)...)
 	for _, file := range files {
@@ -144,6 +145,7 @@ func checkInvariants(t *testing.T, r *rendered, vals map[string]any) {
 	api := checkAPIServer(t, r, vals)
 	checkWorkers(t, r, vals, api)
 	checkMigrationJob(t, r, api)
+	checkVaultAndFiles(t, r, vals, api)
 	checkRBAC(t, r, vals)
 	checkNetworkPolicy(t, r, vals)
 	checkReferences(t, r)
@@ -1060,6 +1062,11 @@ func checkExternalRender(t *testing.T, r *rendered) {
 		"MANGO_DATABASE_MAX_CONNS":       "64",
 		"MANGO_REQUIRE_LIVE_WORKER":      "true",
 		"MANGO_HOST_GONE_AFTER":          "5m",
+		"MANGO_VAULT_KEYS":               "secret:mango-vault-keys-2026/vault-keys",
+		"MANGO_FILES_S3_ENDPOINT":        "https://s3.eu-west-1.amazonaws.com",
+		"MANGO_FILES_S3_BUCKET":          "mango-prod-files",
+		"MANGO_FILES_S3_REGION":          "eu-west-1",
+		"MANGO_FILES_S3_ACCESS_KEY_ID":   "", // the IAM role of the ServiceAccount
 	} {
 		if api[k] != want {
 			t.Errorf("api-server %s = %q, want %q", k, api[k], want)
@@ -1108,7 +1115,7 @@ func checkExternalRender(t *testing.T, r *rendered) {
 }
 
 func checkDevRender(t *testing.T, r *rendered) {
-	want := map[string]bool{"mango-database": true, "mango-worker-token": false, "mango-api-key": false, "mango-model": false}
+	want := map[string]bool{"mango-database": true, "mango-worker-token": false, "mango-api-key": false, "mango-model": false, "mango-vault-keys": false}
 	for _, o := range r.Objects {
 		s, ok := o.Obj.(*corev1.Secret)
 		if !ok {

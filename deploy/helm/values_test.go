@@ -145,6 +145,16 @@ func TestChartChecksumsFollowConfig(t *testing.T) {
 			[]string{"mango-api-server checksum/secret", "mango-worker-local checksum/secret"}},
 		{"database URL", `database: {url: "postgres://u:p@db/mango"}`,
 			[]string{"mango-api-server checksum/secret"}},
+		{"vault keys Secret", `vaultKeys: {existingSecret: vault-2}`,
+			[]string{"mango-api-server checksum/secret"}},
+		{"vault keys value", `vaultKeys: {value: "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}`,
+			[]string{"mango-api-server checksum/secret"}},
+		{"Files size", `files: {maxBytes: 1048576}`,
+			[]string{"mango-api-server checksum/config"}},
+		{"S3 with static credentials", `files: {s3: {enabled: true, endpoint: "http://minio:9000", bucket: b, credentials: {existingSecret: minio}}}`,
+			[]string{"mango-api-server checksum/config", "mango-api-server checksum/secret"}},
+		{"outputs limits", `workerDefaults: {outputs: {maxFiles: 10}}`,
+			[]string{"mango-worker-local checksum/config"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -111,6 +111,22 @@ value: {{ $value | quote }}
 {{- include "mango.secretRef" (dict "root" . "ref" .Values.workerToken "purpose" "worker-token" "valueKey" "value" "path" "workerToken") }}
 {{- end }}
 
+{{/*
+The vault keys' Secret. A development value is checked here, in the
+MANGO_VAULT_KEYS format, with errors that name an entry by position and
+never show a key (a schema pattern would print the value).
+*/}}
+{{- define "mango.vaultKeysSecret" -}}
+{{- with .Values.vaultKeys.value }}
+{{- range $i, $entry := splitList "," . }}
+{{- if not (regexMatch "^[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/_-]{43}=?$" (trim $entry)) }}
+{{- fail (printf "vaultKeys.value entry %d: want id:base64, an id of letters, digits, '.', '_' or '-' and a key of 32 bytes in base64" (add1 $i)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- include "mango.secretRef" (dict "root" . "ref" .Values.vaultKeys "purpose" "vault-keys" "valueKey" "value" "path" "vaultKeys") }}
+{{- end }}
+
 {{- define "mango.modelSecret" -}}
 {{- include "mango.secretRef" (dict "root" . "ref" .Values.model.apiKey "purpose" "model" "valueKey" "value" "path" "model.apiKey") }}
 {{- end }}

@@ -57,6 +57,23 @@ MANGO_SHUTDOWN_TIMEOUT: {{ printf "%vs" .shutdownGraceSeconds | quote }}
 MANGO_LOG_LEVEL: {{ .log.level | quote }}
 MANGO_LOG_FORMAT: {{ .log.format | quote }}
 {{- end }}
+{{- with .Values.files }}
+MANGO_FILES_MAX_BYTES: {{ .maxBytes | int64 | quote }}
+MANGO_FILES_DOWNLOAD_UPLOADS: {{ .downloadUploads | quote }}
+{{- with .s3 }}
+{{- if .enabled }}
+MANGO_FILES_S3_ENDPOINT: {{ .endpoint | quote }}
+MANGO_FILES_S3_BUCKET: {{ .bucket | quote }}
+{{- with .region }}
+MANGO_FILES_S3_REGION: {{ . | quote }}
+{{- end }}
+MANGO_FILES_S3_PATH_STYLE: {{ .pathStyle | quote }}
+{{- with .prefix }}
+MANGO_FILES_S3_PREFIX: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- with .Values.controlPlane.tls }}
 {{- if .enabled }}
 MANGO_GRPC_TLS_CERT_FILE: {{ printf "%s/tls.crt" (include "mango.tls.controlPlaneDir" $) | quote }}
@@ -73,6 +90,34 @@ MANGO_GRPC_TLS_CLIENT_CA_FILE: {{ printf "%s/ca.crt" (include "mango.tls.control
 database: {{ include "mango.databaseSecret" . | fromYaml | toJson }}
 workerToken: {{ include "mango.workerTokenSecret" . | fromYaml | toJson }}
 apiKey: {{ include "mango.apiKeySecret" . | fromYaml | toJson }}
+vaultKeys: {{ include "mango.vaultKeysSecret" . | fromYaml | toJson }}
+filesS3Credentials: {{ include "mango.apiServer.s3Credentials" . | fromYaml | toJson }}
+{{- end }}
+
+{{/*
+Static S3 credentials of the api-server, as YAML {name, accessKeyIdKey,
+secretAccessKeyKey}; empty (the AWS default chain) unless files.s3 is
+enabled with credentials.existingSecret. It fails on S3 settings (endpoint,
+bucket, credentials) without files.s3.enabled.
+*/}}
+{{- define "mango.apiServer.s3Credentials" -}}
+{{- $s3 := default dict .Values.files.s3 }}
+{{- $cred := default dict $s3.credentials }}
+{{- if not $s3.enabled }}
+{{- range $k := list "endpoint" "bucket" }}
+{{- if get $s3 $k }}
+{{- fail (printf "files.s3.%s is set but files.s3.enabled is false" $k) }}
+{{- end }}
+{{- end }}
+{{- if $cred.existingSecret }}
+{{- fail "files.s3.credentials.existingSecret is set but files.s3.enabled is false" }}
+{{- end }}
+{{- end }}
+{{- if and $s3.enabled $cred.existingSecret }}
+name: {{ $cred.existingSecret | quote }}
+accessKeyIdKey: {{ $cred.accessKeyIdKey | quote }}
+secretAccessKeyKey: {{ $cred.secretAccessKeyKey | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The api-server's ServiceAccount name. */}}
