@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // errResent marks a second attempt at a streamed upload, whose reader was
@@ -38,7 +38,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	if err != nil {
 		return err
 	}
-	body, ctype, length := e2bproto.MultipartFile("file", path.Base(t.Path), r, size)
+	body, ctype, length := transfer.MultipartFile("file", path.Base(t.Path), r, size)
 	sent := false
 	req := request{method: http.MethodPost, length: length, body: func() (io.Reader, string, error) {
 		if sent {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // PutTree copies src into dst (see [sandbox.PutTree]) in one archive: the
@@ -29,9 +29,9 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 		return fmt.Errorf("put tree %s: not a directory", dst)
 	}
 	archive := "/tmp/.mango-tree-" + shellexec.NewToken() + ".tar"
-	tree := e2bproto.TarTree(src)
+	tree := transfer.TarTree(src)
 	defer func() { _ = tree.Close() }()
-	body, ctype := e2bproto.MultipartPipe(func(mw *multipart.Writer) error {
+	body, ctype := transfer.MultipartPipe(func(mw *multipart.Writer) error {
 		_, err := mw.CreateFormFile("file", "tree.tar")
 		return err
 	}, tree)
@@ -51,7 +51,7 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	script := "set -- " + shellexec.Quote(archive) + " " + shellexec.Quote(t.Path) + "\n(" + e2bproto.TreeExtractor + ") >/dev/null 2>&1 && echo MANGO-TREE-OK"
+	script := "set -- " + shellexec.Quote(archive) + " " + shellexec.Quote(t.Path) + "\n(" + transfer.TreeExtractor + ") >/dev/null 2>&1 && echo MANGO-TREE-OK"
 	out, err := s.execute(ctx, script, 10*time.Minute)
 	if err == nil && !strings.Contains(out, "MANGO-TREE-OK") {
 		err = fmt.Errorf("tar failed in the sandbox")

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // errResent marks a second attempt at a streamed upload, whose reader was
@@ -87,7 +87,7 @@ func (s *remoteSandbox) putResolved(ctx context.Context, t shellexec.Resolved, r
 // uploadStream sends size bytes of r as the file name (relative to the
 // runtime's root) through one POST /upload.
 func (s *remoteSandbox) uploadStream(ctx context.Context, name string, r io.Reader, size int64) error {
-	body, ctype, length := e2bproto.MultipartFile("file", name, r, size)
+	body, ctype, length := transfer.MultipartFile("file", name, r, size)
 	sent := false
 	_, _, err := s.p.sendOnce(ctx, *s.route.Load(), request{method: http.MethodPost, path: "/upload", length: length,
 		body: func() (io.Reader, string, error) {
@@ -202,7 +202,7 @@ func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.Fi
 	if status != "0" {
 		return nil, fmt.Errorf("list %s: find: exit status %s", dir, status)
 	}
-	files, err := e2bproto.ParseStatList(listed, body)
+	files, err := transfer.ParseStatList(listed, body)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // PutTree copies src into dst (see [sandbox.PutTree]) in one archive: the
@@ -29,9 +29,9 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 		return fmt.Errorf("put tree %s: not a directory", dst)
 	}
 	name := stageName("tree")
-	tree := e2bproto.TarTree(src)
+	tree := transfer.TarTree(src)
 	defer func() { _ = tree.Close() }()
-	body, ctype := e2bproto.MultipartPipe(func(mw *multipart.Writer) error {
+	body, ctype := transfer.MultipartPipe(func(mw *multipart.Writer) error {
 		_, err := mw.CreateFormFile("file", name)
 		return err
 	}, tree)
@@ -49,7 +49,7 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 		s.removeStaged(name)
 		return fmt.Errorf("put tree %s: upload: %w", dst, sh.FileErr(err))
 	}
-	script := "set -- " + shellexec.Quote(s.root+"/"+name) + " " + shellexec.Quote(t.Path) + "\n(" + e2bproto.TreeExtractor + ") >/dev/null 2>&1 && echo MANGO-TREE-OK"
+	script := "set -- " + shellexec.Quote(s.root+"/"+name) + " " + shellexec.Quote(t.Path) + "\n(" + transfer.TreeExtractor + ") >/dev/null 2>&1 && echo MANGO-TREE-OK"
 	out, err := s.execute(ctx, script, 10*time.Minute)
 	if err == nil && !strings.Contains(out, "MANGO-TREE-OK") {
 		err = fmt.Errorf("tar failed in the sandbox")

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // PutFile streams size bytes of r to p through execd's POST /files/upload:
@@ -49,20 +49,7 @@ func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64,
 	if err != nil {
 		return fmt.Errorf("put %s: %w", p, err)
 	}
-	body, ctype, length, err := e2bproto.MultipartStream(func(mw *multipart.Writer) error {
-		mh := textproto.MIMEHeader{}
-		mh.Set("Content-Disposition", `form-data; name="metadata"`)
-		mh.Set("Content-Type", "application/json")
-		part, err := mw.CreatePart(mh)
-		if err != nil {
-			return err
-		}
-		if _, err := part.Write(meta); err != nil {
-			return err
-		}
-		_, err = mw.CreateFormFile("file", path.Base(real))
-		return err
-	}, r, size)
+	body, ctype, length, err := transfer.MultipartStream(uploadParts(meta, path.Base(real)), r, size)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", p, err)
 	}
@@ -224,3 +211,23 @@ func (s *remote) RemoveAll(ctx context.Context, p string) error {
 }
 
 var _ sandbox.FileTransfer = (*remote)(nil)
+
+// uploadParts returns the begin function of an execd upload body (see
+// [transfer.MultipartStream]): the JSON metadata part, then the file part
+// named name.
+func uploadParts(meta []byte, name string) func(*multipart.Writer) error {
+	return func(mw *multipart.Writer) error {
+		mh := textproto.MIMEHeader{}
+		mh.Set("Content-Disposition", `form-data; name="metadata"`)
+		mh.Set("Content-Type", "application/json")
+		part, err := mw.CreatePart(mh)
+		if err != nil {
+			return err
+		}
+		if _, err := part.Write(meta); err != nil {
+			return err
+		}
+		_, err = mw.CreateFormFile("file", name)
+		return err
+	}
+}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // PutTree copies src into dst (see [sandbox.PutTree]) in one archive: the
@@ -33,22 +31,7 @@ func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
 	if err != nil {
 		return fmt.Errorf("put tree %s: %w", dst, err)
 	}
-	tree := e2bproto.TarTree(src)
-	defer func() { _ = tree.Close() }()
-	body, ctype := e2bproto.MultipartPipe(func(mw *multipart.Writer) error {
-		mh := textproto.MIMEHeader{}
-		mh.Set("Content-Disposition", `form-data; name="metadata"`)
-		mh.Set("Content-Type", "application/json")
-		part, err := mw.CreatePart(mh)
-		if err != nil {
-			return err
-		}
-		if _, err := part.Write(meta); err != nil {
-			return err
-		}
-		_, err = mw.CreateFormFile("file", "tree.tar")
-		return err
-	}, tree)
+	body, ctype := transfer.TarUpload(src, uploadParts(meta, "tree.tar"))
 	defer func() { _ = body.Close() }()
 	resp, err := s.p.do(ctx, "upload tree", request{
 		method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr,
@@ -59,7 +42,7 @@ func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	res, err := s.run(ctx, "/bin/sh -c "+shq(e2bproto.TreeExtractor)+" mango-tree "+shq(archive)+" "+shq(real), "/", nil)
+	res, err := s.run(ctx, "/bin/sh -c "+shq(transfer.TreeExtractor)+" mango-tree "+shq(archive)+" "+shq(real), "/", nil)
 	if err != nil {
 		return fmt.Errorf("put tree %s: tar: %w", dst, s.mapErr(ctx, err))
 	}

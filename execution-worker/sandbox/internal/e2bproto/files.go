@@ -1,20 +1,18 @@
 package e2bproto
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // maxListOutput bounds the listing ListFiles reads (about a million files).
@@ -45,7 +43,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	if err != nil {
 		return fmt.Errorf("put %s: %w", p, err)
 	}
-	body, ctype, length := MultipartFile("file", path.Base(real), r, size)
+	body, ctype, length := transfer.MultipartFile("file", path.Base(real), r, size)
 	resp, err := s.p.cfg.send(ctx, "envd write "+p, noRetry, func(ctx context.Context) (*http.Request, error) {
 		req, err := s.envdRequest(ctx, http.MethodPost, s.filesQuery(real), body)
 		if err != nil {
@@ -131,7 +129,7 @@ func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.Fi
 	if len(out) > maxListOutput {
 		return nil, fmt.Errorf("list %s: more than %d bytes of listing", dir, maxListOutput)
 	}
-	files, err := ParseStatList(listed, out)
+	files, err := transfer.ParseStatList(listed, out)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
@@ -180,71 +178,6 @@ func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
 		return fmt.Errorf("remove %s: rm: exit code %d: %v", p, code, err)
 	}
 	return nil
-}
-
-// ParseStatList parses lines "size mtime ./name" (stat -c '%s %Y %n' run
-// by find in dir) into FileInfos under dir, sorted by path. A line that
-// does not start with two numbers continues the previous file's name (a
-// name holding a newline).
-func ParseStatList(dir, out string) ([]sandbox.FileInfo, error) {
-	var files []sandbox.FileInfo
-	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
-		if line == "" && len(files) == 0 {
-			continue
-		}
-		sizeStr, rest, ok1 := strings.Cut(line, " ")
-		mtimeStr, name, ok2 := strings.Cut(rest, " ")
-		size, err1 := strconv.ParseInt(sizeStr, 10, 64)
-		mtime, err2 := strconv.ParseInt(mtimeStr, 10, 64)
-		if !ok1 || !ok2 || err1 != nil || err2 != nil || !strings.HasPrefix(name, "./") {
-			if len(files) == 0 {
-				return nil, fmt.Errorf("%w: unexpected listing line %q", ErrProtocol, line)
-			}
-			files[len(files)-1].Path += "\n" + line
-			continue
-		}
-		files = append(files, sandbox.FileInfo{
-			Path:    path.Join(dir, strings.TrimPrefix(name, "./")),
-			Size:    size,
-			ModTime: time.Unix(mtime, 0),
-		})
-	}
-	slices.SortFunc(files, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return files, nil
-}
-
-// MultipartFile returns a streaming multipart/form-data body holding one
-// file part (field name, file name), its content type and its exact
-// length: the part's content is read from r (exactly size bytes) as the
-// body is sent, never held in memory.
-func MultipartFile(field, name string, r io.Reader, size int64) (io.Reader, string, int64) {
-	body, ctype, length, _ := MultipartStream(func(mw *multipart.Writer) error {
-		_, err := mw.CreateFormFile(field, name)
-		return err
-	}, r, size)
-	return body, ctype, length
-}
-
-// MultipartStream returns a streaming multipart/form-data body, its
-// content type and its exact length. begin writes the leading parts and
-// opens the last part, whose content is then read from r (exactly size
-// bytes, else an error matching [sandbox.ErrSizeMismatch]) as the body is
-// sent; the closing boundary follows. Only the
-// leading parts are held in memory.
-func MultipartStream(begin func(*multipart.Writer) error, r io.Reader, size int64) (io.Reader, string, int64, error) {
-	var head bytes.Buffer
-	mw := multipart.NewWriter(&head)
-	if err := begin(mw); err != nil {
-		return nil, "", 0, err
-	}
-	pre := slices.Clone(head.Bytes())
-	head.Reset()
-	if err := mw.Close(); err != nil {
-		return nil, "", 0, err
-	}
-	post := head.Bytes()
-	body := io.MultiReader(bytes.NewReader(pre), sandbox.ExactReader(r, size), bytes.NewReader(post))
-	return body, mw.FormDataContentType(), int64(len(pre)) + size + int64(len(post)), nil
 }
 
 var _ sandbox.FileTransfer = (*remoteSandbox)(nil)

@@ -1,4 +1,4 @@
-package e2bproto
+package transfer
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func TestParseStatList(t *testing.T) {
 	if files, err := ParseStatList("/x", ""); err != nil || len(files) != 0 {
 		t.Errorf("ParseStatList of no output = %+v, %v; want empty, nil", files, err)
 	}
-	if _, err := ParseStatList("/x", "garbage\n"); !errors.Is(err, ErrProtocol) {
-		t.Errorf("ParseStatList of garbage = %v, want ErrProtocol", err)
+	if _, err := ParseStatList("/x", "garbage\n"); !errors.Is(err, ErrMalformedListing) {
+		t.Errorf("ParseStatList of garbage = %v, want ErrMalformedListing", err)
 	}
 }
