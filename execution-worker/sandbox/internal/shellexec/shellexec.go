@@ -29,6 +29,12 @@
 // as well, and /workspace/x names root/x. A command running concurrently can race the
 // check by swapping a component for a link; the sandbox is the isolation
 // boundary, the check keeps file access within the workspace.
+//
+// # Trees
+//
+// [Shell.PutTree] copies a tree in one tar archive: the adapter uploads
+// the stream to a file in the sandbox with its service's upload call, and
+// tar extracts it there.
 package shellexec
 
 import (
