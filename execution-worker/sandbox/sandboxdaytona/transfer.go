@@ -3,7 +3,6 @@ package sandboxdaytona
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,13 +15,10 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
-
-// errResent marks a second attempt at a streamed upload, whose reader was
-// already consumed.
-var errResent = errors.New("upload body already sent: the upload cannot be retried")
 
 // PutFile streams size bytes of r to p through the toolbox's POST
 // /files/upload (multipart field "file", with a Content-Length), after
@@ -39,14 +35,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 		return err
 	}
 	body, ctype, length := transfer.MultipartFile("file", path.Base(t.Path), r, size)
-	sent := false
-	req := request{method: http.MethodPost, length: length, body: func() (io.Reader, string, error) {
-		if sent {
-			return nil, "", errResent
-		}
-		sent = true
-		return body, ctype, nil
-	}}
+	req := request{method: http.MethodPost, length: length, body: httpcall.StreamBody(body, ctype)}
 	req.url = s.toolbox.Load().base + "/files/upload?" + url.Values{"path": {t.Path}}.Encode()
 	resp, _, err := s.p.send(ctx, req)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
@@ -20,14 +21,7 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 		archive := "/tmp/.mango-tree-" + shellexec.NewToken() + ".tar"
 		body, ctype := transfer.MultipartPipe(transfer.FormFile("file", "tree.tar"), tree)
 		defer func() { _ = body.Close() }()
-		sent := false
-		req := request{method: http.MethodPost, body: func() (io.Reader, string, error) {
-			if sent {
-				return nil, "", errResent
-			}
-			sent = true
-			return body, ctype, nil
-		}}
+		req := request{method: http.MethodPost, body: httpcall.StreamBody(body, ctype)}
 		req.url = s.toolbox.Load().base + "/files/upload?" + url.Values{"path": {archive}}.Encode()
 		resp, _, err := s.p.send(ctx, req)
 		if err != nil {

@@ -2,7 +2,6 @@ package sandboxk8s
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,13 +12,10 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
-
-// errResent marks a second attempt at a streamed upload, whose reader was
-// already consumed.
-var errResent = errors.New("upload body already sent: the upload cannot be retried")
 
 // lister prints "size mtime ./name" for every regular file under $d (not
 // following symbolic links), then an end marker with find's status; a
@@ -88,15 +84,8 @@ func (s *remoteSandbox) putResolved(ctx context.Context, t shellexec.Resolved, r
 // runtime's root) through one POST /upload.
 func (s *remoteSandbox) uploadStream(ctx context.Context, name string, r io.Reader, size int64) error {
 	body, ctype, length := transfer.MultipartFile("file", name, r, size)
-	sent := false
 	_, _, err := s.p.sendOnce(ctx, *s.route.Load(), request{method: http.MethodPost, path: "/upload", length: length,
-		body: func() (io.Reader, string, error) {
-			if sent {
-				return nil, "", errResent
-			}
-			sent = true
-			return body, ctype, nil
-		}})
+		body: httpcall.StreamBody(body, ctype)})
 	return err
 }
 

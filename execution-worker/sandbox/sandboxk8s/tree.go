@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -19,15 +20,7 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 		name := stageName("tree")
 		body, ctype := transfer.MultipartPipe(transfer.FormFile("file", name), tree)
 		defer func() { _ = body.Close() }()
-		sent := false
-		_, _, err := s.p.sendOnce(ctx, *s.route.Load(), request{method: http.MethodPost, path: "/upload",
-			body: func() (io.Reader, string, error) {
-				if sent {
-					return nil, "", errResent
-				}
-				sent = true
-				return body, ctype, nil
-			}})
+		_, _, err := s.p.sendOnce(ctx, *s.route.Load(), request{method: http.MethodPost, path: "/upload", body: httpcall.StreamBody(body, ctype)})
 		if err != nil {
 			s.removeStaged(name)
 			return "", err

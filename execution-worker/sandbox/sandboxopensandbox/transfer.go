@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -55,7 +56,7 @@ func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64,
 	}
 	resp, err := s.p.do(ctx, "upload file", request{
 		method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr,
-		body:   func() (io.Reader, string, error) { return body, ctype, nil },
+		body:   httpcall.StreamBody(body, ctype),
 		length: length,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -35,7 +36,7 @@ func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
 	defer func() { _ = body.Close() }()
 	resp, err := s.p.do(ctx, "upload tree", request{
 		method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr,
-		body: func() (io.Reader, string, error) { return body, ctype, nil },
+		body: httpcall.StreamBody(body, ctype),
 	})
 	if err != nil {
 		return fmt.Errorf("put tree %s: upload: %w", dst, s.mapErr(ctx, err))

@@ -1,12 +1,14 @@
 // Package httpcall holds what the hand-written HTTP clients of the remote
 // sandbox adapters share: the retry loop with capped exponential backoff
-// and Retry-After, Retry-After parsing, and JSON request bodies.
+// and Retry-After, Retry-After parsing, and request bodies (JSON, and
+// streams that can be sent once).
 package httpcall
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -83,5 +85,22 @@ func JSONBody(v any) func() (io.Reader, string, error) {
 			return nil, "", err
 		}
 		return bytes.NewReader(b), "application/json", nil
+	}
+}
+
+// ErrResent reports a second attempt at a streamed body, whose reader was
+// already consumed: such a request cannot be retried.
+var ErrResent = errors.New("upload body already sent: the upload cannot be retried")
+
+// StreamBody returns a request body function that yields r and its content
+// type ctype once; every later call (a retry) fails with [ErrResent].
+func StreamBody(r io.Reader, ctype string) func() (io.Reader, string, error) {
+	sent := false
+	return func() (io.Reader, string, error) {
+		if sent {
+			return nil, "", ErrResent
+		}
+		sent = true
+		return r, ctype, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,19 @@ func TestJSONBody(t *testing.T) {
 		if b, _ := io.ReadAll(r); string(b) != `{"a":1}` {
 			t.Errorf("body = %s", b)
 		}
+	}
+}
+
+func TestStreamBody(t *testing.T) {
+	body := httpcall.StreamBody(strings.NewReader("once"), "application/octet-stream")
+	r, ctype, err := body()
+	if err != nil {
+		t.Fatalf("first call = %v, want no error", err)
+	}
+	if data, _ := io.ReadAll(r); string(data) != "once" || ctype != "application/octet-stream" {
+		t.Errorf("first call = %q, %q; want %q, application/octet-stream", data, ctype, "once")
+	}
+	if _, _, err := body(); !errors.Is(err, httpcall.ErrResent) {
+		t.Errorf("second call = %v, want ErrResent", err)
 	}
 }
