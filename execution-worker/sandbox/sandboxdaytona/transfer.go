@@ -165,24 +165,9 @@ func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.Fi
 // p itself, when a link, is removed, not followed. A missing p is no
 // error.
 func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
-	abs, err := shellexec.Lexical(s.root, p)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
-	target := abs
-	switch abs {
-	case s.root:
-		return fmt.Errorf("remove %s: is the workspace root", p)
-	case sandbox.SessionDir:
-	default:
-		parent, err := s.shell().Resolve(ctx, path.Dir(abs), false)
-		if err != nil {
-			return fmt.Errorf("remove %s: %w", p, s.fileErr(err))
-		}
-		if parent.Kind == shellexec.KindMissing {
-			return nil
-		}
-		target = path.Join(parent.Path, path.Base(abs))
+	target, ok, err := s.shell().RemoveTarget(ctx, p)
+	if err != nil || !ok {
+		return err
 	}
 	q := url.Values{"path": {target}, "recursive": {strconv.FormatBool(true)}}
 	_, err = s.call(ctx, "/files?"+q.Encode(), request{method: http.MethodDelete, idempotent: true})

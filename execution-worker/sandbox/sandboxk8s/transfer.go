@@ -218,25 +218,10 @@ func cutLastLine(out, prefix string) (body, rest string, ok bool) {
 // /execute. The parent's symbolic links are resolved first; p itself, when
 // a link, is removed, not followed.
 func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
-	abs, err := shellexec.Lexical(s.root, p)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
 	sh := s.shell()
-	target := abs
-	switch abs {
-	case s.root:
-		return fmt.Errorf("remove %s: is the workspace root", p)
-	case sandbox.SessionDir:
-	default:
-		parent, err := sh.Resolve(ctx, path.Dir(abs), false)
-		if err != nil {
-			return fmt.Errorf("remove %s: %w", p, sh.FileErr(err))
-		}
-		if parent.Kind == shellexec.KindMissing {
-			return nil
-		}
-		target = path.Join(parent.Path, path.Base(abs))
+	target, ok, err := sh.RemoveTarget(ctx, p)
+	if err != nil || !ok {
+		return err
 	}
 	out, err := s.execute(ctx, "exec 2>/dev/null\nrm -rf -- "+shellexec.Quote(target)+" && echo ok", 5*time.Minute)
 	if err == nil && strings.TrimSpace(out) != "ok" {

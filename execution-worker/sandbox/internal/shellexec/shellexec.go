@@ -171,6 +171,32 @@ func (sh *Shell) WriteTarget(ctx context.Context, p string) (Resolved, error) {
 	return r, nil
 }
 
+// RemoveTarget resolves p for removal: the path to remove, with the
+// symbolic links of its parents resolved and p itself, when a link, kept
+// (removed, not followed). ok is false when p's parent is missing: there
+// is nothing to remove. The workspace root cannot be removed. Errors name
+// p.
+func (sh *Shell) RemoveTarget(ctx context.Context, p string) (target string, ok bool, err error) {
+	abs, err := Lexical(sh.Root, p)
+	if err != nil {
+		return "", false, fmt.Errorf("remove %s: %w", p, err)
+	}
+	switch abs {
+	case sh.Root:
+		return "", false, fmt.Errorf("remove %s: is the workspace root", p)
+	case sandbox.SessionDir:
+		return abs, true, nil
+	}
+	parent, err := sh.Resolve(ctx, path.Dir(abs), false)
+	if err != nil {
+		return "", false, fmt.Errorf("remove %s: %w", p, sh.FileErr(err))
+	}
+	if parent.Kind == KindMissing {
+		return "", false, nil
+	}
+	return path.Join(parent.Path, path.Base(abs)), true, nil
+}
+
 // Written finishes a write to r: a new file gets perm (unless it is 0 or
 // the service's 0644).
 func (sh *Shell) Written(ctx context.Context, r Resolved, p string, perm fs.FileMode) error {
