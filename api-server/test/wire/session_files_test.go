@@ -30,7 +30,7 @@ func TestSessionFilesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessionFilesTurn(t, e, env.ID, "mnt/session")
+	sessionFilesTurn(t, e, env.ID, "mnt/session", false)
 }
 
 // TestSessionFilesDocker is the same on the docker sandbox, where the
@@ -51,14 +51,13 @@ func TestSessionFilesDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := sessionFilesTurn(t, e, env.ID, "/mnt/session")
-	t.Cleanup(func() { deleteAndWait(t, e, sid) })
+	sessionFilesTurn(t, e, env.ID, "/mnt/session", true)
 }
 
 // sessionFilesTurn runs the acceptance scenario in environment envID;
-// sessionDir is how bash addresses /mnt/session on that provider. It
-// returns the session id.
-func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string) string {
+// sessionDir is how bash addresses /mnt/session on that provider. With
+// teardown, the session (and its container) is deleted when the test ends.
+func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string, teardown bool) {
 	t.Helper()
 	ctx := context.Background()
 	up := uploadCSV(t, e.client, "cities.csv")
@@ -75,6 +74,9 @@ func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string) string
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if teardown {
+		t.Cleanup(func() { deleteAndWait(t, e, s.ID) })
 	}
 	events := e.watch(t, s.ID)
 	e.say(t, s.ID, strings.Join([]string{
@@ -162,7 +164,6 @@ func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string) string
 			}
 		}
 	}
-	return s.ID
 }
 
 func hasID(files []anthropic.BetaFileMetadata, id string) bool {
