@@ -59,6 +59,12 @@ func TestSessionResourcesLifecycle(t *testing.T) {
 	if len(sess.Resources) != 2 {
 		t.Fatalf("session has %d resources, want 2: %s", len(sess.Resources), sess.RawJSON())
 	}
+	if _, ok := sess.Resources[0].AsAny().(anthropic.BetaManagedAgentsFileResource); !ok {
+		t.Errorf("resources[0] decodes as %T, want BetaManagedAgentsFileResource", sess.Resources[0].AsAny())
+	}
+	if _, ok := sess.Resources[1].AsAny().(anthropic.BetaManagedAgentsGitHubRepositoryResource); !ok {
+		t.Errorf("resources[1] decodes as %T, want BetaManagedAgentsGitHubRepositoryResource", sess.Resources[1].AsAny())
+	}
 	file := sess.Resources[0].AsFile()
 	if file.MountPath != "/mnt/session/uploads/data.csv" || !strings.HasPrefix(file.FileID, "file_") || file.FileID == up.ID {
 		t.Fatalf("file resource = %s; want mount /mnt/session/uploads/data.csv and a session copy with its own file id", file.RawJSON())
