@@ -195,3 +195,30 @@ func TestOutputLimits(t *testing.T) {
 		t.Fatalf("published %v, want the first 2 outputs by path (a.txt, b.txt)", names)
 	}
 }
+
+// TestResourcesMaterializedOnceAcrossRestarts: what a sandbox holds is
+// recorded with the api-server, not in the worker's memory: after a
+// worker restart a mounted file is not copied again (the agent's change
+// to it stays), and a file added meanwhile is mounted by the new worker.
+func TestResourcesMaterializedOnceAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	stop := runWorker(t, env)
+	fid := uploadFile(t, srv, "notes.txt", "text/plain", []byte("original\n"))
+	sid := createSessionWith(t, srv, []any{map[string]any{"type": "file", "file_id": fid, "mount_path": "notes.txt"}})
+	sendMessage(t, srv, sid, `#tool bash {"command": "chmod u+w mnt/session/uploads/notes.txt && echo changed > mnt/session/uploads/notes.txt && cat mnt/session/uploads/notes.txt"}`)
+	evs := waitFor(t, srv, sid, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	if out := toolResults(evs); len(out) != 1 || !strings.Contains(out[0], "changed") {
+		t.Fatalf("first turn: %q", out)
+	}
+	stop()
+	second := uploadFile(t, srv, "more.txt", "text/plain", []byte("added while down\n"))
+	srv.Do(t, http.MethodPost, "/v1/sessions/"+sid+"/resources", map[string]any{"type": "file", "file_id": second, "mount_path": "more.txt"}, nil)
+	runWorker(t, env)
+	sendMessage(t, srv, sid, `#tool bash {"command": "cat mnt/session/uploads/notes.txt mnt/session/uploads/more.txt"}`)
+	evs = waitFor(t, srv, sid, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	out := toolResults(evs)
+	if got := out[len(out)-1]; !strings.Contains(got, "changed") || strings.Contains(got, "original") || !strings.Contains(got, "added while down") {
+		t.Fatalf("after the restart: %q; want the agent's change kept (not mounted again) and the new file mounted", got)
+	}
+}
