@@ -81,6 +81,9 @@ setup_env() {
 	export MANGO_CONTROLPLANE_ADDR="$GRPC_ADDR"
 	export MANGO_SANDBOX="${MANGO_SANDBOX:-local}"
 	export MANGO_MODEL="${MANGO_MODEL:-fake}"
+	# Development MCP servers usually run on this machine; production
+	# workers refuse loopback and private addresses (netguard).
+	export MANGO_MCP_ALLOW_PRIVATE="${MANGO_MCP_ALLOW_PRIVATE:-1}"
 	export MANGO_BASE_URL="$BASE_URL"
 	# With a Docker daemon, sessions may also choose the docker provider
 	# (environment metadata {"mango.sandbox": "docker"}); a second worker

@@ -20,6 +20,7 @@ import (
 func TestMCPTools(t *testing.T) {
 	t.Parallel()
 	srv, env := startStack(t)
+	env["MANGO_MCP_ALLOW_PRIVATE"] = "1" // the test server listens on 127.0.0.1
 	runWorker(t, env)
 	mcpSrv := mcptest.New(t)
 	mcpSrv.SetSSE(true)
@@ -122,6 +123,7 @@ func TestMCPTools(t *testing.T) {
 func TestMCPServerUnreachable(t *testing.T) {
 	t.Parallel()
 	srv, env := startStack(t)
+	env["MANGO_MCP_ALLOW_PRIVATE"] = "1" // unreachable, not refused
 	runWorker(t, env)
 	var agent, environment, sess struct{ ID string }
 	srv.Do(t, http.MethodPost, "/v1/agents", map[string]any{"name": "mcp-down", "model": "fake",
@@ -141,5 +143,35 @@ func TestMCPServerUnreachable(t *testing.T) {
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason == nil || idle.StopReason.Type != "end_turn" {
 		t.Errorf("idle = %s, want end_turn", idle.Raw)
+	}
+}
+
+// TestMCPPrivateAddressRefused: by default a worker refuses MCP servers on
+// loopback (and link-local, private) addresses: the server sees no
+// request, the session gets an mcp_connection_failed_error saying why, and
+// the turn goes on without the tools.
+func TestMCPPrivateAddressRefused(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	runWorker(t, env)
+	mcpSrv := mcptest.New(t)
+	var agent, environment, sess struct{ ID string }
+	srv.Do(t, http.MethodPost, "/v1/agents", map[string]any{"name": "mcp-private", "model": "fake",
+		"tools":       []any{map[string]any{"type": "mcp_toolset", "mcp_server_name": "inside"}},
+		"mcp_servers": []any{map[string]any{"type": "url", "name": "inside", "url": mcpSrv.URL}},
+	}, &agent)
+	srv.Do(t, http.MethodPost, "/v1/environments", map[string]any{"name": fmt.Sprintf("mcp-private-%d", time.Now().UnixNano())}, &environment)
+	srv.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": environment.ID}, &sess)
+	sendMessage(t, srv, sess.ID, "hello")
+	evs := waitFor(t, srv, sess.ID, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	e := lastOf(evs, "session.error")
+	if e == nil || e.Error == nil || e.Error.Type != "mcp_connection_failed_error" || !strings.Contains(e.Error.Message, "private") {
+		t.Fatalf("session.error = %+v; want mcp_connection_failed_error saying the address is private (events %s)", e, types(evs))
+	}
+	if n := mcpSrv.Inits() + mcpSrv.Lists(); n != 0 {
+		t.Fatalf("the private server received %d requests, want none", n)
+	}
+	if msg := lastOf(evs, "agent.message"); msg == nil || msg.Content[0].Text != "You said: hello" {
+		t.Errorf("the turn did not go on: %v", msg)
 	}
 }

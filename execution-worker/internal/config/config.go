@@ -53,6 +53,7 @@ const (
 	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
 	EnvOutputsMaxFiles        = "MANGO_OUTPUTS_MAX_FILES"
+	EnvMCPAllowPrivate        = "MANGO_MCP_ALLOW_PRIVATE"
 	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
 
 	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"
@@ -178,6 +179,10 @@ type Config struct {
 	// default 1 GiB).
 	OutputsMaxFiles int
 	OutputsMaxBytes int64
+	// MCPAllowPrivate lets agents reach MCP servers on loopback,
+	// link-local and private addresses (MANGO_MCP_ALLOW_PRIVATE; default
+	// false: refused, also after DNS resolution).
+	MCPAllowPrivate bool
 
 	// AllowUnsafeLocalSandbox permits a network-backed model with a provider
 	// that runs tools on the host (MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX).
@@ -333,6 +338,7 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		CompactionThreshold:     p.fraction(EnvCompactionThreshold, DefaultCompactionThreshold),
 		OutputsMaxFiles:         int(p.count(EnvOutputsMaxFiles, 100, 100_000)),
 		OutputsMaxBytes:         p.count(EnvOutputsMaxBytes, 1<<30, 1<<50),
+		MCPAllowPrivate:         p.boolean(EnvMCPAllowPrivate),
 		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
 		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
 		WorkerToken:             p.str(EnvWorkerToken, ""),
