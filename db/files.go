@@ -269,3 +269,13 @@ func (s *Store) FileExpire(ctx context.Context, now time.Time, limit int) (orpha
 	}
 	return orphaned, n, nil
 }
+
+// BlobOrphansDelete deletes up to limit blobs of the PostgreSQL file store
+// that no file references and that were stored before olderThan: the
+// bytes of an upload or output whose metadata was never written (the
+// process died in between), or whose deletion failed after the metadata
+// went. It returns how many it deleted.
+func (s *Store) BlobOrphansDelete(ctx context.Context, olderThan time.Time, limit int) (int64, error) {
+	n, err := s.q.BlobOrphansDelete(ctx, dbsqlc.BlobOrphansDeleteParams{OlderThan: olderThan, RowLimit: int32(limit)}) //nolint:gosec // small
+	return n, mapErr("delete orphaned blobs", err)
+}

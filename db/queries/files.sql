@@ -43,3 +43,11 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1);
 
 -- name: FileExpiredList :many
 SELECT id FROM files WHERE expires_at <= sqlc.arg(now)::timestamptz ORDER BY expires_at LIMIT sqlc.arg(row_limit);
+
+-- name: BlobOrphansDelete :execrows
+DELETE FROM file_blob_heads h
+WHERE h.key IN (
+    SELECT b.key FROM file_blob_heads b
+    WHERE b.created_at < sqlc.arg(older_than)::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = b.key)
+    LIMIT sqlc.arg(row_limit));

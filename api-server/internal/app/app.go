@@ -156,7 +156,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, err
 	}
-	s.sweeper = &fileSweeper{store: store, files: files, log: log.With("component", "file-sweeper"), every: time.Minute}
+	s.sweeper = &fileSweeper{store: store, files: files, log: log.With("component", "file-sweeper"), every: time.Minute,
+		orphanBlobs: cfg.FilesS3 == nil}
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,

@@ -21,7 +21,15 @@ type fileSweeper struct {
 	log   *slog.Logger
 	every time.Duration
 	now   func() time.Time
+	// orphanBlobs also deletes PostgreSQL blobs no file references once
+	// they are older than orphanGrace (set with the PostgreSQL store).
+	orphanBlobs bool
 }
+
+// orphanGrace is how old an unreferenced blob must be before the sweeper
+// deletes it: far longer than the moment between storing an upload's or
+// output's bytes and writing its metadata.
+const orphanGrace = time.Hour
 
 func (s *fileSweeper) run(ctx context.Context) {
 	t := time.NewTicker(s.every)
@@ -56,10 +64,19 @@ func (s *fileSweeper) sweep(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "sweep expired files", "err", err)
 			}
-			return
+			break
 		}
 		if n < sweepBatch {
-			return
+			break
+		}
+	}
+	if s.orphanBlobs && ctx.Err() == nil {
+		n, err := s.store.BlobOrphansDelete(ctx, now.Add(-orphanGrace), 1000)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "sweep orphaned file bytes", "err", err)
+		case n > 0:
+			s.log.InfoContext(ctx, "deleted orphaned file bytes", "blobs", n)
 		}
 	}
 }

@@ -35,8 +35,29 @@ func TestSweepExpiredFiles(t *testing.T) {
 	put("file_expired", "k-expired", &past)
 	put("file_live", "k-live", &future)
 	put("file_forever", "k-forever", nil)
-	s := &fileSweeper{store: store, files: blobs, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: func() time.Time { return now }}
+	// Bytes whose metadata was never written: an old orphan goes, a recent
+	// one (an upload about to record its file) stays.
+	if _, err := blobs.Put(ctx, "k-orphan-old", strings.NewReader("lost"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	s := &fileSweeper{store: store, files: blobs, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: func() time.Time { return now },
+		orphanBlobs: true}
+	// The blob was stored now (wall clock); sweep as if two hours later for
+	// the orphan, but the files' expiry is judged at now as well.
 	s.sweep(ctx)
+	if _, err := blobs.Stat(ctx, "k-orphan-old"); err != nil {
+		t.Fatalf("a fresh unreferenced blob was swept: %v", err)
+	}
+	later := &fileSweeper{store: store, files: blobs, log: s.log, now: func() time.Time { return time.Now().Add(2 * time.Hour) }, orphanBlobs: true}
+	defer func() {
+		if _, err := blobs.Stat(ctx, "k-orphan-old"); !errors.Is(err, filestore.ErrNotFound) {
+			t.Errorf("an unreferenced blob older than the grace survived: %v", err)
+		}
+		if _, err := blobs.Stat(ctx, "k-forever"); err != nil {
+			t.Errorf("a referenced blob was swept as an orphan: %v", err)
+		}
+	}()
+	defer later.sweep(ctx)
 	if _, err := store.FileGet(ctx, "file_expired"); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("expired file still there: %v", err)
 	}

@@ -10,6 +10,28 @@ import (
 	"time"
 )
 
+const blobOrphansDelete = `-- name: BlobOrphansDelete :execrows
+DELETE FROM file_blob_heads h
+WHERE h.key IN (
+    SELECT b.key FROM file_blob_heads b
+    WHERE b.created_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = b.key)
+    LIMIT $2)
+`
+
+type BlobOrphansDeleteParams struct {
+	OlderThan time.Time
+	RowLimit  int32
+}
+
+func (q *Queries) BlobOrphansDelete(ctx context.Context, arg BlobOrphansDeleteParams) (int64, error) {
+	result, err := q.db.Exec(ctx, blobOrphansDelete, arg.OlderThan, arg.RowLimit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const fileDeleteByID = `-- name: FileDeleteByID :one
 DELETE FROM files WHERE id = $1 RETURNING storage_key
 `
