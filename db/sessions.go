@@ -55,6 +55,9 @@ type Session struct {
 	UpdatedAt   time.Time
 	ArchivedAt  *time.Time
 	Deleting    bool
+	// VaultIDs are the vaults the session draws credentials from, in
+	// order (the first match wins).
+	VaultIDs []string
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -62,7 +65,11 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		Provider: r.Provider, Title: r.Title, Status: Status(r.Status), StopReason: r.StopReason,
 		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
+		VaultIDs: r.VaultIds}
+	if s.VaultIDs == nil {
+		s.VaultIDs = []string{}
+	}
 	u, err := usageFromJSON(r.ID, r.Usage)
 	if err != nil {
 		return nil, err
@@ -157,6 +164,8 @@ type SessionCreateParams struct {
 	// Resources are added in the same transaction (file resources get
 	// their session copies).
 	Resources []ResourceCreate
+	// VaultIDs are the session's vaults, in order.
+	VaultIDs []string
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -175,6 +184,12 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 		}
 		if _, err := s.insertResources(ctx, q, p.ID, p.Now, p.Resources); err != nil {
 			return err
+		}
+		if len(p.VaultIDs) > 0 {
+			if err := q.SessionSetVaultIDs(ctx, dbsqlc.SessionSetVaultIDsParams{ID: p.ID, VaultIds: p.VaultIDs}); err != nil {
+				return err
+			}
+			row.VaultIds = p.VaultIDs
 		}
 		if initial != nil && len(initial.Events) > 0 {
 			sess, events, err = s.appendTx(ctx, q, p.ID, initial)
@@ -463,6 +478,12 @@ func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, nex
 			BudgetMaxCents: n.BudgetMaxCents, BudgetRemoved: n.BudgetRemoved})
 		if err != nil {
 			return err
+		}
+		if n.VaultIDs != nil && !slices.Equal(n.VaultIDs, cur.VaultIDs) {
+			if err := q.SessionSetVaultIDs(ctx, dbsqlc.SessionSetVaultIDsParams{ID: id, VaultIds: n.VaultIDs}); err != nil {
+				return err
+			}
+			updated.VaultIds = n.VaultIDs
 		}
 		out, err = sessionFromRow(updated)
 		return err

@@ -147,6 +147,7 @@ type Session struct {
 	RunningSince   *time.Time
 	LastEventAt    *time.Time
 	Queued         int32
+	VaultIds       []string
 }
 
 type SessionResource struct {
@@ -178,6 +179,34 @@ type TranscriptEntry struct {
 	EntryKey  string
 	Body      []byte
 	CreatedAt time.Time
+}
+
+type Vault struct {
+	ID          string
+	DisplayName string
+	Metadata    json.RawMessage
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ArchivedAt  *time.Time
+}
+
+type VaultCredential struct {
+	ID           string
+	VaultID      string
+	DisplayName  *string
+	Metadata     json.RawMessage
+	AuthType     string
+	McpServerUrl *string
+	Auth         json.RawMessage
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	ArchivedAt   *time.Time
+}
+
+type VaultCredentialSecret struct {
+	CredentialID string
+	Field        string
+	Sealed       []byte
 }
 
 type Worker struct {

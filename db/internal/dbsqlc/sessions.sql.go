@@ -420,7 +420,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
 `
 
 type SessionArchiveParams struct {
@@ -454,6 +454,7 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
@@ -484,7 +485,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
 `
 
 type SessionFenceParams struct {
@@ -518,12 +519,13 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -552,6 +554,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
@@ -559,7 +562,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 const sessionInsert = `-- name: SessionInsert :one
 INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
 `
 
 type SessionInsertParams struct {
@@ -612,12 +615,13 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions
 WHERE deleting_at IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -703,6 +707,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.RunningSince,
 			&i.LastEventAt,
 			&i.Queued,
+			&i.VaultIds,
 		); err != nil {
 			return nil, err
 		}
@@ -715,7 +720,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -744,6 +749,7 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
@@ -776,7 +782,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
 `
 
 type SessionUpdateParams struct {
@@ -823,6 +829,7 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.RunningSince,
 		&i.LastEventAt,
 		&i.Queued,
+		&i.VaultIds,
 	)
 	return i, err
 }
