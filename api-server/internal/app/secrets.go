@@ -16,15 +16,15 @@ import (
 // the operator most likely dropped a key too early. The error names the
 // missing key ids (never key material).
 func checkSecrets(ctx context.Context, store *db.Store, keys *envelope.Keyring) error {
-	tokens, err := store.ResourceTokens(ctx)
+	secrets, err := store.SealedSecrets(ctx)
 	if err != nil {
 		return fmt.Errorf("check stored secrets: %w", err)
 	}
 	missing := map[string]int{}
-	for _, t := range tokens {
-		id, err := envelope.KeyID(t.Sealed)
+	for _, sec := range secrets {
+		id, err := envelope.KeyID(sec.Sealed)
 		if err != nil {
-			return fmt.Errorf("check stored secrets: the token of resource %s: %w", t.ResourceID, err)
+			return fmt.Errorf("check stored secrets: %s: %w", sec, err)
 		}
 		if !keys.Has(id) {
 			missing[id]++
@@ -50,9 +50,10 @@ type RotateReport struct {
 	Current int
 }
 
-// VaultRotate re-wraps every stored secret's data key under the newest
-// key of MANGO_VAULT_KEYS (the first), leaving ciphertexts as they are.
-// Afterwards the older keys can be removed. It is safe to run while
+// VaultRotate re-wraps every stored secret's data key (resource tokens and
+// credential secrets) under the newest key of MANGO_VAULT_KEYS (the
+// first), leaving ciphertexts as they are. Afterwards the older keys can
+// be removed. It is safe to run while
 // api-servers serve, and to run again.
 func VaultRotate(ctx context.Context, cfg *config.Config) (*RotateReport, error) {
 	if cfg.Secrets.Empty() {
@@ -64,22 +65,22 @@ func VaultRotate(ctx context.Context, cfg *config.Config) (*RotateReport, error)
 	}
 	defer pool.Close()
 	store := db.NewStore(pool)
-	tokens, err := store.ResourceTokens(ctx)
+	secrets, err := store.SealedSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	rep := &RotateReport{}
-	for _, t := range tokens {
-		out, changed, err := cfg.Secrets.Rewrap(t.Sealed, db.ResourceTokenPurpose(t.ResourceID))
+	for _, sec := range secrets {
+		out, changed, err := cfg.Secrets.Rewrap(sec.Sealed, sec.Purpose())
 		if err != nil {
-			return rep, fmt.Errorf("rewrap the token of resource %s: %w", t.ResourceID, err)
+			return rep, fmt.Errorf("rewrap %s: %w", sec, err)
 		}
 		if !changed {
 			rep.Current++
 			continue
 		}
-		// A token replaced meanwhile was sealed under the primary key.
-		if _, err := store.ResourceRewrapToken(ctx, t.ResourceID, t.Sealed, out); err != nil {
+		// A secret replaced meanwhile was sealed under the primary key.
+		if _, err := store.RewrapSecret(ctx, sec, out); err != nil {
 			return rep, err
 		}
 		rep.Rewrapped++

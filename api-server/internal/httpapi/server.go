@@ -152,6 +152,20 @@ func New(deps Deps) *API {
 	v1.GET("/sessions/:id/resources/:rid", a.resourceGet)
 	v1.POST("/sessions/:id/resources/:rid", a.resourceUpdate)
 	v1.DELETE("/sessions/:id/resources/:rid", a.resourceDelete)
+
+	v1.POST("/vaults", a.vaultCreate)
+	v1.GET("/vaults", a.vaultList)
+	v1.GET("/vaults/:id", a.vaultGet)
+	v1.POST("/vaults/:id", a.vaultUpdate)
+	v1.POST("/vaults/:id/archive", a.vaultArchive)
+	v1.DELETE("/vaults/:id", a.vaultDelete)
+	v1.POST("/vaults/:id/credentials", a.credentialCreate)
+	v1.GET("/vaults/:id/credentials", a.credentialList)
+	v1.GET("/vaults/:id/credentials/:cid", a.credentialGet)
+	v1.POST("/vaults/:id/credentials/:cid", a.credentialUpdate)
+	v1.POST("/vaults/:id/credentials/:cid/archive", a.credentialArchive)
+	v1.POST("/vaults/:id/credentials/:cid/mcp_oauth_validate", a.credentialValidate)
+	v1.DELETE("/vaults/:id/credentials/:cid", a.credentialDelete)
 	return a
 }
 

@@ -73,8 +73,15 @@ func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessio
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: md, Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
-		Resources: toResourceResponses(resources), VaultIDs: []string{}, OutcomeEvaluations: []any{},
+		Resources: toResourceResponses(resources), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
+}
+
+func vaultIDsOf(s *db.Session) []string {
+	if s.VaultIDs == nil {
+		return []string{}
+	}
+	return s.VaultIDs
 }
 
 func sessionNotFound(id string) error { return apierror.NotFoundf("session %q not found", id) }
@@ -131,9 +138,6 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if in.EnvironmentID == nil || *in.EnvironmentID == "" {
 		return apierror.Invalid("environment_id: is required")
 	}
-	if len(in.VaultIDs) > 0 {
-		return apierror.Invalid("vault_ids: vaults are not supported by this server")
-	}
 	var resources []db.ResourceCreate
 	if in.Resources.Set && !in.Resources.Null {
 		if resources, err = a.parseResources(c.Request().Context(), in.Resources.Value, "resources"); err != nil {
@@ -187,6 +191,10 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err := a.checkLiveWorker(ctx, provider); err != nil {
 		return err
 	}
+	vaultIDs, err := a.checkSessionVaults(c, in.VaultIDs, provider, "vault_ids")
+	if err != nil {
+		return err
+	}
 	agentJSON, err := json.Marshal(snapshot)
 	if err != nil {
 		return err
@@ -194,7 +202,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	now := a.now()
 	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
 		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget,
-		Resources: resources}
+		Resources: resources, VaultIDs: vaultIDs}
 	var req *db.AppendRequest
 	if len(initial) > 0 {
 		req = a.admission(initial, now)
@@ -360,8 +368,15 @@ func (a *API) sessionUpdate(c echo.Context) error {
 		}
 		budget = &n
 	}
-	if in.VaultIDs.Set && len(in.VaultIDs.Value) > 0 {
-		return apierror.Invalid("vault_ids: vaults are not supported by this server")
+	var vaultIDs []string
+	if in.VaultIDs.Set {
+		cur, err := a.deps.Store.SessionGet(c.Request().Context(), id)
+		if err != nil {
+			return sessionError(id, err)
+		}
+		if vaultIDs, err = a.checkSessionVaults(c, in.VaultIDs.Value, cur.Provider, "vault_ids"); err != nil {
+			return err
+		}
 	}
 	if in.Title.Set && len([]rune(in.Title.Value)) > 512 {
 		return apierror.Invalid("title: must be at most 512 characters")
@@ -395,6 +410,9 @@ func (a *API) sessionUpdate(c echo.Context) error {
 				return nil, err
 			}
 			next.Agent = agentJSON
+		}
+		if vaultIDs != nil {
+			next.VaultIDs = vaultIDs
 		}
 		if in.Budget.Set {
 			if err := a.updateBudget(&next, budget); err != nil {

@@ -22,6 +22,8 @@ const (
 	APIKey      = "key_"
 	File        = "file_"
 	Resource    = "sesrsc_"
+	Vault       = "vlt_"
+	Credential  = "vcrd_"
 )
 
 const (

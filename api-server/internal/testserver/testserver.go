@@ -50,27 +50,39 @@ type Server struct {
 func (s *Server) Stop() error { return s.stop() }
 
 // Option adjusts the configuration before start.
-type Option func(env map[string]string)
+type Option func(s *settings)
+
+// settings are what options adjust.
+type settings struct {
+	env  map[string]string
+	logs io.Writer
+}
 
 // WithEnv sets one configuration variable.
 func WithEnv(name, value string) Option {
-	return func(env map[string]string) { env[name] = value }
+	return func(s *settings) { s.env[name] = value }
 }
 
 // WithDatabase makes the server use an existing database (for example
 // another test server's, to run two replicas on one database).
 func WithDatabase(url string) Option {
-	return func(env map[string]string) { env["MANGO_DATABASE_URL"] = url }
+	return func(s *settings) { s.env["MANGO_DATABASE_URL"] = url }
+}
+
+// WithLogs writes the server's logs, at debug level and above, to w (which
+// must be safe for concurrent writes), for tests that inspect them.
+func WithLogs(w io.Writer) Option {
+	return func(s *settings) { s.logs = w }
 }
 
 // Start runs an api-server until the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	probe := map[string]string{}
+	probe := &settings{env: map[string]string{}}
 	for _, o := range opts {
 		o(probe)
 	}
-	dbURL := probe["MANGO_DATABASE_URL"]
+	dbURL := probe.env["MANGO_DATABASE_URL"]
 	if dbURL == "" {
 		dbURL = dbtest.URL(t)
 	}
@@ -89,17 +101,21 @@ func Start(t testing.TB, opts ...Option) *Server {
 		"MANGO_TASK_QUEUE_PREFIX": "t" + randomSuffix(),
 		"MANGO_VAULT_KEYS":        VaultKeys,
 	}
+	set := &settings{env: env}
 	for _, o := range opts {
-		o(env)
+		o(set)
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("test server config: %v", err)
 	}
 	var log *slog.Logger
-	if testing.Verbose() {
+	switch {
+	case set.logs != nil:
+		log = slog.New(slog.NewTextHandler(set.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	case testing.Verbose():
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	} else {
+	default:
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())

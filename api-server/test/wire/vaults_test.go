@@ -1,0 +1,311 @@
+package wire
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+)
+
+// Planted secrets: one per secret field, at create and at update. None
+// may ever come back in a response, a log line or the database in clear.
+var plantedSecrets = map[string]string{
+	"static token":          "PLANTED_static_bearer_token_a1",
+	"static token update":   "PLANTED_static_bearer_token_a2",
+	"access token":          "PLANTED_oauth_access_token_b1",
+	"access token update":   "PLANTED_oauth_access_token_b2",
+	"refresh token":         "PLANTED_oauth_refresh_token_c1",
+	"refresh token update":  "PLANTED_oauth_refresh_token_c2",
+	"client secret":         "PLANTED_oauth_client_secret_d1",
+	"client secret update":  "PLANTED_oauth_client_secret_d2",
+	"secret value":          "PLANTED env secret value e1",
+	"secret value update":   "PLANTED env secret value e2",
+	"refused create secret": "PLANTED_refused_create_token_f1",
+}
+
+// scanForSecrets fails the test when any planted secret occurs in text.
+func scanForSecrets(t *testing.T, where, text string) {
+	t.Helper()
+	for name, v := range plantedSecrets {
+		if strings.Contains(text, v) {
+			t.Errorf("%s contains the planted %s", where, name)
+		}
+	}
+}
+
+// TestVaultsAndCredentials drives the Vaults and Credentials APIs through
+// the SDK with a planted secret in every secret field, then scans every
+// response body, the server's logs and the database for them.
+func TestVaultsAndCredentials(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	srv := testserver.Start(t, testserver.WithLogs(logs))
+	client := newClient(t, srv)
+	ctx := context.Background()
+	var bodies []string
+	keep := func(raw string) { bodies = append(bodies, raw) }
+
+	v, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "team", Metadata: map[string]string{"owner": "a"}})
+	if err != nil {
+		t.Fatalf("create vault: %v", err)
+	}
+	if !strings.HasPrefix(v.ID, "vlt_") || v.DisplayName != "team" || v.Metadata["owner"] != "a" || !v.ArchivedAt.IsZero() || v.Type != "vault" {
+		t.Fatalf("vault = %s; want vlt_ id, the name and metadata, not archived", v.RawJSON())
+	}
+	v, err = client.Beta.Vaults.Update(ctx, v.ID, anthropic.BetaVaultUpdateParams{DisplayName: anthropic.String("team 2"),
+		Metadata: map[string]string{"env": "prod"}})
+	if err != nil || v.DisplayName != "team 2" || v.Metadata["owner"] != "a" || v.Metadata["env"] != "prod" {
+		t.Fatalf("update vault = %v, %v; want the new name and both metadata keys", v, err)
+	}
+
+	creds := client.Beta.Vaults.Credentials
+	static, err := creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{DisplayName: anthropic.String("tracker"),
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
+			Token: plantedSecrets["static token"], MCPServerURL: "https://tracker.example.com/mcp"}}})
+	if err != nil {
+		t.Fatalf("create static_bearer credential: %v", err)
+	}
+	keep(static.RawJSON())
+	if sb, ok := static.Auth.AsAny().(anthropic.BetaManagedAgentsStaticBearerAuthResponse); !ok || sb.MCPServerURL != "https://tracker.example.com/mcp" ||
+		!strings.HasPrefix(static.ID, "vcrd_") || static.VaultID != v.ID || static.DisplayName != "tracker" {
+		t.Fatalf("static credential = %s", static.RawJSON())
+	}
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	oauth, err := creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthCreateParams{
+			AccessToken: plantedSecrets["access token"], MCPServerURL: "https://chat.example.com/mcp", ExpiresAt: anthropic.Time(expires),
+			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshParams{ClientID: "client-1", RefreshToken: plantedSecrets["refresh token"],
+				TokenEndpoint: "https://auth.example.com/token", Scope: anthropic.String("read"),
+				TokenEndpointAuth: anthropic.BetaManagedAgentsMCPOAuthRefreshParamsTokenEndpointAuthUnion{
+					OfClientSecretPost: &anthropic.BetaManagedAgentsTokenEndpointAuthPostParam{ClientSecret: plantedSecrets["client secret"]}}}}}})
+	if err != nil {
+		t.Fatalf("create mcp_oauth credential: %v", err)
+	}
+	keep(oauth.RawJSON())
+	mo, ok := oauth.Auth.AsAny().(anthropic.BetaManagedAgentsMCPOAuthAuthResponse)
+	if !ok || !mo.ExpiresAt.Equal(expires) || mo.Refresh.ClientID != "client-1" || mo.Refresh.TokenEndpoint != "https://auth.example.com/token" ||
+		mo.Refresh.TokenEndpointAuth.Type != "client_secret_post" || mo.Refresh.Scope != "read" {
+		t.Fatalf("oauth credential = %s", oauth.RawJSON())
+	}
+
+	// A second live credential for the same server conflicts.
+	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
+			Token: plantedSecrets["refused create secret"], MCPServerURL: "https://tracker.example.com/mcp"}}})
+	keep(apiErrorWithStatus(t, err, http.StatusConflict).RawJSON())
+	// Bad input names the JSON path, never the secret.
+	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
+			Token: plantedSecrets["refused create secret"], MCPServerURL: "http://tracker.example.com/mcp"}}})
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "auth.mcp_server_url") {
+		t.Errorf("plain-http server URL: %s; want an error naming auth.mcp_server_url", e.RawJSON())
+	} else {
+		keep(e.RawJSON())
+	}
+	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthCreateParams{
+			AccessToken: plantedSecrets["refused create secret"], MCPServerURL: "https://x.example.com/mcp",
+			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshParams{ClientID: "c", RefreshToken: plantedSecrets["refused create secret"],
+				TokenEndpoint: "ftp://auth.example.com/token",
+				TokenEndpointAuth: anthropic.BetaManagedAgentsMCPOAuthRefreshParamsTokenEndpointAuthUnion{
+					OfNone: &anthropic.BetaManagedAgentsTokenEndpointAuthNoneParam{}}}}}})
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "auth.refresh.token_endpoint") {
+		t.Errorf("ftp token endpoint: %s; want an error naming auth.refresh.token_endpoint", e.RawJSON())
+	} else {
+		keep(e.RawJSON())
+	}
+
+	// Updates replace secrets and keep the rest.
+	static, err = creds.Update(ctx, static.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID, DisplayName: anthropic.String("tracker 2"),
+		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerUpdateParams{
+			Token: anthropic.String(plantedSecrets["static token update"])}}})
+	if err != nil || static.DisplayName != "tracker 2" || static.Auth.MCPServerURL != "https://tracker.example.com/mcp" {
+		t.Fatalf("update static credential = %v, %v", static, err)
+	}
+	keep(static.RawJSON())
+	oauth, err = creds.Update(ctx, oauth.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
+		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthUpdateParams{
+			AccessToken: anthropic.String(plantedSecrets["access token update"]),
+			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshUpdateParams{RefreshToken: anthropic.String(plantedSecrets["refresh token update"]),
+				TokenEndpointAuth: anthropic.BetaManagedAgentsMCPOAuthRefreshUpdateParamsTokenEndpointAuthUnion{
+					OfClientSecretBasic: &anthropic.BetaManagedAgentsTokenEndpointAuthBasicUpdateParam{ClientSecret: anthropic.String(plantedSecrets["client secret update"])}}}}}})
+	if err != nil || oauth.Auth.Refresh.TokenEndpointAuth.Type != "client_secret_post" || oauth.Auth.Refresh.ClientID != "client-1" {
+		t.Fatalf("update oauth credential = %v, %v; want the stored auth type kept", oauth, err)
+	}
+	keep(oauth.RawJSON())
+	_, err = creds.Update(ctx, oauth.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
+		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerUpdateParams{
+			Token: anthropic.String(plantedSecrets["refused create secret"])}}})
+	keep(apiErrorWithStatus(t, err, http.StatusBadRequest).RawJSON())
+
+	// The environment_variable credential lives in a vault of its own.
+	envVault, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envCred, err := creds.New(ctx, envVault.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfEnvironmentVariable: &anthropic.BetaManagedAgentsEnvironmentVariableCreateParams{
+			SecretName: "API_TOKEN", SecretValue: plantedSecrets["secret value"],
+			Networking: anthropic.BetaManagedAgentsCredentialNetworkingParamsOfLimited([]string{"api.example.com"})}}})
+	if err != nil {
+		t.Fatalf("create environment_variable credential: %v", err)
+	}
+	keep(envCred.RawJSON())
+	ev, ok := envCred.Auth.AsAny().(anthropic.BetaManagedAgentsEnvironmentVariableAuthResponse)
+	if !ok || ev.SecretName != "API_TOKEN" || ev.Networking.Type != "limited" || !slices.Equal(ev.Networking.AllowedHosts, []string{"api.example.com"}) ||
+		!ev.InjectionLocation.Header {
+		t.Fatalf("environment variable credential = %s", envCred.RawJSON())
+	}
+	envCred, err = creds.Update(ctx, envCred.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: envVault.ID,
+		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfEnvironmentVariable: &anthropic.BetaManagedAgentsEnvironmentVariableUpdateParams{
+			SecretValue:       anthropic.String(plantedSecrets["secret value update"]),
+			InjectionLocation: anthropic.BetaManagedAgentsInjectionLocationUpdateParams{Body: anthropic.Bool(true)}}}})
+	if err != nil || !envCred.Auth.InjectionLocation.Body || !envCred.Auth.InjectionLocation.Header {
+		t.Fatalf("update environment variable credential = %v, %v", envCred, err)
+	}
+	keep(envCred.RawJSON())
+
+	// Reads.
+	for _, c := range []*anthropic.BetaManagedAgentsCredential{static, oauth} {
+		got, err := creds.Get(ctx, c.ID, anthropic.BetaVaultCredentialGetParams{VaultID: v.ID})
+		if err != nil || got.ID != c.ID {
+			t.Fatalf("get credential %s = %v, %v", c.ID, got, err)
+		}
+		keep(got.RawJSON())
+	}
+	page, err := creds.List(ctx, v.ID, anthropic.BetaVaultCredentialListParams{})
+	if err != nil || len(page.Data) != 2 || page.Data[0].ID != oauth.ID {
+		t.Fatalf("list credentials = %v, %v; want the two, newest first", page, err)
+	}
+	keep(page.RawJSON())
+	vpage, err := client.Beta.Vaults.List(ctx, anthropic.BetaVaultListParams{Limit: anthropic.Int(1)})
+	if err != nil || len(vpage.Data) != 1 || vpage.Data[0].ID != envVault.ID || vpage.NextPage == "" {
+		t.Fatalf("list vaults (limit 1) = %v, %v; want the newest and a next page", vpage, err)
+	}
+
+	// Sessions take vault_ids; an environment_variable credential needs
+	// an egress gateway no provider has.
+	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "vaults", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "vaults-" + agent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSession := func(vaultIDs ...string) (*anthropic.BetaManagedAgentsSession, error) {
+		return client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+			Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID, VaultIDs: vaultIDs})
+	}
+	sess, err := newSession(v.ID)
+	if err != nil || !slices.Equal(sess.VaultIDs, []string{v.ID}) {
+		t.Fatalf("session with a vault = %v, %v; want vault_ids [%s]", sess, err, v.ID)
+	}
+	_, err = newSession(v.ID, "vlt_000000nosuchvault000000")
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "vault_ids[1]") {
+		t.Errorf("unknown vault: %s; want an error naming vault_ids[1]", e.RawJSON())
+	}
+	_, err = newSession(envVault.ID)
+	if e := apiErrorWithStatus(t, err, http.StatusUnprocessableEntity); !strings.Contains(e.RawJSON(), envCred.ID) || !strings.Contains(e.RawJSON(), `provider \"local\"`) {
+		t.Errorf("vault with an environment_variable credential: %s; want 422 naming %s and the provider", e.RawJSON(), envCred.ID)
+	}
+	other, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err = client.Beta.Sessions.Update(ctx, sess.ID, anthropic.BetaSessionUpdateParams{VaultIDs: []string{other.ID, v.ID}})
+	if err != nil || !slices.Equal(sess.VaultIDs, []string{other.ID, v.ID}) {
+		t.Fatalf("session update vault_ids = %v, %v; want [%s %s]", sess, err, other.ID, v.ID)
+	}
+	if _, err := client.Beta.Vaults.Archive(ctx, other.ID, anthropic.BetaVaultArchiveParams{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Beta.Sessions.Update(ctx, sess.ID, anthropic.BetaSessionUpdateParams{VaultIDs: []string{v.ID, other.ID}})
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "vault_ids[1]") || !strings.Contains(e.RawJSON(), "archived") {
+		t.Errorf("archived vault: %s; want an error naming vault_ids[1] as archived", e.RawJSON())
+	}
+	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	if err != nil || !slices.Equal(got.VaultIDs, []string{other.ID, v.ID}) {
+		t.Fatalf("session get vault_ids = %v, %v", got, err)
+	}
+
+	// Archive, delete.
+	archived, err := creds.Archive(ctx, static.ID, anthropic.BetaVaultCredentialArchiveParams{VaultID: v.ID})
+	if err != nil || archived.ArchivedAt.IsZero() {
+		t.Fatalf("archive credential = %v, %v", archived, err)
+	}
+	keep(archived.RawJSON())
+	if page, err := creds.List(ctx, v.ID, anthropic.BetaVaultCredentialListParams{}); err != nil || len(page.Data) != 1 {
+		t.Fatalf("list after archive = %v, %v; want one live credential", page, err)
+	}
+	del, err := creds.Delete(ctx, oauth.ID, anthropic.BetaVaultCredentialDeleteParams{VaultID: v.ID})
+	if err != nil || del.ID != oauth.ID || del.Type != "vault_credential_deleted" {
+		t.Fatalf("delete credential = %v, %v", del, err)
+	}
+	_, err = creds.Get(ctx, oauth.ID, anthropic.BetaVaultCredentialGetParams{VaultID: v.ID})
+	wantAPIError(t, err, http.StatusNotFound)
+
+	// Nothing leaked: responses, logs, the database.
+	for i, b := range bodies {
+		scanForSecrets(t, "response "+string(rune('A'+i)), b)
+	}
+	scanForSecrets(t, "the server log", logs.String())
+	if !strings.Contains(logs.String(), "/credentials") {
+		t.Errorf("the server log has no request lines for /credentials; the log scan would see nothing")
+	}
+	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var stored int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM vault_credential_secrets`).Scan(&stored); err != nil || stored == 0 {
+		t.Fatalf("stored secrets = %d, %v; want some to scan", stored, err)
+	}
+	for name, val := range plantedSecrets {
+		var leaks int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM vault_credential_secrets WHERE position($1::bytea IN sealed) > 0)
+			+ (SELECT count(*) FROM vault_credentials WHERE position($2 IN auth::text) > 0 OR position($2 IN metadata::text) > 0)`,
+			[]byte(val), val).Scan(&leaks); err != nil {
+			t.Fatal(err)
+		}
+		if leaks != 0 {
+			t.Errorf("%d rows hold the planted %s in clear", leaks, name)
+		}
+	}
+
+	dv, err := client.Beta.Vaults.Delete(ctx, v.ID, anthropic.BetaVaultDeleteParams{})
+	if err != nil || dv.ID != v.ID || dv.Type != "vault_deleted" {
+		t.Fatalf("delete vault = %v, %v", dv, err)
+	}
+	_, err = client.Beta.Vaults.Get(ctx, v.ID, anthropic.BetaVaultGetParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+}
+
+// TestCredentialsWithoutVaultKeys: a server without MANGO_VAULT_KEYS
+// cannot store secrets, so creating a credential answers 422.
+func TestCredentialsWithoutVaultKeys(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_VAULT_KEYS", ""))
+	client := newClient(t, srv)
+	ctx := context.Background()
+	v, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "keyless"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Beta.Vaults.Credentials.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
+			Token: plantedSecrets["static token"], MCPServerURL: "https://tracker.example.com/mcp"}}})
+	e := apiErrorWithStatus(t, err, http.StatusUnprocessableEntity)
+	if !strings.Contains(e.RawJSON(), "auth.token") {
+		t.Errorf("422 body %s; want it to name auth.token", e.RawJSON())
+	}
+	scanForSecrets(t, "the 422 body", e.RawJSON())
+}
