@@ -64,8 +64,11 @@ type Deps struct {
 	// defaults.
 	Prices *usage.Table
 	// Secrets seals the secrets clients send (repository tokens of
-	// session resources); empty refuses them.
+	// session resources, credential secrets); empty refuses them.
 	Secrets *envelope.Keyring
+	// Outbound calls credential endpoints (mcp_oauth_validate); nil is a
+	// client refusing loopback, private and link-local addresses.
+	Outbound *http.Client
 	// Files holds the bytes of Files.
 	Files filestore.Blobs
 	// FilesMaxBytes caps one file (MANGO_FILES_MAX_BYTES); it replaces

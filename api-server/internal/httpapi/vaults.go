@@ -981,7 +981,3 @@ func (a *API) checkSessionVaults(c echo.Context, vaultIDs []string, provider, p 
 	}
 	return out, nil
 }
-
-func (a *API) credentialValidate(c echo.Context) error {
-	return apierror.Invalid("mcp_oauth_validate: not supported yet")
-}
