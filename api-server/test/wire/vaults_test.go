@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -308,4 +309,63 @@ func TestCredentialsWithoutVaultKeys(t *testing.T) {
 		t.Errorf("422 body %s; want it to name auth.token", e.RawJSON())
 	}
 	scanForSecrets(t, "the 422 body", e.RawJSON())
+}
+
+// TestCredentialValidation: bad vault and credential input answers 400
+// naming the JSON path, and never repeats a secret.
+func TestCredentialValidation(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	r := do(t, srv, http.MethodPost, "/v1/vaults", "application/json", []byte(`{"display_name":"v"}`), nil)
+	var v struct{ ID string }
+	if err := json.Unmarshal(r.body, &v); err != nil || v.ID == "" {
+		t.Fatalf("create vault: %s", r.body)
+	}
+	const secret = "PLANTED_validation_secret_z9"
+	sb := func(extra string) string {
+		return `{"auth":{"type":"static_bearer","mcp_server_url":"https://m.example.com/mcp","token":"` + secret + `"` + extra + `}}`
+	}
+	oauth := func(refresh string) string {
+		return `{"auth":{"type":"mcp_oauth","mcp_server_url":"https://m.example.com/mcp","access_token":"` + secret + `","refresh":` + refresh + `}}`
+	}
+	env := func(members string) string {
+		return `{"auth":{"type":"environment_variable","secret_value":"` + secret + `"` + members + `}}`
+	}
+	tests := []struct {
+		name, path, body string
+		status           int
+		message          string
+	}{
+		{"vault without name", "/v1/vaults", `{}`, 400, "display_name: is required"},
+		{"vault name too long", "/v1/vaults", `{"display_name":"` + strings.Repeat("x", 256) + `"}`, 400, "display_name"},
+		{"missing auth", "", `{}`, 400, "auth: is required"},
+		{"unknown type", "", `{"auth":{"type":"basic","token":"` + secret + `"}}`, 400, "auth.type"},
+		{"foreign member", "", sb(`,"secret_name":"X"`), 400, "auth.secret_name"},
+		{"missing token", "", `{"auth":{"type":"static_bearer","mcp_server_url":"https://m.example.com/mcp"}}`, 400, "auth.token: is required"},
+		{"token with spaces", "", `{"auth":{"type":"static_bearer","mcp_server_url":"https://m.example.com/mcp","token":"a ` + secret + `"}}`, 400, "auth.token"},
+		{"url with user", "", `{"auth":{"type":"static_bearer","mcp_server_url":"https://u:p@m.example.com/mcp","token":"` + secret + `"}}`, 400, "auth.mcp_server_url"},
+		{"refresh without client id", "", oauth(`{"refresh_token":"` + secret + `","token_endpoint":"https://a.example.com/t","token_endpoint_auth":{"type":"none"}}`), 400, "auth.refresh.client_id"},
+		{"refresh without endpoint auth", "", oauth(`{"client_id":"c","refresh_token":"` + secret + `","token_endpoint":"https://a.example.com/t"}`), 400, "auth.refresh.token_endpoint_auth"},
+		{"post without secret", "", oauth(`{"client_id":"c","refresh_token":"` + secret + `","token_endpoint":"https://a.example.com/t","token_endpoint_auth":{"type":"client_secret_post"}}`), 400, "auth.refresh.token_endpoint_auth.client_secret"},
+		{"bad secret name", "", env(`,"secret_name":"1X","networking":{"type":"unrestricted"}`), 400, "auth.secret_name"},
+		{"missing networking", "", env(`,"secret_name":"X"`), 400, "auth.networking"},
+		{"limited without hosts", "", env(`,"secret_name":"X","networking":{"type":"limited"}`), 400, "auth.networking.allowed_hosts"},
+		{"no injection location", "", env(`,"secret_name":"X","networking":{"type":"unrestricted"},"injection_location":{"body":false,"header":false}`), 400, "auth.injection_location"},
+		{"unknown vault", "/v1/vaults/vlt_000000000000000000000000/credentials", sb(""), 404, "vault"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.path
+			if path == "" {
+				path = "/v1/vaults/" + v.ID + "/credentials"
+			}
+			r := do(t, srv, http.MethodPost, path, "application/json", []byte(tc.body), nil)
+			if r.status != tc.status || !strings.Contains(string(r.body), tc.message) {
+				t.Fatalf("status %d body %s; want %d naming %q", r.status, r.body, tc.status, tc.message)
+			}
+			if strings.Contains(string(r.body), secret) {
+				t.Fatalf("the error repeats the secret: %s", r.body)
+			}
+		})
+	}
 }
