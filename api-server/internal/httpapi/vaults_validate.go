@@ -160,7 +160,7 @@ func (a *API) credentialValidate(c echo.Context) error {
 		out.Refresh = &refreshProbe{Status: "failed", HTTPResponse: failure}
 		return c.JSON(http.StatusOK, out)
 	}
-	if err := a.storeRotated(ctx, cred, rotated); err != nil {
+	if err := a.storeRotated(ctx, cred, sealed[fieldRefreshToken], rotated); err != nil {
 		return err
 	}
 	out.Refresh = &refreshProbe{Status: "succeeded"}
@@ -271,10 +271,14 @@ func (a *API) refreshToken(ctx context.Context, r *oauthRefresh, secrets map[str
 }
 
 // storeRotated seals and stores the tokens of a refresh, with the new
-// expiry.
-func (a *API) storeRotated(ctx context.Context, cred *db.Credential, t *rotatedTokens) error {
+// expiry, unless the refresh token changed since it was read (usedSealed):
+// then a concurrent refresh or an update stored newer tokens, which win.
+func (a *API) storeRotated(ctx context.Context, cred *db.Credential, usedSealed []byte, t *rotatedTokens) error {
 	now := a.now()
-	_, err := a.deps.Store.CredentialUpdate(ctx, cred.VaultID, cred.ID, func(cur *db.Credential, _ db.Secrets) (*db.Credential, db.Secrets, error) {
+	_, err := a.deps.Store.CredentialUpdate(ctx, cred.VaultID, cred.ID, func(cur *db.Credential, stored db.Secrets) (*db.Credential, db.Secrets, error) {
+		if !bytes.Equal(stored[fieldRefreshToken], usedSealed) {
+			return cur, nil, nil
+		}
 		var auth mcpOAuthAuth
 		if err := json.Unmarshal(cur.Auth, &auth); err != nil {
 			return nil, nil, fmt.Errorf("decode auth of credential %s: %w", cur.ID, err)

@@ -31,6 +31,8 @@ type oauthServers struct {
 	access  string // the access token the MCP server accepts
 	refresh string // the refresh token the endpoint accepts
 	issued  int
+	// during, when set, runs while the endpoint handles a refresh.
+	during func()
 }
 
 func newOAuthServers(t *testing.T) *oauthServers {
@@ -52,6 +54,13 @@ func newOAuthServers(t *testing.T) *oauthServers {
 		if err := r.ParseForm(); err != nil {
 			http.Error(w, "bad form", http.StatusBadRequest)
 			return
+		}
+		o.mu.Lock()
+		during := o.during
+		o.during = nil
+		o.mu.Unlock()
+		if during != nil {
+			during()
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -181,5 +190,56 @@ func TestCredentialValidateGuard(t *testing.T) {
 	res, err := client.Beta.Vaults.Credentials.MCPOAuthValidate(ctx, cred.ID, anthropic.BetaVaultCredentialMCPOAuthValidateParams{VaultID: v.ID})
 	if err != nil || res.Status != "unknown" || res.MCPProbe.JSON.HTTPResponse.Raw() != "null" || res.HasRefreshToken {
 		t.Fatalf("validate against a loopback server with the default client = %v, %v; want unknown without a response", res, err)
+	}
+}
+
+// TestCredentialValidateKeepsNewerRefreshToken: when the refresh token is
+// replaced while a validation's refresh is in flight, the newer one stays
+// stored and the validation's rotated tokens are dropped.
+func TestCredentialValidateKeepsNewerRefreshToken(t *testing.T) {
+	t.Parallel()
+	o := newOAuthServers(t)
+	client := newValidateAPI(t, &http.Client{Timeout: 5 * time.Second})
+	ctx := context.Background()
+	v, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := client.Beta.Vaults.Credentials.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthCreateParams{
+			AccessToken: "PLANTED_stale_access", MCPServerURL: o.mcp.URL + "/mcp",
+			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshParams{ClientID: "client-1", RefreshToken: "PLANTED_refresh_1", TokenEndpoint: o.token.URL,
+				TokenEndpointAuth: anthropic.BetaManagedAgentsMCPOAuthRefreshParamsTokenEndpointAuthUnion{
+					OfClientSecretPost: &anthropic.BetaManagedAgentsTokenEndpointAuthPostParam{ClientSecret: "PLANTED_client_secret"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	o.during = func() {
+		_, err := client.Beta.Vaults.Credentials.Update(ctx, cred.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
+			Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthUpdateParams{
+				Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshUpdateParams{RefreshToken: anthropic.String("PLANTED_refresh_newer")}}}})
+		if err != nil {
+			t.Errorf("update during the refresh: %v", err)
+		}
+	}
+	o.mu.Unlock()
+	validate := func() *anthropic.BetaManagedAgentsCredentialValidation {
+		t.Helper()
+		res, err := client.Beta.Vaults.Credentials.MCPOAuthValidate(ctx, cred.ID, anthropic.BetaVaultCredentialMCPOAuthValidateParams{VaultID: v.ID})
+		if err != nil {
+			t.Fatalf("validate: %v", err)
+		}
+		return res
+	}
+	if res := validate(); res.Refresh.Status != "succeeded" {
+		t.Fatalf("first validation = %s; want a successful refresh", res.RawJSON())
+	}
+	// Only the newer refresh token works now: it must be the stored one.
+	o.mu.Lock()
+	o.access, o.refresh = "", "PLANTED_refresh_newer"
+	o.mu.Unlock()
+	if res := validate(); res.Refresh.Status != "succeeded" {
+		t.Fatalf("validation after the concurrent update = %s; want the newer refresh token used (refresh succeeded)", res.RawJSON())
 	}
 }
