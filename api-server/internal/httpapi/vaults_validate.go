@@ -76,7 +76,8 @@ func (a *API) outbound() *http.Client {
 		}
 		return nil
 	}}
-	return &http.Client{Timeout: validateTimeout, Transport: &http.Transport{DialContext: dialer.DialContext, ForceAttemptHTTP2: true,
+	// Validations are rare: no connection is kept for reuse.
+	return &http.Client{Timeout: validateTimeout, Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true,
 		TLSHandshakeTimeout: validateTimeout}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
