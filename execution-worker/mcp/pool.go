@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/netguard"
+	"github.com/mangohq/mango/proto/netguard"
 )
 
 // Pool keeps one Session per server URL for a worker. It is safe for

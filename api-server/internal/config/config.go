@@ -15,6 +15,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
+	"github.com/mangohq/mango/proto/netguard"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
 )
@@ -80,6 +81,10 @@ type Config struct {
 	// Secrets are the key-encryption keys of MANGO_VAULT_KEYS (package
 	// envelope); empty when unset, which refuses stored secrets.
 	Secrets *envelope.Keyring
+	// AllowPrivate lets credential validation reach MCP servers and token
+	// endpoints on loopback, link-local and private addresses
+	// (MANGO_MCP_ALLOW_PRIVATE, as on the workers).
+	AllowPrivate bool
 	// FilesMaxBytes caps the size of one File, uploaded or published by a
 	// session (MANGO_FILES_MAX_BYTES, default 500 MiB).
 	FilesMaxBytes int64
@@ -119,6 +124,7 @@ func Load(getenv func(string) string) (*Config, error) {
 
 		FilesMaxBytes:        r.size("MANGO_FILES_MAX_BYTES", DefaultFilesMaxBytes),
 		FilesDownloadUploads: r.boolean("MANGO_FILES_DOWNLOAD_UPLOADS", false),
+		AllowPrivate:         r.boolean(netguard.EnvAllowPrivate, false),
 	}
 	if c.DatabaseURL == "" {
 		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")

@@ -69,6 +69,9 @@ type Deps struct {
 	// Outbound calls credential endpoints (mcp_oauth_validate); nil is a
 	// client refusing loopback, private and link-local addresses.
 	Outbound *http.Client
+	// AllowPrivate lets those calls reach loopback, link-local and
+	// private addresses (MANGO_MCP_ALLOW_PRIVATE; package netguard).
+	AllowPrivate bool
 	// Files holds the bytes of Files.
 	Files filestore.Blobs
 	// FilesMaxBytes caps one file (MANGO_FILES_MAX_BYTES); it replaces

@@ -4,20 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/proto/netguard"
 )
 
 // validateTimeout bounds each outbound call of mcp_oauth_validate.
@@ -65,23 +63,13 @@ func (a *API) outbound() *http.Client {
 	if a.deps.Outbound != nil {
 		return a.deps.Outbound
 	}
-	dialer := &net.Dialer{Timeout: validateTimeout, Control: func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			return err
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-			return errPrivateAddress
-		}
-		return nil
-	}}
 	// Validations are rare: no connection is kept for reuse.
-	return &http.Client{Timeout: validateTimeout, Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true,
-		TLSHandshakeTimeout: validateTimeout}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t := netguard.Transport(a.deps.AllowPrivate)
+	t.DisableKeepAlives = true
+	t.TLSHandshakeTimeout = validateTimeout
+	return &http.Client{Timeout: validateTimeout, Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
-
-var errPrivateAddress = errors.New("the address is not public")
 
 // credentialValidate probes an mcp_oauth credential against its MCP server
 // (an initialize request with the access token). On a 401 with a refresh

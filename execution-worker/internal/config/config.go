@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/proto/netguard"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
 )
@@ -53,7 +54,7 @@ const (
 	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
 	EnvOutputsMaxFiles        = "MANGO_OUTPUTS_MAX_FILES"
-	EnvMCPAllowPrivate        = "MANGO_MCP_ALLOW_PRIVATE"
+	EnvMCPAllowPrivate        = netguard.EnvAllowPrivate
 	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
 
 	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"

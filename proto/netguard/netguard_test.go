@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mangohq/mango/execution-worker/netguard"
+	"github.com/mangohq/mango/proto/netguard"
 )
 
 func TestBlocked(t *testing.T) {

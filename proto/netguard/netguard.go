@@ -1,9 +1,11 @@
-// Package netguard keeps the worker's outbound connections to
-// agent-configured endpoints (MCP servers) off the networks the worker
-// itself lives in: loopback, link-local (cloud metadata services), private
-// and shared address ranges. The check runs on the address actually
-// dialled, after DNS resolution, so a name that resolves (or re-resolves,
-// DNS rebinding) to such an address is refused too.
+// Package netguard keeps outbound connections to client-configured
+// endpoints (MCP servers the workers call, the endpoints the api-server
+// probes for credential validation) off the networks Mango itself lives
+// in: loopback, link-local (cloud metadata services), private and shared
+// address ranges. The check runs on the address actually dialled, after
+// DNS resolution, so a name that resolves (or re-resolves, DNS rebinding)
+// to such an address is refused too. Both services use it, so it lives in
+// the shared module.
 package netguard
 
 import (
@@ -18,8 +20,9 @@ import (
 	"time"
 )
 
-// EnvAllowPrivate is the worker setting that turns the guard off
-// (development, tests, MCP servers deliberately run inside the cluster).
+// EnvAllowPrivate is the setting (of both binaries) that turns the guard
+// off: development, tests, MCP servers deliberately run inside the
+// cluster.
 const EnvAllowPrivate = "MANGO_MCP_ALLOW_PRIVATE"
 
 // ErrPrivate reports a connection refused because its address lies in a
