@@ -22,4 +22,7 @@
 //     workflow id and task queue names.
 //   - tlsconf (hand-written): *tls.Config for the ControlPlane and Temporal
 //     connections from PEM files, with certificates reloaded on rotation.
+//   - netguard (hand-written): the private-network guard both services
+//     apply to client-configured endpoints (MCP servers, OAuth token
+//     endpoints), so the rule is one piece of code.
 package proto
