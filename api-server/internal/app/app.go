@@ -82,6 +82,7 @@ type Server struct {
 	relay    *outbox.Relay
 	cp       controlPlane
 	sweeper  *fileSweeper
+	unused   newConns
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -169,6 +170,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         s.unused.track,
 	}
 	s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -232,7 +234,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { _ = s.relay.Run(relayCtx); close(relayDone) }()
 	defer func() { stopRelay(); <-relayDone }()
 	errc := make(chan error, 2)
-	go func() { errc <- fmt.Errorf("http server: %w", s.http.Serve(s.httpLn)) }()
+	serving := make(chan struct{})
+	go func() {
+		err := s.http.Serve(s.httpLn)
+		close(serving)
+		errc <- fmt.Errorf("http server: %w", err)
+	}()
 	go func() { errc <- s.cp.serve() }()
 	s.log.Info("api-server listening", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
 	select {
@@ -247,6 +254,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	cpDone := make(chan struct{})
 	go func() { s.cp.stop(shutdownCtx); close(cpDone) }()
 	defer func() { <-cpDone }()
+	// Once Shutdown has closed the listener and the accept loop ended, no
+	// connection becomes new: those without a request yet go at once
+	// rather than holding the drain for five seconds.
+	go func() {
+		<-serving
+		s.unused.closeAll()
+	}()
 	if err := s.http.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("drain http server: %w", err)
 	}

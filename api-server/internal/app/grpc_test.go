@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,34 @@ func TestShutdownEndsPreviewStreams(t *testing.T) {
 	}
 	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("preview stream after shutdown: %v, want Unavailable (reconnect)", err)
+	}
+}
+
+// TestShutdownClosesUnusedConnections: a connection that has not sent a
+// request (HTTP clients open such connections speculatively) does not
+// hold a graceful stop: without the fix, http.Server.Shutdown waits five
+// seconds for it, past this server's MANGO_SHUTDOWN_TIMEOUT of 3s.
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SHUTDOWN_TIMEOUT", "3s"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	// A request on another connection proves the server took the idle one
+	// in (accepted before it).
+	resp, err := http.Get(srv.BaseURL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if err := srv.Stop(); err != nil {
+		t.Fatalf("graceful stop with an unused connection open: %v", err)
+	}
+	// The unused connection was closed by the server.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the unused connection is still open after the stop")
 	}
 }
