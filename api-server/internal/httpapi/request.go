@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/jsonx"
 )
 
 // drainLimit bounds how much of an oversized body is read and discarded so
@@ -48,6 +49,20 @@ func (a *API) readJSONBody(c echo.Context, allowEmpty bool) ([]byte, error) {
 		return nil, apierror.Invalid("Content-Type must be application/json, got %q", ct)
 	}
 	return body, nil
+}
+
+// bindObject reads the request body as one JSON object into in: size and
+// content type checked, unknown fields and wrong types refused with the
+// field named.
+func (a *API) bindObject(c echo.Context, in any) error {
+	body, err := a.readJSONBody(c, false)
+	if err != nil {
+		return err
+	}
+	if err := jsonx.Object(body, ""); err != nil {
+		return err
+	}
+	return jsonx.Decode(body, in, "")
 }
 
 func drain(body io.ReadCloser) {

@@ -409,17 +409,10 @@ func (a *API) resourceUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		AuthorizationToken *string `json:"authorization_token"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if in.AuthorizationToken == nil {

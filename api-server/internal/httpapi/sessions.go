@@ -117,15 +117,8 @@ type sessionCreateInput struct {
 }
 
 func (a *API) sessionCreate(c echo.Context) error {
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in sessionCreateInput
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if len(in.Agent) == 0 || string(in.Agent) == "null" {
@@ -343,13 +336,6 @@ func (a *API) sessionUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		Title    jsonx.Opt[string]             `json:"title"`
 		Metadata jsonx.Opt[map[string]*string] `json:"metadata"`
@@ -357,7 +343,7 @@ func (a *API) sessionUpdate(c echo.Context) error {
 		Budget   jsonx.Opt[json.RawMessage]    `json:"budget"`
 		VaultIDs jsonx.Opt[[]string]           `json:"vault_ids"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	var budget *int64

@@ -73,18 +73,11 @@ func checkDisplayName(p, v string) error {
 }
 
 func (a *API) vaultCreate(c echo.Context) error {
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		DisplayName *string            `json:"display_name"`
 		Metadata    map[string]*string `json:"metadata"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if in.DisplayName == nil {
@@ -126,18 +119,11 @@ func (a *API) vaultUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		DisplayName jsonx.Opt[string]             `json:"display_name"`
 		Metadata    jsonx.Opt[map[string]*string] `json:"metadata"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if in.DisplayName.Set && !in.DisplayName.Null {
@@ -515,19 +501,12 @@ func (a *API) credentialCreate(c echo.Context) error {
 	if !ids.Valid(ids.Vault, vaultID) {
 		return vaultNotFound(vaultID)
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		DisplayName *string            `json:"display_name"`
 		Metadata    map[string]*string `json:"metadata"`
 		Auth        json.RawMessage    `json:"auth"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if in.DisplayName != nil {
@@ -705,19 +684,12 @@ func (a *API) credentialUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
 	var in struct {
 		DisplayName jsonx.Opt[string]             `json:"display_name"`
 		Metadata    jsonx.Opt[map[string]*string] `json:"metadata"`
 		Auth        jsonx.Opt[json.RawMessage]    `json:"auth"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	if in.DisplayName.Set && !in.DisplayName.Null {
