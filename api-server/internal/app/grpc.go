@@ -38,7 +38,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filesto
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
 		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
-		Files: files, FilesMaxBytes: cfg.FilesMaxBytes,
+		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)

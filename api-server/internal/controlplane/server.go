@@ -17,10 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
+	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/preview"
@@ -65,6 +66,9 @@ type Deps struct {
 	Files filestore.Blobs
 	// FilesMaxBytes caps one published output (MANGO_FILES_MAX_BYTES).
 	FilesMaxBytes int64
+	// AllowPrivate lets credential refreshes reach token endpoints on
+	// loopback, link-local and private addresses (MANGO_MCP_ALLOW_PRIVATE).
+	AllowPrivate bool
 }
 
 // PreviewSink receives preview frames (implemented by *preview.Hub). Publish
@@ -129,13 +133,15 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	if d.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(d.TLS)))
+		opts = append(opts, grpc.Creds(grpccreds.NewTLS(d.TLS)))
 	}
 	g := grpc.NewServer(opts...)
 	pb.RegisterControlPlaneServer(g, svc)
 	pb.RegisterContextSnapshotsServer(g, &snapshotServer{s: svc})
 	pb.RegisterFilesServer(g, newFileServer(svc, d.Files, d.FilesMaxBytes))
 	pb.RegisterSessionResourcesServer(g, &resourceServer{s: svc})
+	pb.RegisterCredentialsServer(g, &credentialServer{s: svc, creds: &credentials.Service{Store: d.Store, Secrets: d.Secrets,
+		HTTP: credentials.NewHTTPClient(d.AllowPrivate), Now: svc.now}})
 	return g, nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/agentspec"
 	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/jsonx"
 	"github.com/mangohq/mango/db"
@@ -24,16 +25,6 @@ import (
 
 // MaxSecretBytes bounds a credential's secret field.
 const MaxSecretBytes = 16 << 10
-
-// Secret fields of credentials, as stored (db.Secrets keys). They are
-// write-only: sealed on input, never returned.
-const (
-	fieldToken        = "token"
-	fieldAccessToken  = "access_token"
-	fieldRefreshToken = "refresh_token"
-	fieldClientSecret = "client_secret"
-	fieldSecretValue  = "secret_value"
-)
 
 // vaultResponse is the wire form of a vault.
 type vaultResponse struct {
@@ -253,28 +244,9 @@ func toCredentialResponse(cr *db.Credential) *credentialResponse {
 		Metadata: orEmpty(cr.Metadata), Auth: cr.Auth, CreatedAt: cr.CreatedAt, UpdatedAt: cr.UpdatedAt, ArchivedAt: cr.ArchivedAt}
 }
 
-// The stored (and returned) non-secret auth of each credential type.
+// The stored (and returned) non-secret auth of environment_variable
+// credentials (the MCP ones are in package credentials).
 type (
-	staticBearerAuth struct {
-		Type         string `json:"type"`
-		MCPServerURL string `json:"mcp_server_url"`
-	}
-	tokenEndpointAuth struct {
-		Type string `json:"type"`
-	}
-	oauthRefresh struct {
-		ClientID          string            `json:"client_id"`
-		TokenEndpoint     string            `json:"token_endpoint"`
-		TokenEndpointAuth tokenEndpointAuth `json:"token_endpoint_auth"`
-		Resource          *string           `json:"resource"`
-		Scope             *string           `json:"scope"`
-	}
-	mcpOAuthAuth struct {
-		Type         string        `json:"type"`
-		MCPServerURL string        `json:"mcp_server_url"`
-		ExpiresAt    *time.Time    `json:"expires_at"`
-		Refresh      *oauthRefresh `json:"refresh"`
-	}
 	injectionLocation struct {
 		Body   bool `json:"body"`
 		Header bool `json:"header"`
@@ -566,18 +538,18 @@ func (a *API) parseCredentialAuth(raw json.RawMessage, cred *db.Credential) (db.
 		if cred.MCPServerURL, err = checkEndpointURL(in.MCPServerURL, "auth.mcp_server_url"); err != nil {
 			return nil, err
 		}
-		if secrets[fieldToken], err = a.sealSecret(in.Token, cred.ID, fieldToken, "auth.token", true); err != nil {
+		if secrets[credentials.FieldToken], err = a.sealSecret(in.Token, cred.ID, credentials.FieldToken, "auth.token", true); err != nil {
 			return nil, err
 		}
-		auth = staticBearerAuth{Type: typ, MCPServerURL: cred.MCPServerURL}
+		auth = credentials.StaticBearer{Type: typ, MCPServerURL: cred.MCPServerURL}
 	case db.CredentialMCPOAuth:
 		if cred.MCPServerURL, err = checkEndpointURL(in.MCPServerURL, "auth.mcp_server_url"); err != nil {
 			return nil, err
 		}
-		if secrets[fieldAccessToken], err = a.sealSecret(in.AccessToken, cred.ID, fieldAccessToken, "auth.access_token", true); err != nil {
+		if secrets[credentials.FieldAccessToken], err = a.sealSecret(in.AccessToken, cred.ID, credentials.FieldAccessToken, "auth.access_token", true); err != nil {
 			return nil, err
 		}
-		out := mcpOAuthAuth{Type: typ, MCPServerURL: cred.MCPServerURL}
+		out := credentials.MCPOAuth{Type: typ, MCPServerURL: cred.MCPServerURL}
 		if in.ExpiresAt.Set && !in.ExpiresAt.Null {
 			t := in.ExpiresAt.Value.UTC()
 			out.ExpiresAt = &t
@@ -595,7 +567,7 @@ func (a *API) parseCredentialAuth(raw json.RawMessage, cred *db.Credential) (db.
 		if !secretNamePattern.MatchString(*in.SecretName) {
 			return nil, apierror.Invalid("auth.secret_name: must be an environment variable name (letters, digits and _, not starting with a digit, at most 128)")
 		}
-		if secrets[fieldSecretValue], err = a.sealSecret(in.SecretValue, cred.ID, fieldSecretValue, "auth.secret_value", false); err != nil {
+		if secrets[credentials.FieldSecretValue], err = a.sealSecret(in.SecretValue, cred.ID, credentials.FieldSecretValue, "auth.secret_value", false); err != nil {
 			return nil, err
 		}
 		if in.Networking == nil {
@@ -624,7 +596,7 @@ func (a *API) parseCredentialAuth(raw json.RawMessage, cred *db.Credential) (db.
 
 // parseRefresh validates a new refresh configuration, sealing its secrets
 // into secrets.
-func (a *API) parseRefresh(in *oauthRefreshIn, credID string, secrets db.Secrets) (*oauthRefresh, error) {
+func (a *API) parseRefresh(in *oauthRefreshIn, credID string, secrets db.Secrets) (*credentials.Refresh, error) {
 	const p = "auth.refresh"
 	if in.ClientID == nil || *in.ClientID == "" {
 		return nil, apierror.Invalid("%s.client_id: is required", p)
@@ -636,7 +608,7 @@ func (a *API) parseRefresh(in *oauthRefreshIn, credID string, secrets db.Secrets
 	if err != nil {
 		return nil, err
 	}
-	if secrets[fieldRefreshToken], err = a.sealSecret(in.RefreshToken, credID, fieldRefreshToken, p+".refresh_token", true); err != nil {
+	if secrets[credentials.FieldRefreshToken], err = a.sealSecret(in.RefreshToken, credID, credentials.FieldRefreshToken, p+".refresh_token", true); err != nil {
 		return nil, err
 	}
 	if err := checkOptLen(in.Resource, p+".resource", 2048); err != nil {
@@ -655,7 +627,7 @@ func (a *API) parseRefresh(in *oauthRefreshIn, credID string, secrets db.Secrets
 			return nil, apierror.Invalid("%s.token_endpoint_auth.client_secret: is not taken by type none", p)
 		}
 	case "client_secret_basic", "client_secret_post":
-		if secrets[fieldClientSecret], err = a.sealSecret(ta.ClientSecret, credID, fieldClientSecret, p+".token_endpoint_auth.client_secret", true); err != nil {
+		if secrets[credentials.FieldClientSecret], err = a.sealSecret(ta.ClientSecret, credID, credentials.FieldClientSecret, p+".token_endpoint_auth.client_secret", true); err != nil {
 			return nil, err
 		}
 	case "":
@@ -663,7 +635,7 @@ func (a *API) parseRefresh(in *oauthRefreshIn, credID string, secrets db.Secrets
 	default:
 		return nil, apierror.Invalid("%s.token_endpoint_auth.type: must be none, client_secret_basic or client_secret_post, got %q", p, ta.Type)
 	}
-	return &oauthRefresh{ClientID: *in.ClientID, TokenEndpoint: endpoint, TokenEndpointAuth: tokenEndpointAuth{Type: ta.Type},
+	return &credentials.Refresh{ClientID: *in.ClientID, TokenEndpoint: endpoint, TokenEndpointAuth: credentials.TokenEndpointAuth{Type: ta.Type},
 		Resource: in.Resource, Scope: in.Scope}, nil
 }
 
@@ -768,16 +740,16 @@ func (a *API) updateCredentialAuth(cur *db.Credential, stored db.Secrets, raw js
 	var auth any
 	switch typ {
 	case db.CredentialStaticBearer:
-		if err := seal(in.Token, fieldToken, "auth.token", true); err != nil {
+		if err := seal(in.Token, credentials.FieldToken, "auth.token", true); err != nil {
 			return nil, nil, err
 		}
 		return cur.Auth, secrets, nil
 	case db.CredentialMCPOAuth:
-		var out mcpOAuthAuth
+		var out credentials.MCPOAuth
 		if err := json.Unmarshal(cur.Auth, &out); err != nil {
 			return nil, nil, fmt.Errorf("decode auth of credential %s: %w", cur.ID, err)
 		}
-		if err := seal(in.AccessToken, fieldAccessToken, "auth.access_token", true); err != nil {
+		if err := seal(in.AccessToken, credentials.FieldAccessToken, "auth.access_token", true); err != nil {
 			return nil, nil, err
 		}
 		if in.ExpiresAt.Set {
@@ -796,7 +768,7 @@ func (a *API) updateCredentialAuth(cur *db.Credential, stored db.Secrets, raw js
 			if r.ClientID != nil || r.TokenEndpoint != nil || r.Resource != nil {
 				return nil, nil, apierror.Invalid("%s: only refresh_token, scope and token_endpoint_auth can be updated", p)
 			}
-			if err := seal(r.RefreshToken, fieldRefreshToken, p+".refresh_token", true); err != nil {
+			if err := seal(r.RefreshToken, credentials.FieldRefreshToken, p+".refresh_token", true); err != nil {
 				return nil, nil, err
 			}
 			if r.Scope != nil {
@@ -809,11 +781,11 @@ func (a *API) updateCredentialAuth(cur *db.Credential, stored db.Secrets, raw js
 				if ta.Type != "client_secret_basic" && ta.Type != "client_secret_post" {
 					return nil, nil, apierror.Invalid("%s.token_endpoint_auth.type: must be client_secret_basic or client_secret_post, got %q", p, ta.Type)
 				}
-				if _, ok := stored[fieldClientSecret]; !ok {
+				if _, ok := stored[credentials.FieldClientSecret]; !ok {
 					return nil, nil, apierror.Invalid("%s.token_endpoint_auth: the credential uses token endpoint auth %s, which takes no client secret", p, out.Refresh.TokenEndpointAuth.Type)
 				}
 				// The stored auth type stays, even if the other one is sent.
-				if err := seal(ta.ClientSecret, fieldClientSecret, p+".token_endpoint_auth.client_secret", true); err != nil {
+				if err := seal(ta.ClientSecret, credentials.FieldClientSecret, p+".token_endpoint_auth.client_secret", true); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -824,7 +796,7 @@ func (a *API) updateCredentialAuth(cur *db.Credential, stored db.Secrets, raw js
 		if err := json.Unmarshal(cur.Auth, &out); err != nil {
 			return nil, nil, fmt.Errorf("decode auth of credential %s: %w", cur.ID, err)
 		}
-		if err := seal(in.SecretValue, fieldSecretValue, "auth.secret_value", false); err != nil {
+		if err := seal(in.SecretValue, credentials.FieldSecretValue, "auth.secret_value", false); err != nil {
 			return nil, nil, err
 		}
 		if l := in.InjectionLocation; l != nil {
