@@ -31,7 +31,10 @@ type Client struct {
 	// FilesClient reaches the Files service on the same connection (read
 	// it through [Files], which resumes broken streams).
 	FilesClient pb.FilesClient
-	conn        *grpc.ClientConn
+	// CredentialsClient reaches the Credentials service on the same
+	// connection (use it through [MCPCredentials]).
+	CredentialsClient pb.CredentialsClient
+	conn              *grpc.ClientConn
 }
 
 // MaxResponseBytes bounds one response message: GetRun carries the whole
@@ -76,7 +79,8 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 		return nil, fmt.Errorf("controlplane: dial %s: %w", addr, err)
 	}
 	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
-		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn), conn: conn}, nil
+		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn),
+		CredentialsClient: pb.NewCredentialsClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.
