@@ -73,6 +73,10 @@ type TranscriptMessage struct {
 type Run struct {
 	// TurnKey identifies the turn: the id of its triggering event.
 	TurnKey string
+	// SessionID is the Mango session; MCP servers are reached with its
+	// credentials. Empty: the session carried by the context
+	// (modelfiles.WithSession).
+	SessionID string
 	// Agent is the session's agent snapshot.
 	Agent *Agent
 	// Tools is the parsed tool configuration.
@@ -527,7 +531,7 @@ func (r *Run) mcpTool(name string) (*mcpTool, bool) {
 // mcpResult calls an MCP tool; a result too large for the model goes to a
 // file in the sandbox when the session has one, else it is cut.
 func (c *Core) mcpResult(ctx context.Context, run *Run, t *mcpTool, useEventID string, input json.RawMessage) (tools.Result, error) {
-	out, err := c.callMCP(ctx, t, input)
+	out, err := c.callMCP(ctx, run, t, useEventID, input)
 	if err != nil || len([]rune(out.Content)) <= MaxToolResultChars {
 		return out, err
 	}

@@ -3,19 +3,44 @@ package agentruntime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 	"github.com/mangohq/mango/execution-worker/tools"
 )
 
-// MCPClient reaches remote MCP servers (by URL).
+// MCPClient reaches remote MCP servers (by URL) on behalf of a Mango
+// session, whose credentials it presents. Failures to authenticate wrap
+// mcp.ErrAuthFailed.
 type MCPClient interface {
-	ListTools(ctx context.Context, url string) ([]mcp.Tool, error)
-	CallTool(ctx context.Context, url, tool string, arguments json.RawMessage) (*mcp.CallResult, error)
+	ListTools(ctx context.Context, sessionID, url string) ([]mcp.Tool, error)
+	CallTool(ctx context.Context, sessionID, url, tool string, arguments json.RawMessage) (*mcp.CallResult, error)
+}
+
+// sessionID is the Mango session a run belongs to: Run.SessionID, else the
+// session the context carries for model requests (modelfiles.WithSession).
+func (r *Run) sessionID(ctx context.Context) string {
+	if r.SessionID != "" {
+		return r.SessionID
+	}
+	return modelfiles.SessionFrom(ctx)
+}
+
+// mcpErrorBody is the body of a session.error about an MCP server:
+// mcp_connection_failed_error or, when authentication failed,
+// mcp_authentication_failed_error.
+func mcpErrorBody(server string, err error, message string) map[string]any {
+	typ := "mcp_connection_failed_error"
+	if errors.Is(err, mcp.ErrAuthFailed) {
+		typ = "mcp_authentication_failed_error"
+	}
+	return map[string]any{"error": map[string]any{"type": typ, "mcp_server_name": server,
+		"retry_status": map[string]string{"type": "exhausted"}, "message": message}}
 }
 
 // mcpTool is an MCP tool offered to the model.
@@ -43,8 +68,10 @@ func mcpToolsKey(server string) string { return "mcp/" + server + "/tools" }
 
 // mcpCatalog discovers (or reads the pinned) tools of the agent's MCP
 // toolsets. A server that cannot be reached is reported with a
-// session.error (mcp_connection_failed_error) and left out of this turn;
-// nothing is pinned for it, so a later turn tries again.
+// session.error (mcp_connection_failed_error, or
+// mcp_authentication_failed_error when it refused the session's
+// credentials) and left out of this turn; nothing is pinned for it, so a
+// later turn tries again.
 func (c *Core) mcpCatalog(ctx context.Context, run *Run) (*mcpCatalog, error) {
 	cat := &mcpCatalog{byName: map[string]*mcpTool{}}
 	if run.Tools == nil || len(run.Tools.MCP) == 0 {
@@ -59,14 +86,17 @@ func (c *Core) mcpCatalog(ctx context.Context, run *Run) (*mcpCatalog, error) {
 		if url == "" || c.MCP == nil {
 			continue
 		}
-		list, err := c.pinnedTools(ctx, ts.Server, url)
+		list, err := c.pinnedTools(ctx, run.sessionID(ctx), ts.Server, url)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			// The turn goes on without the server's tools: not a retry.
-			body := map[string]any{"error": map[string]any{"type": "mcp_connection_failed_error", "mcp_server_name": ts.Server,
-				"retry_status": map[string]string{"type": "exhausted"}, "message": fmt.Sprintf("MCP server %q (%s) could not be reached; its tools are not available in this turn: %v", ts.Server, url, err)}}
+			what := "could not be reached"
+			if errors.Is(err, mcp.ErrAuthFailed) {
+				what = "refused the session's credentials"
+			}
+			body := mcpErrorBody(ts.Server, err, fmt.Sprintf("MCP server %q (%s) %s; its tools are not available in this turn: %v", ts.Server, url, what, err))
 			if _, aerr := c.Store.AppendEvents(ctx, []NewEvent{{Key: run.TurnKey + "/mcp_failed/" + ts.Server, Type: "session.error", Body: body}}); aerr != nil {
 				return nil, aerr
 			}
@@ -92,14 +122,14 @@ func (c *Core) mcpCatalog(ctx context.Context, run *Run) (*mcpCatalog, error) {
 
 // pinnedTools returns the session's pinned tool list of a server,
 // discovering and pinning it on first use (first write wins).
-func (c *Core) pinnedTools(ctx context.Context, server, url string) ([]mcp.Tool, error) {
+func (c *Core) pinnedTools(ctx context.Context, sessionID, server, url string) ([]mcp.Tool, error) {
 	key := mcpToolsKey(server)
 	r, ok, err := c.Store.ToolResult(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		list, err := c.MCP.ListTools(ctx, url)
+		list, err := c.MCP.ListTools(ctx, sessionID, url)
 		if err != nil {
 			return nil, err
 		}
@@ -120,13 +150,23 @@ func (c *Core) pinnedTools(ctx context.Context, server, url string) ([]mcp.Tool,
 	return list, nil
 }
 
-// callMCP runs an MCP tool and converts its result. Text blocks are kept;
-// other blocks are described (the model gets text).
-func (c *Core) callMCP(ctx context.Context, t *mcpTool, input json.RawMessage) (tools.Result, error) {
-	res, err := c.MCP.CallTool(ctx, t.url, t.name, input)
+// callMCP runs an MCP tool (its agent.mcp_tool_use is useEventID) and
+// converts its result. Text blocks are kept; other blocks are described
+// (the model gets text). A failed call is the tool's error result; an
+// authentication failure is also reported with a session.error
+// (mcp_authentication_failed_error), once per tool use.
+func (c *Core) callMCP(ctx context.Context, run *Run, t *mcpTool, useEventID string, input json.RawMessage) (tools.Result, error) {
+	res, err := c.MCP.CallTool(ctx, run.sessionID(ctx), t.url, t.name, input)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, err
+		}
+		if errors.Is(err, mcp.ErrAuthFailed) {
+			body := mcpErrorBody(t.server, err, fmt.Sprintf("MCP server %q (%s) refused the session's credentials; the call of %s failed: %v", t.server, t.url, t.name, err))
+			key := run.TurnKey + "/mcp_auth_failed/" + t.server + "/" + useEventID
+			if _, aerr := c.Store.AppendEvents(ctx, []NewEvent{{Key: key, Type: "session.error", Body: body}}); aerr != nil {
+				return tools.Result{}, aerr
+			}
 		}
 		// The server answered with an error or could not be reached: the
 		// model sees it as the tool's error.

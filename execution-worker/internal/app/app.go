@@ -122,7 +122,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
-		Previews: previews.Session, MCP: mcp.NewPool("mango/"+Version, 0, cfg.MCPAllowPrivate),
+		Previews: previews.Session, MCP: mcp.NewPool(mcp.Options{ClientName: "mango/" + Version, AllowPrivate: cfg.MCPAllowPrivate}),
 		Resources: &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:   &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes}}
 	if cfg.MetricsAddr != "" {

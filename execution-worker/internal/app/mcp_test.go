@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/mcp/mcptest"
+	"github.com/mangohq/mango/proto/mcptest"
 )
 
 // TestMCPTools: an agent's MCP toolset is discovered once per session over
@@ -170,6 +170,37 @@ func TestMCPPrivateAddressRefused(t *testing.T) {
 	}
 	if n := mcpSrv.Inits() + mcpSrv.Lists(); n != 0 {
 		t.Fatalf("the private server received %d requests, want none", n)
+	}
+	if msg := lastOf(evs, "agent.message"); msg == nil || msg.Content[0].Text != "You said: hello" {
+		t.Errorf("the turn did not go on: %v", msg)
+	}
+}
+
+// TestMCPAuthenticationFailed: a server that refuses the worker (here:
+// it demands a bearer token and the worker has no credentials for it) is
+// reported with an mcp_authentication_failed_error, not a connection
+// failure, and the turn goes on without its tools.
+func TestMCPAuthenticationFailed(t *testing.T) {
+	t.Parallel()
+	srv, env := startStack(t)
+	env["MANGO_MCP_ALLOW_PRIVATE"] = "1" // the test server listens on 127.0.0.1
+	runWorker(t, env)
+	mcpSrv := mcptest.NewOAuth(t)
+	var agent, environment, sess struct{ ID string }
+	srv.Do(t, http.MethodPost, "/v1/agents", map[string]any{"name": "mcp-auth", "model": "fake",
+		"tools":       []any{map[string]any{"type": "mcp_toolset", "mcp_server_name": "locked"}},
+		"mcp_servers": []any{map[string]any{"type": "url", "name": "locked", "url": mcpSrv.URL}},
+	}, &agent)
+	srv.Do(t, http.MethodPost, "/v1/environments", map[string]any{"name": fmt.Sprintf("mcp-auth-%d", time.Now().UnixNano())}, &environment)
+	srv.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": environment.ID}, &sess)
+	sendMessage(t, srv, sess.ID, "hello")
+	evs := waitFor(t, srv, sess.ID, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	e := lastOf(evs, "session.error")
+	if e == nil || e.Error == nil || e.Error.Type != "mcp_authentication_failed_error" || !strings.Contains(e.Error.Message, mcpSrv.URL) {
+		t.Fatalf("session.error = %+v; want mcp_authentication_failed_error naming the server (events %s)", e, types(evs))
+	}
+	if mcpSrv.Unauthorized() == 0 {
+		t.Error("the server refused no request")
 	}
 	if msg := lastOf(evs, "agent.message"); msg == nil || msg.Content[0].Text != "You said: hello" {
 		t.Errorf("the turn did not go on: %v", msg)
