@@ -12,6 +12,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
+	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 )
 
 // fakeMCP is an MCPClient whose discovery and calls fail as configured.
@@ -46,6 +47,12 @@ func (f *fakeMCP) CallTool(_ context.Context, sessionID, _, tool string, _ json.
 // on server "docs", the user saying text.
 func runMCPTurn(t *testing.T, client *fakeMCP, text string) *memStore {
 	t.Helper()
+	return runMCPTurnAs(t.Context(), t, client, "sess_1", text)
+}
+
+// runMCPTurnAs is runMCPTurn with the run's SessionID and context given.
+func runMCPTurnAs(ctx context.Context, t *testing.T, client *fakeMCP, sessionID, text string) *memStore {
+	t.Helper()
 	tc, err := agentruntime.ParseToolConfig(json.RawMessage(`[{"type":"mcp_toolset","mcp_server_name":"docs",
 		"default_config":{"permission_policy":{"type":"always_allow"}}}]`))
 	if err != nil {
@@ -56,7 +63,7 @@ func runMCPTurn(t *testing.T, client *fakeMCP, text string) *memStore {
 	agent := &agentruntime.Agent{ID: "agent_1", MCPServers: []agentruntime.MCPServer{{Type: "url", Name: "docs", URL: "https://docs.example/mcp"}}}
 	agent.Model.ID = "claude-sonnet-4-5"
 	msg := model.Message{Role: "user", Content: []model.Block{{Type: "text", Text: text}}}
-	if _, err := core.Run(t.Context(), &agentruntime.Run{TurnKey: "sevt_t", SessionID: "sess_1", Agent: agent, Tools: tc,
+	if _, err := core.Run(ctx, &agentruntime.Run{TurnKey: "sevt_t", SessionID: sessionID, Agent: agent, Tools: tc,
 		Conversation: []model.Message{msg}, TurnMessages: 1, Unsaved: []agentruntime.TranscriptMessage{{Key: "sevt_t/0", Msg: msg}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +144,18 @@ func TestMCPCallAuthFailure(t *testing.T) {
 	other := runMCPTurn(t, &fakeMCP{callErr: fmt.Errorf("MCP server https://docs.example/mcp: tools/call echo: boom")}, `#tool mcp__docs__echo {}`)
 	if errs, _ := sessionErrors(t, other); len(errs) != 0 {
 		t.Errorf("a non-auth call failure added session.errors %v", errs)
+	}
+}
+
+// TestMCPSessionFromContext: without Run.SessionID the client gets the
+// session the context carries for model requests.
+func TestMCPSessionFromContext(t *testing.T) {
+	t.Parallel()
+	client := &fakeMCP{}
+	runMCPTurnAs(modelfiles.WithSession(t.Context(), "sess_ctx"), t, client, "", `#tool mcp__docs__echo {}`)
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if len(client.sessions) != 2 || client.sessions[0] != "sess_ctx" || client.sessions[1] != "sess_ctx" {
+		t.Errorf("client saw sessions %v, want sess_ctx for the discovery and the call", client.sessions)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -534,5 +535,34 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := p.ListTools(t.Context(), "s1", srv.URL); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("ListTools after Close = %v, want an error saying the pool is closed", err)
+	}
+}
+
+// TestConcurrentCallsShareOneSession: calls of one Mango session racing
+// to connect initialize once.
+func TestConcurrentCallsShareOneSession(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.New(t)
+	p := newPool(t, mcp.Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			res, err := p.CallTool(t.Context(), "s1", srv.URL, "echo", json.RawMessage(fmt.Sprintf(`{"text":"%d"}`, i)))
+			if err == nil && (len(res.Content) != 1 || res.Content[0].Text != fmt.Sprint(i)) {
+				err = fmt.Errorf("call %d = %+v, want its own text back", i, res)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := srv.Inits(); n != 1 {
+		t.Errorf("initialize sent %d times, want 1", n)
 	}
 }
