@@ -117,12 +117,16 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	// File bytes (resources, file sources of content blocks, outputs)
 	// travel through the ControlPlane; the model sees file sources inline.
 	files := controlplane.NewFiles(cp.FilesClient, nil)
+	// MCP servers get each session's credential, fetched when needed.
+	mcpPool := mcp.NewPool(mcp.Options{ClientName: "mango/" + Version, AllowPrivate: cfg.MCPAllowPrivate,
+		Credentials: controlplane.NewMCPCredentials(cp.CredentialsClient)})
+	defer func() { _ = mcpPool.Close() }()
 	modelClient = modelfiles.Resolve(modelClient, fileOpener{files})
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
-		Previews: previews.Session, MCP: mcp.NewPool(mcp.Options{ClientName: "mango/" + Version, AllowPrivate: cfg.MCPAllowPrivate}),
+		Previews: previews.Session, MCP: mcpPool,
 		Resources: &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:   &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes}}
 	if cfg.MetricsAddr != "" {
