@@ -74,8 +74,7 @@ type Run struct {
 	// TurnKey identifies the turn: the id of its triggering event.
 	TurnKey string
 	// SessionID is the Mango session; MCP servers are reached with its
-	// credentials. Empty: the session carried by the context
-	// (modelfiles.WithSession).
+	// credentials.
 	SessionID string
 	// Agent is the session's agent snapshot.
 	Agent *Agent

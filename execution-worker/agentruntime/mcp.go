@@ -10,7 +10,6 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model"
-	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 	"github.com/mangohq/mango/execution-worker/tools"
 )
 
@@ -20,15 +19,6 @@ import (
 type MCPClient interface {
 	ListTools(ctx context.Context, sessionID, url string) ([]mcp.Tool, error)
 	CallTool(ctx context.Context, sessionID, url, tool string, arguments json.RawMessage) (*mcp.CallResult, error)
-}
-
-// sessionID is the Mango session a run belongs to: Run.SessionID, else the
-// session the context carries for model requests (modelfiles.WithSession).
-func (r *Run) sessionID(ctx context.Context) string {
-	if r.SessionID != "" {
-		return r.SessionID
-	}
-	return modelfiles.SessionFrom(ctx)
 }
 
 // mcpErrorBody is the body of a session.error about an MCP server:
@@ -86,7 +76,7 @@ func (c *Core) mcpCatalog(ctx context.Context, run *Run) (*mcpCatalog, error) {
 		if url == "" || c.MCP == nil {
 			continue
 		}
-		list, err := c.pinnedTools(ctx, run.sessionID(ctx), ts.Server, url)
+		list, err := c.pinnedTools(ctx, run.SessionID, ts.Server, url)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -156,7 +146,7 @@ func (c *Core) pinnedTools(ctx context.Context, sessionID, server, url string) (
 // authentication failure is also reported with a session.error
 // (mcp_authentication_failed_error), once per tool use.
 func (c *Core) callMCP(ctx context.Context, run *Run, t *mcpTool, useEventID string, input json.RawMessage) (tools.Result, error) {
-	res, err := c.MCP.CallTool(ctx, run.sessionID(ctx), t.url, t.name, input)
+	res, err := c.MCP.CallTool(ctx, run.SessionID, t.url, t.name, input)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, err

@@ -12,7 +12,6 @@ import (
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
-	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 )
 
 // fakeMCP is an MCPClient whose discovery and calls fail as configured.
@@ -47,12 +46,7 @@ func (f *fakeMCP) CallTool(_ context.Context, sessionID, _, tool string, _ json.
 // on server "docs", the user saying text.
 func runMCPTurn(t *testing.T, client *fakeMCP, text string) *memStore {
 	t.Helper()
-	return runMCPTurnAs(t.Context(), t, client, "sess_1", text)
-}
-
-// runMCPTurnAs is runMCPTurn with the run's SessionID and context given.
-func runMCPTurnAs(ctx context.Context, t *testing.T, client *fakeMCP, sessionID, text string) *memStore {
-	t.Helper()
+	ctx, sessionID := t.Context(), "sess_1"
 	tc, err := agentruntime.ParseToolConfig(json.RawMessage(`[{"type":"mcp_toolset","mcp_server_name":"docs",
 		"default_config":{"permission_policy":{"type":"always_allow"}}}]`))
 	if err != nil {
@@ -144,18 +138,5 @@ func TestMCPCallAuthFailure(t *testing.T) {
 	other := runMCPTurn(t, &fakeMCP{callErr: fmt.Errorf("MCP server https://docs.example/mcp: tools/call echo: boom")}, `#tool mcp__docs__echo {}`)
 	if errs, _ := sessionErrors(t, other); len(errs) != 0 {
 		t.Errorf("a non-auth call failure added session.errors %v", errs)
-	}
-}
-
-// TestMCPSessionFromContext: without Run.SessionID the client gets the
-// session the context carries for model requests.
-func TestMCPSessionFromContext(t *testing.T) {
-	t.Parallel()
-	client := &fakeMCP{}
-	runMCPTurnAs(modelfiles.WithSession(t.Context(), "sess_ctx"), t, client, "", `#tool mcp__docs__echo {}`)
-	client.mu.Lock()
-	defer client.mu.Unlock()
-	if len(client.sessions) != 2 || client.sessions[0] != "sess_ctx" || client.sessions[1] != "sess_ctx" {
-		t.Errorf("client saw sessions %v, want sess_ctx for the discovery and the call", client.sessions)
 	}
 }

@@ -137,6 +137,16 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	e.srv, e.client, e.worker = srv2, newClient(t, srv2), w2
 	echoed(turn(`#tool mcp__tracker__echo {"text":"after rotation"}`), "after rotation")
 
+	// The server stops honouring the access token before its expiry: the
+	// refused call is retried once with a token refreshed on that 401.
+	mcpSrv.ExpireAccessTokens()
+	echoed(turn(`#tool mcp__tracker__echo {"text":"after a 401"}`), "after a 401")
+	if mcpSrv.Refreshes() != 2 || mcpSrv.Unauthorized() != 1 {
+		t.Fatalf("after a 401: %d refreshes, %d unauthorized; want 2 and 1", mcpSrv.Refreshes(), mcpSrv.Unauthorized())
+	}
+	seen = mcpSrv.TokensSeen()
+	secrets["access token refreshed on a 401"] = seen[len(seen)-1]
+
 	// The refresh token is revoked and the access token expires: the next
 	// call fails authentication, reported as such, and the session stays
 	// usable.
@@ -161,8 +171,8 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if r := last(evs, "agent.mcp_tool_result"); r == nil || r["is_error"] != true {
 		t.Errorf("the failed call's mcp_tool_result = %v; want an error result", r)
 	}
-	if n := len(mcpSrv.Calls()); n != 3 {
-		t.Errorf("tool calls reaching the server = %d; want 3 (the refused one never ran)", n)
+	if n := len(mcpSrv.Calls()); n != 4 {
+		t.Errorf("tool calls reaching the server = %d; want 4 (the refused one never ran)", n)
 	}
 	if evs := turn("still there?"); last(evs, "agent.message") == nil {
 		t.Errorf("the session is not usable after the authentication failure: %v", typesOf(evs))

@@ -288,7 +288,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	// File sources of content blocks are read on behalf of this session.
 	result, runErr := core.Run(modelfiles.WithSession(ctx, sid), &agentruntime.Run{
-		TurnKey: turnKey, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
+		TurnKey: turnKey, SessionID: sid, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Anchor: anchor, Snapshot: snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
 	})
