@@ -25,4 +25,8 @@
 //   - netguard (hand-written): the private-network guard both services
 //     apply to client-configured endpoints (MCP servers, OAuth token
 //     endpoints), so the rule is one piece of code.
+//   - mcptest (hand-written, tests only): MCP servers on 127.0.0.1 built
+//     with the official MCP Go SDK (Streamable HTTP, the older HTTP+SSE
+//     transport, and one behind OAuth with a token endpoint that rotates
+//     refresh tokens), used by both services' tests.
 package proto

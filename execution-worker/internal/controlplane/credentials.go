@@ -60,11 +60,19 @@ func (m *MCPCredentials) Token(ctx context.Context, sessionID, url, stale string
 	}
 	if reason := resp.GetAuthFailure(); reason != "" {
 		m.forget(key)
-		return "", fmt.Errorf("%w: %s", mcp.ErrAuthFailed, reason)
+		return "", &authFailure{credential: resp.GetCredentialId(), reason: reason}
 	}
 	m.remember(key, resp.GetToken(), time.Duration(resp.GetCacheSeconds())*time.Second)
 	return resp.GetToken(), nil
 }
+
+// authFailure is the api-server's reason why a credential gave no token.
+type authFailure struct{ credential, reason string }
+
+func (e *authFailure) Error() string { return "credential " + e.credential + ": " + e.reason }
+
+// Is makes errors.Is(err, mcp.ErrAuthFailed) true.
+func (e *authFailure) Is(target error) bool { return target == mcp.ErrAuthFailed }
 
 func (m *MCPCredentials) cached(key credentialKey) (string, bool) {
 	m.mu.Lock()
