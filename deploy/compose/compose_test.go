@@ -359,3 +359,30 @@ func TestComposeVaultKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestComposeMCPAllowPrivate: MANGO_MCP_ALLOW_PRIVATE of .env reaches the
+// api-server and both workers, false when unset.
+func TestComposeMCPAllowPrivate(t *testing.T) {
+	t.Parallel()
+	unset := exampleEnv(t)
+	delete(unset, "MANGO_MCP_ALLOW_PRIVATE")
+	set := exampleEnv(t)
+	set["MANGO_MCP_ALLOW_PRIVATE"] = "true"
+	for name, tt := range map[string]struct {
+		env  map[string]string
+		want string
+	}{"unset": {unset, "false"}, "set": {set, "true"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, err := load(t, tt.env)
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			for _, s := range []string{"api-server", "worker-local", "worker-docker"} {
+				if got := env(service(t, p, s), "MANGO_MCP_ALLOW_PRIVATE"); got != tt.want {
+					t.Errorf("%s MANGO_MCP_ALLOW_PRIVATE = %q, want %q", s, got, tt.want)
+				}
+			}
+		})
+	}
+}

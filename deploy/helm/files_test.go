@@ -320,3 +320,37 @@ func TestChartFilesAccepts(t *testing.T) {
 		}
 	}
 }
+
+// TestChartMCPAllowPrivate: mcp.allowPrivateNetworks sets
+// MANGO_MCP_ALLOW_PRIVATE on the api-server (token refreshes) and every
+// pool (MCP calls), off by default; anything but a boolean is refused.
+func TestChartMCPAllowPrivate(t *testing.T) {
+	t.Parallel()
+	pools := []any{
+		map[string]any{"name": "local", "provider": "local"},
+		map[string]any{"name": "docker", "provider": "docker"},
+	}
+	for _, allow := range []bool{false, true} {
+		vals := map[string]any{"workerPools": pools}
+		if allow {
+			vals["mcp"] = map[string]any{"allowPrivateNetworks": true}
+		}
+		r := mustRender(t, vals)
+		want := fmt.Sprint(allow)
+		if got := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, apiServerName).Spec.Template.Spec.Containers[0])["MANGO_MCP_ALLOW_PRIVATE"]; got != want {
+			t.Errorf("allowPrivateNetworks=%v: api-server MANGO_MCP_ALLOW_PRIVATE = %q, want %q", allow, got, want)
+		}
+		for _, name := range []string{"local", "docker"} {
+			env := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, "mango-worker-"+name).Spec.Template.Spec.Containers[0])
+			if got := env["MANGO_MCP_ALLOW_PRIVATE"]; got != want {
+				t.Errorf("allowPrivateNetworks=%v: pool %s MANGO_MCP_ALLOW_PRIVATE = %q, want %q", allow, name, got, want)
+			}
+		}
+	}
+	if _, err := renderChart(map[string]any{"mcp": map[string]any{"allowPrivateNetworks": "yes"}}); err == nil || !strings.Contains(err.Error(), "allowPrivateNetworks") {
+		t.Errorf("a string allowPrivateNetworks: err = %v, want a schema error naming it", err)
+	}
+	if _, err := renderChart(map[string]any{"mcp": map[string]any{"allowPrivate": true}}); err == nil {
+		t.Error("an unknown mcp key rendered; want a schema error")
+	}
+}

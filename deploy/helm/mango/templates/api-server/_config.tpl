@@ -57,6 +57,7 @@ MANGO_SHUTDOWN_TIMEOUT: {{ printf "%vs" .shutdownGraceSeconds | quote }}
 MANGO_LOG_LEVEL: {{ .log.level | quote }}
 MANGO_LOG_FORMAT: {{ .log.format | quote }}
 {{- end }}
+MANGO_MCP_ALLOW_PRIVATE: {{ .Values.mcp.allowPrivateNetworks | quote }}
 {{- with .Values.files }}
 MANGO_FILES_MAX_BYTES: {{ .maxBytes | int64 | quote }}
 MANGO_FILES_DOWNLOAD_UPLOADS: {{ .downloadUploads | quote }}
