@@ -2,14 +2,11 @@ package controlplane_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mangohq/mango/api-server/internal/controlplane"
 	"github.com/mangohq/mango/db/dbtest"
@@ -21,21 +18,7 @@ import (
 func startSnapshots(t *testing.T) (*env, pb.ContextSnapshotsClient) {
 	t.Helper()
 	e := &env{store: dbtest.Store(t), reg: prometheus.NewRegistry(), clock: newClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
-	srv, err := controlplane.NewGRPCServer(controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now})
-	if err != nil {
-		t.Fatalf("NewGRPCServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := dial(t, controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now})
 	e.client = pb.NewControlPlaneClient(conn)
 	return e, pb.NewContextSnapshotsClient(conn)
 }

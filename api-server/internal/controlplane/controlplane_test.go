@@ -57,6 +57,13 @@ func start(t *testing.T, serverToken string) *env {
 // client stub.
 func serve(t *testing.T, d controlplane.Deps) pb.ControlPlaneClient {
 	t.Helper()
+	return pb.NewControlPlaneClient(dial(t, d))
+}
+
+// dial serves the ControlPlane built from d on 127.0.0.1 and returns a
+// connection to it (for the stubs of every service it serves).
+func dial(t *testing.T, d controlplane.Deps) *grpc.ClientConn {
+	t.Helper()
 	srv, err := controlplane.NewGRPCServer(d)
 	if err != nil {
 		t.Fatalf("NewGRPCServer: %v", err)
@@ -72,7 +79,7 @@ func serve(t *testing.T, d controlplane.Deps) pb.ControlPlaneClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewControlPlaneClient(conn)
+	return conn
 }
 
 // session creates a session; with trigger, a pending user.message moves it

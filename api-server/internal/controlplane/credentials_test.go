@@ -5,15 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/controlplane"
@@ -56,21 +53,7 @@ func TestGetMCPCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv, err := controlplane.NewGRPCServer(controlplane.Deps{Store: store, Token: token, Registry: prometheus.NewRegistry(), Now: clk.now, Secrets: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := dial(t, controlplane.Deps{Store: store, Token: token, Registry: prometheus.NewRegistry(), Now: clk.now, Secrets: keys})
 	client := pb.NewCredentialsClient(conn)
 	actx := authed(ctx)
 

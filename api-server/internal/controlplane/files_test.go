@@ -7,14 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -33,22 +30,8 @@ func startFiles(t *testing.T) (*env, pb.FilesClient, filestore.Blobs) {
 	t.Helper()
 	e := &env{store: dbtest.Store(t), reg: prometheus.NewRegistry(), clock: newClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
 	blobs := filestore.Postgres(e.store)
-	srv, err := controlplane.NewGRPCServer(controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now,
+	conn := dial(t, controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now,
 		Files: blobs, FilesMaxBytes: filesMax})
-	if err != nil {
-		t.Fatalf("NewGRPCServer: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	e.client = pb.NewControlPlaneClient(conn)
 	return e, pb.NewFilesClient(conn), blobs
 }
