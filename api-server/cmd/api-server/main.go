@@ -13,6 +13,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/app"
 	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/proto/pprofserve"
 )
 
 func main() {
@@ -43,6 +44,11 @@ func run(args []string) error {
 		return fmt.Errorf("unknown arguments %q (usage: api-server [migrate | vault rotate])", args)
 	}
 	log := app.NewLogger(cfg, os.Stderr)
+	if cfg.PprofAddr != "" {
+		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, log); err != nil {
+			return err
+		}
+	}
 	srv, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

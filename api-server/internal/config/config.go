@@ -16,6 +16,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	// bucket (MANGO_FILES_S3_*, selected by MANGO_FILES_S3_BUCKET or
 	// MANGO_FILES_S3_ENDPOINT); nil keeps them in PostgreSQL.
 	FilesS3 *filestores3.Config
+	// PprofAddr, when set, is the host:port serving the Go runtime's
+	// profiles on /debug/pprof/ (MANGO_PPROF_ADDR; empty: none).
+	PprofAddr string
 }
 
 // DefaultFilesMaxBytes is the default of MANGO_FILES_MAX_BYTES: 500 MiB.
@@ -125,6 +129,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		FilesMaxBytes:        r.size("MANGO_FILES_MAX_BYTES", DefaultFilesMaxBytes),
 		FilesDownloadUploads: r.boolean("MANGO_FILES_DOWNLOAD_UPLOADS", false),
 		AllowPrivate:         r.boolean(netguard.EnvAllowPrivate, false),
+		PprofAddr:            r.str(pprofserve.EnvAddr, ""),
 	}
 	if c.DatabaseURL == "" {
 		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")
@@ -134,6 +139,9 @@ func Load(getenv func(string) string) (*Config, error) {
 	r.hostPort("MANGO_TEMPORAL_HOSTPORT", c.TemporalHostPort)
 	r.hostPort("MANGO_HTTP_ADDR", c.HTTPAddr)
 	r.hostPort("MANGO_GRPC_ADDR", c.GRPCAddr)
+	if c.PprofAddr != "" {
+		r.hostPort(pprofserve.EnvAddr, c.PprofAddr)
+	}
 	if c.APIKey != "" && len(c.APIKey) < 16 {
 		r.fail("MANGO_API_KEY", "must be at least 16 characters")
 	}

@@ -47,6 +47,12 @@ func TestLoad(t *testing.T) {
 				t.Errorf("sandbox = %q providers %v", c.DefaultSandbox, c.SandboxProviders)
 			}
 		}},
+		{name: "bad pprof address", env: map[string]string{"MANGO_PPROF_ADDR": "6060"}, wantErr: "MANGO_PPROF_ADDR: must be host:port"},
+		{name: "pprof address", env: map[string]string{"MANGO_PPROF_ADDR": "127.0.0.1:6060"}, check: func(t *testing.T, c *Config) {
+			if c.PprofAddr != "127.0.0.1:6060" {
+				t.Errorf("PprofAddr = %q", c.PprofAddr)
+			}
+		}},
 		{name: "several errors at once", env: map[string]string{"MANGO_HTTP_ADDR": "x", "MANGO_GRPC_ADDR": "y"}, wantErr: "MANGO_GRPC_ADDR"},
 		{name: "grpc tls", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
 			check: func(t *testing.T, c *Config) {

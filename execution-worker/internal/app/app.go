@@ -38,6 +38,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	"github.com/mangohq/mango/proto/buildinfo"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 
@@ -139,6 +140,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		metricsCtx, stopMetrics := context.WithCancel(ctx)
 		defer stopMetrics()
 		go m.Serve(metricsCtx, l, logger.With("component", "metrics"))
+	}
+	if cfg.PprofAddr != "" {
+		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, logger.With("component", "pprof")); err != nil {
+			return err
+		}
 	}
 	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
 		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}

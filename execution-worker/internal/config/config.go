@@ -20,6 +20,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
 )
@@ -239,6 +240,9 @@ type Config struct {
 	// MetricsAddr, when set, is the host:port serving Prometheus metrics
 	// on /metrics (MANGO_METRICS_ADDR; empty: none).
 	MetricsAddr string
+	// PprofAddr, when set, is the host:port serving the Go runtime's
+	// profiles on /debug/pprof/ (MANGO_PPROF_ADDR; empty: none).
+	PprofAddr string
 }
 
 // LogValue implements slog.LogValuer. Secrets are reported only as set or
@@ -252,6 +256,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("model", string(c.Model)),
 		slog.String("model_base_url", c.ModelBaseURL),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.String("pprof_addr", c.PprofAddr),
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
 		slog.String("model_auth", string(c.ModelAuth)),
 		slog.String("model_id", c.ModelID),
@@ -356,6 +361,9 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 	}
 	if p.get(EnvMetricsAddr) != "" {
 		c.MetricsAddr = p.hostPort(EnvMetricsAddr, "")
+	}
+	if p.get(pprofserve.EnvAddr) != "" {
+		c.PprofAddr = p.hostPort(pprofserve.EnvAddr, "")
 	}
 	c.ControlPlaneTLS = p.clientTLS(EnvControlPlaneTLS, EnvControlPlaneTLSCAFile, EnvControlPlaneTLSCertFile,
 		EnvControlPlaneTLSKeyFile, EnvControlPlaneTLSServerName)

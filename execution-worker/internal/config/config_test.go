@@ -439,6 +439,11 @@ func TestFromEnvInvalid(t *testing.T) {
 			want: []string{`MANGO_LOG_FORMAT: invalid value "xml" (want text or json)`},
 		},
 		{
+			name: "pprof address without a port",
+			env:  map[string]string{"MANGO_PPROF_ADDR": "localhost"},
+			want: []string{"MANGO_PPROF_ADDR"},
+		},
+		{
 			name: "worker id with a space",
 			env:  map[string]string{"MANGO_WORKER_ID": "my worker"},
 			want: []string{`MANGO_WORKER_ID: invalid worker id "my worker"`},
