@@ -3,8 +3,12 @@
 #
 # Starts the dev environment when it is not running (and stops it again
 # afterwards), then runs mango-bench: agent create and get at a fixed,
-# open-loop rate. BENCH_RATE (default 50/s) and BENCH_DURATION (default 20s)
-# tune it.
+# open-loop rate (BENCH_RATE, default 50/s, for BENCH_DURATION, default
+# 20s), then one-bash-round turns with the fake model: 100 in a row on one
+# session, then BENCH_SESSIONS (default 8,32,64) concurrent sessions for
+# BENCH_TURN_DURATION (default 20s) each, printed as one table. Measure on
+# a wiped dev stack (make dev-down; rm -rf .mango/dev; make dev-up): work
+# queued by earlier runs resumes on start and distorts the figures.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -26,4 +30,6 @@ set -a
 # shellcheck source=/dev/null
 . ./.dev.env
 set +a
-go run ./api-server/cmd/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
+go build -o .mango/mango-bench ./api-server/cmd/mango-bench
+.mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
+.mango/mango-bench -mode turns -turns 100 -sessions "${BENCH_SESSIONS:-8,32,64}" -duration "${BENCH_TURN_DURATION:-20s}"

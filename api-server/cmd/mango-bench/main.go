@@ -4,7 +4,7 @@
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
 //	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
-//	mango-bench -mode turns -turns 100            # one-bash-round turn latency, turns/s with 8 sessions
+//	mango-bench -mode turns -turns 100 -sessions 8,32,64  # one-bash-round turns: one session, then 8, 32, 64 concurrent
 //
 // It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
 // operation.
@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,6 +41,7 @@ func run() error {
 	turns := flag.Int("turns", 100, "turns mode: sequential turns measured")
 	streams := flag.Int("streams", 100, "events mode: open SSE streams on the measured session")
 	senders := flag.Int("senders", 16, "events mode: concurrent senders for the throughput run")
+	levels := flag.String("sessions", "8,32,64", "turns mode: comma-separated numbers of concurrent sessions, each run for -duration")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
 	if base == "" || key == "" {
@@ -52,7 +55,11 @@ func run() error {
 	case "events":
 		return runEvents(c, *rate, *duration, *streams, *senders)
 	case "turns":
-		return runTurns(c, *turns, 8, *duration)
+		ls, err := parseLevels(*levels)
+		if err != nil {
+			return err
+		}
+		return runTurns(c, *turns, ls, *duration)
 	}
 	if _, err := c.createAgent(); err != nil {
 		return err
@@ -69,6 +76,19 @@ func run() error {
 	report("agent create", creates)
 	report("agent get", gets)
 	return nil
+}
+
+// parseLevels reads the -sessions list.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1000 {
+			return nil, fmt.Errorf("-sessions: %q is not a number of sessions from 1 to 1000", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 type client struct {
