@@ -1,5 +1,7 @@
 // Package modelanthropic is the real model client: an Anthropic-shaped
-// Messages API, POST {base}/v1/messages, regular or streamed (SSE).
+// Messages API, POST {base}/v1/messages, regular or streamed (SSE), sent
+// with the official SDK (github.com/anthropics/anthropic-sdk-go/v2). The
+// SDK does not retry: the caller retries on the classification below.
 //
 // # Requests
 //
@@ -10,19 +12,22 @@
 // Request.ThinkingBudget > 0. Config.Model, when set, replaces the model the
 // request names. A custom tool without an input schema is declared with
 // {"type":"object"}, and a tool_use block without input is sent with {}, as
-// the API requires.
+// the API requires. Prompt caching breakpoints mark the last tool, the
+// system prompt and the last two user messages.
 //
 // # Responses
 //
-// Stream reads the server-sent events message_start, content_block_start,
-// content_block_delta (text_delta, input_json_delta, thinking_delta,
-// signature_delta, citations_delta), content_block_stop, message_delta,
-// message_stop, ping and error, and assembles the same [model.Response]
-// Create returns. text, tool_use and thinking blocks are decoded into
-// [model.Block] fields; any other block (redacted_thinking, server_tool_use,
-// web_search_tool_result, ...) and any block with members Block does not
-// model (a text block's citations) also keeps its JSON in Block.Raw, so it
-// is sent back unchanged. Unknown event and delta types are ignored.
+// Stream reads the server-sent events with the SDK's decoder and
+// assembles them with Message.Accumulate (message_start,
+// content_block_start, content_block_delta with text_delta,
+// input_json_delta, thinking_delta, signature_delta and citations_delta,
+// content_block_stop, message_delta, message_stop; ping and unknown events
+// are ignored, error is reported), into the same [model.Response] Create
+// returns. text, tool_use and thinking blocks are decoded into
+// [model.Block] fields; any other block (redacted_thinking,
+// server_tool_use, web_search_tool_result, ...) and any block with members
+// Block does not model (a text block's citations) also keeps its JSON in
+// Block.Raw, so it is sent back unchanged.
 //
 // # Errors
 //
@@ -41,7 +46,8 @@
 //     api_error 500, ...), retryable as above.
 //   - A response larger than Config.MaxResponseBytes: Type
 //     "response_too_large", not retryable. A malformed response: Type
-//     "invalid_response", not retryable.
+//     "invalid_response", not retryable. A request that does not encode:
+//     Type "invalid_request_error", not retryable.
 //
 // The type and message come from the error envelope
 // {"type":"error","error":{"type","message"}} when the body has one; a
@@ -54,7 +60,6 @@
 package modelanthropic
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -68,6 +73,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
 	"github.com/mangohq/mango/execution-worker/model"
 )
 
@@ -79,7 +87,8 @@ const (
 	DefaultMaxTokens        = 4096
 )
 
-// APIVersion is the anthropic-version header sent with every request.
+// APIVersion is the anthropic-version header sent with every request, in
+// place of the SDK's own (2026-10-21 for SDK v2).
 const APIVersion = "2023-06-01"
 
 // Auth schemes for Config.Auth.
@@ -132,11 +141,11 @@ func (c Config) GoString() string { return c.String() }
 // Client is a Messages API client. It is stateless and safe for concurrent
 // use.
 type Client struct {
+	sdk      anthropic.Client
 	endpoint string
 	apiKey   string
 	bearer   bool
 	model    string
-	http     *http.Client
 	maxBytes int64
 	timeout  time.Duration
 }
@@ -157,8 +166,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("modelanthropic: API key is required")
 	}
+	base = strings.TrimRight(u.String(), "/")
 	c := &Client{
-		endpoint: strings.TrimRight(u.String(), "/") + "/v1/messages",
+		endpoint: base + "/v1/messages",
 		apiKey:   cfg.APIKey,
 		model:    cfg.Model,
 		maxBytes: cfg.MaxResponseBytes,
@@ -183,7 +193,23 @@ func New(cfg Config) (*Client, error) {
 		hc = &copied
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c.http = hc
+
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(), // no ANTHROPIC_* variables, profiles or federation
+		option.WithBaseURL(base + "/"),
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+		option.WithoutOpenTelemetry(),
+		option.WithHeader("anthropic-version", APIVersion),
+	}
+	if c.bearer {
+		opts = append(opts, option.WithAuthToken(cfg.APIKey))
+	} else {
+		// The SDK's WithAPIKey sends the key as Authorization: Bearer;
+		// the x-api-key scheme needs the header itself.
+		opts = append(opts, option.WithHeader("x-api-key", cfg.APIKey))
+	}
+	c.sdk = anthropic.NewClient(opts...)
 	return c, nil
 }
 
@@ -197,294 +223,134 @@ func (c *Client) GoString() string { return c.String() }
 
 // Create sends req and returns the complete response.
 func (c *Client) Create(ctx context.Context, req *model.Request) (*model.Response, error) {
-	return c.do(ctx, req, false, nil)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("model request: %w", err)
+	}
+	p, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	k, rctx, done := c.start(ctx, false)
+	defer done()
+	// The SDK's per-request timeout matches the watchdog; without one the
+	// SDK refuses large max_tokens unstreamed.
+	msg, err := c.sdk.Messages.New(rctx, p, option.WithMiddleware(k.middleware), option.WithRequestTimeout(c.timeout))
+	if err != nil {
+		return nil, k.fail(ctx, rctx, err)
+	}
+	if err := checkMessage(msg); err != nil {
+		return nil, k.fail(ctx, rctx, err)
+	}
+	resp, err := toResponse(msg, nil)
+	if err != nil {
+		return nil, k.fail(ctx, rctx, err)
+	}
+	return resp, nil
 }
 
 // Stream sends req with "stream": true, calls onEvent as blocks start and
 // text arrives, and returns the assembled response.
 func (c *Client) Stream(ctx context.Context, req *model.Request, onEvent func(model.StreamEvent)) (*model.Response, error) {
-	return c.do(ctx, req, true, onEvent)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("model request: %w", err)
+	}
+	p, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	k, rctx, done := c.start(ctx, true)
+	defer done()
+	stream := c.sdk.Messages.NewStreaming(rctx, p, option.WithMiddleware(k.middleware))
+	defer func() { _ = stream.Close() }()
+	if err := stream.Err(); err != nil {
+		return nil, k.fail(ctx, rctx, err)
+	}
+	var resp *model.Response
+	if isEventStream(k.resp.Header.Get("content-type")) {
+		resp, err = accumulate(stream, k.body, onEvent)
+	} else if resp, err = readMessage(k.body); err == nil {
+		replay(resp, onEvent)
+	}
+	if err != nil {
+		return nil, k.fail(ctx, rctx, err)
+	}
+	return resp, nil
 }
 
 // errTimeout is the cancellation cause when Config.Timeout elapses.
 var errTimeout = errors.New("timeout")
 
-func (c *Client) do(ctx context.Context, req *model.Request, stream bool, onEvent func(model.StreamEvent)) (*model.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("model request: %w", err)
-	}
-	body, err := c.body(req, stream)
-	if err != nil {
-		return nil, err
-	}
+// call is one request: its watchdog, and the response as the middleware
+// saw it.
+type call struct {
+	c        *Client
+	watchdog *time.Timer
+	stream   bool
+	sent     bool           // the request reached the middleware, so it encoded
+	resp     *http.Response // the response, once its headers arrived
+	body     *body          // resp's body
+}
 
+// start begins a call: rctx is cancelled with errTimeout when Config.Timeout
+// elapses without progress (a stream's reads rearm it); done releases it.
+func (c *Client) start(ctx context.Context, stream bool) (k *call, rctx context.Context, done func()) {
 	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	// The watchdog cancels the request when the timeout elapses without
-	// progress; Stream rearms it on every read.
-	watchdog := time.AfterFunc(c.timeout, func() { cancel(errTimeout) })
-	defer watchdog.Stop()
+	k = &call{c: c, stream: stream, watchdog: time.AfterFunc(c.timeout, func() { cancel(errTimeout) })}
+	return k, rctx, func() {
+		k.watchdog.Stop()
+		cancel(nil)
+	}
+}
 
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+// middleware sits between the SDK and the HTTP client: it refuses
+// redirects, and gives the response a body that enforces
+// Config.MaxResponseBytes (maxErrorBody for errors), rearms the watchdog
+// as a stream arrives and records read failures.
+func (k *call) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	k.sent = true
+	resp, err := next(req)
 	if err != nil {
-		return nil, fmt.Errorf("model request: %w", err)
+		return resp, err
 	}
-	hreq.Header.Set("anthropic-version", APIVersion)
-	hreq.Header.Set("content-type", "application/json")
-	if stream {
-		hreq.Header.Set("accept", "text/event-stream")
-	} else {
-		hreq.Header.Set("accept", "application/json")
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		_ = resp.Body.Close()
+		return nil, &model.Error{Status: resp.StatusCode, Type: "invalid_response",
+			Message: fmt.Sprintf("unexpected redirect to %q (redirects are not followed)", resp.Header.Get("location"))}
 	}
-	hreq.Header.Set("user-agent", "mango-execution-worker")
-	if c.bearer {
-		hreq.Header.Set("authorization", "Bearer "+c.apiKey)
-	} else {
-		hreq.Header.Set("x-api-key", c.apiKey)
+	k.body = &body{rc: resp.Body, n: k.c.maxBytes}
+	if resp.StatusCode >= 400 {
+		k.body.n, k.body.truncate = maxErrorBody, true
 	}
-
-	hresp, err := c.http.Do(hreq)
-	if err != nil {
-		return nil, c.transportError(ctx, rctx, err)
+	if k.stream {
+		k.body.watchdog, k.body.d = k.watchdog, k.c.timeout
 	}
-	defer func() { _ = hresp.Body.Close() }()
-
-	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
-		return nil, c.statusError(hresp)
-	}
-
-	var src io.Reader = hresp.Body
-	if stream {
-		src = &kickReader{r: src, watchdog: watchdog, d: c.timeout}
-	}
-	lr := &limitReader{r: src, n: c.maxBytes}
-
-	var resp *model.Response
-	if stream && isEventStream(hresp.Header.Get("content-type")) {
-		resp, err = readStream(lr, onEvent)
-	} else {
-		resp, err = readJSON(lr)
-		if err == nil && onEvent != nil {
-			replay(resp, onEvent)
-		}
-	}
-	if err != nil {
-		if lr.exceeded {
-			return nil, &model.Error{Type: "response_too_large", Message: fmt.Sprintf("response exceeds the %d byte cap (MaxResponseBytes)", c.maxBytes)}
-		}
-		if ctx.Err() != nil || errors.Is(context.Cause(rctx), errTimeout) {
-			return nil, c.transportError(ctx, rctx, err)
-		}
-		var me *model.Error
-		if errors.As(err, &me) {
-			me.Message = c.redact(me.Message)
-			return nil, me
-		}
-		return nil, c.transportError(ctx, rctx, err)
-	}
+	resp.Body = k.body
+	k.resp = resp
 	return resp, nil
 }
 
-// wireRequest is the JSON body of POST /v1/messages.
-type wireRequest struct {
-	Model     string          `json:"model"`
-	MaxTokens int             `json:"max_tokens"`
-	System    []wireText      `json:"system,omitempty"`
-	Messages  []model.Message `json:"messages"`
-	Tools     []model.ToolDef `json:"tools,omitempty"`
-	Stream    bool            `json:"stream,omitempty"`
-	Thinking  *wireThinking   `json:"thinking,omitempty"`
-}
-
-// wireText is a text block of the system prompt.
-type wireText struct {
-	Type         string        `json:"type"`
-	Text         string        `json:"text"`
-	CacheControl *cacheControl `json:"cache_control,omitempty"`
-}
-
-// cacheControl marks a prompt caching breakpoint: the prefix up to and
-// including the block carrying it is cached.
-type cacheControl struct {
-	Type string `json:"type"`
-}
-
-var ephemeral = &cacheControl{Type: "ephemeral"}
-
-type wireThinking struct {
-	Type         string `json:"type"`
-	BudgetTokens int    `json:"budget_tokens"`
-}
-
-func (c *Client) body(req *model.Request, stream bool) ([]byte, error) {
-	if req == nil {
-		return nil, &model.Error{Type: "invalid_request_error", Message: "request is nil"}
-	}
-	w := wireRequest{
-		Model:     req.Model,
-		MaxTokens: req.MaxTokens,
-		Messages:  req.Messages,
-		Tools:     req.Tools,
-		Stream:    stream,
-	}
-	if c.model != "" {
-		w.Model = c.model
-	}
-	if w.Model == "" {
-		return nil, &model.Error{Type: "invalid_request_error", Message: "no model id: set the agent's model or MANGO_MODEL_ID"}
-	}
-	if w.MaxTokens <= 0 {
-		w.MaxTokens = DefaultMaxTokens
-	}
-	if w.Messages == nil {
-		w.Messages = []model.Message{}
-	}
-	if req.ThinkingBudget > 0 {
-		w.Thinking = &wireThinking{Type: "enabled", BudgetTokens: req.ThinkingBudget}
-	}
-	w.Messages = fillToolInputs(w.Messages)
-	w.Tools = fillSchemas(w.Tools)
-	if req.System != "" {
-		w.System = []wireText{{Type: "text", Text: req.System}}
-	}
-	if err := markCache(&w); err != nil {
-		return nil, &model.Error{Type: "invalid_request_error", Message: "encode request: " + err.Error()}
-	}
-	b, err := json.Marshal(w)
-	if err != nil {
-		return nil, &model.Error{Type: "invalid_request_error", Message: "encode request: " + err.Error()}
-	}
-	return b, nil
-}
-
-// markCache sets the prompt caching breakpoints of a request, at most
-// four as the Messages API allows, in prefix order: the last tool
-// definition (tools are the start of the prompt), the system prompt, and
-// the last two user messages. In a tool loop each request is the previous
-// one plus an assistant message and a user message, so the breakpoint on
-// the previous request's last user message is the cached prefix the next
-// request reads, and the one on its own last user message is written for
-// the round after. The caller's request is not modified.
-func markCache(w *wireRequest) error {
-	if n := len(w.Tools); n > 0 {
-		last, err := withCacheControl(w.Tools[n-1])
-		if err != nil {
-			return err
-		}
-		w.Tools = append(append([]model.ToolDef(nil), w.Tools[:n-1]...), model.ToolDef{Name: w.Tools[n-1].Name, Type: w.Tools[n-1].Type, Raw: last})
-	}
-	if len(w.System) > 0 {
-		w.System[len(w.System)-1].CacheControl = ephemeral
-	}
-	marked := 0
-	var msgs []model.Message
-	for i := len(w.Messages) - 1; i >= 0 && marked < 2; i-- {
-		m := w.Messages[i]
-		if m.Role != "user" {
-			continue
-		}
-		j := cacheableBlock(m.Content)
-		if j < 0 {
-			continue
-		}
-		raw, err := withCacheControl(m.Content[j])
-		if err != nil {
-			return err
-		}
-		if msgs == nil {
-			msgs = append([]model.Message(nil), w.Messages...)
-		}
-		content := append([]model.Block(nil), m.Content...)
-		content[j] = model.Block{Type: content[j].Type, Raw: raw}
-		msgs[i] = model.Message{Role: m.Role, Content: content}
-		marked++
-	}
-	if msgs != nil {
-		w.Messages = msgs
-	}
-	return nil
-}
-
-// cacheableBlock is the index of the last block of content that can carry
-// a breakpoint (not thinking, not empty text), or -1.
-func cacheableBlock(content []model.Block) int {
-	for j := len(content) - 1; j >= 0; j-- {
-		switch b := content[j]; {
-		case b.Type == "thinking" || b.Type == "redacted_thinking":
-		case b.Type == "text" && b.Text == "" && len(b.Raw) == 0:
-		default:
-			return j
-		}
-	}
-	return -1
-}
-
-// withCacheControl is v's JSON object with cache_control set.
-func withCacheControl(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, err
-	}
-	obj["cache_control"] = json.RawMessage(`{"type":"ephemeral"}`)
-	return json.Marshal(obj)
-}
-
-// fillToolInputs gives tool_use blocks without input an empty object,
-// copying only the messages it changes.
-func fillToolInputs(msgs []model.Message) []model.Message {
-	var out []model.Message
-	copied := map[int]bool{}
-	for i, m := range msgs {
-		for j, b := range m.Content {
-			if b.Type != "tool_use" || len(b.Raw) > 0 || len(b.Input) > 0 {
-				continue
-			}
-			if out == nil {
-				out = append([]model.Message(nil), msgs...)
-			}
-			if !copied[i] {
-				out[i].Content = append([]model.Block(nil), m.Content...)
-				copied[i] = true
-			}
-			out[i].Content[j].Input = json.RawMessage(`{}`)
-		}
-	}
-	if out == nil {
-		return msgs
-	}
-	return out
-}
-
-// fillSchemas gives custom tools without an input schema {"type":"object"}.
-func fillSchemas(tools []model.ToolDef) []model.ToolDef {
-	var out []model.ToolDef
-	for i, d := range tools {
-		if len(d.Raw) > 0 || d.Type != "" || len(d.InputSchema) > 0 {
-			continue
-		}
-		if out == nil {
-			out = append([]model.ToolDef(nil), tools...)
-		}
-		out[i].InputSchema = json.RawMessage(`{"type":"object"}`)
-	}
-	if out == nil {
-		return tools
-	}
-	return out
-}
-
-// transportError classifies a failure to send or read: the caller's
-// cancellation, the client's timeout, or a network failure.
-func (c *Client) transportError(ctx, rctx context.Context, err error) error {
-	if ctx.Err() != nil {
+// fail classifies the failure of a call.
+func (k *call) fail(ctx, rctx context.Context, err error) error {
+	c := k.c
+	var me *model.Error
+	var ae *anthropic.Error
+	switch {
+	case ctx.Err() != nil:
 		return fmt.Errorf("model request: %w", ctx.Err())
-	}
-	if errors.Is(context.Cause(rctx), errTimeout) {
+	case k.body != nil && k.body.exceeded:
+		return &model.Error{Type: "response_too_large", Message: fmt.Sprintf("response exceeds the %d byte cap (MaxResponseBytes)", c.maxBytes)}
+	case errors.Is(context.Cause(rctx), errTimeout) || errors.Is(err, context.DeadlineExceeded):
 		return &model.Error{Type: "timeout", Message: fmt.Sprintf("no response within %v", c.timeout), Retryable: true}
+	case errors.As(err, &me):
+		me.Message = c.redact(me.Message)
+		return me
+	case errors.As(err, &ae) && ae.Response != nil:
+		return c.statusError(ae.StatusCode, ae.Response.Header, ae.RawJSON())
+	case !k.sent:
+		return &model.Error{Type: "invalid_request_error", Message: "encode request: " + c.redact(err.Error())}
+	case k.resp != nil && k.body.err == nil:
+		// The response arrived and was read whole, so it did not decode.
+		return invalidResponse("decode response: %s", c.redact(err.Error()))
 	}
 	msg := c.redact(err.Error())
 	var certErr *tls.CertificateVerificationError
@@ -496,10 +362,8 @@ func (c *Client) transportError(ctx, rctx context.Context, err error) error {
 	return &model.Error{Type: "network", Message: msg, Retryable: true}
 }
 
-// statusError classifies a non-2xx response.
-func (c *Client) statusError(hresp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(hresp.Body, maxErrorBody))
-	status := hresp.StatusCode
+// statusError classifies a non-2xx response with body raw.
+func (c *Client) statusError(status int, h http.Header, raw string) error {
 	e := &model.Error{Status: status}
 	var env struct {
 		Error struct {
@@ -507,10 +371,10 @@ func (c *Client) statusError(hresp *http.Response) error {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(raw, &env) == nil && env.Error.Type != "" {
+	if json.Unmarshal([]byte(raw), &env) == nil && env.Error.Type != "" {
 		e.Type, e.Message = env.Error.Type, env.Error.Message
 	} else {
-		e.Message = strings.TrimSpace(string(raw))
+		e.Message = strings.TrimSpace(raw)
 		if len(e.Message) > 512 {
 			e.Message = e.Message[:512] + "..."
 		}
@@ -537,24 +401,21 @@ func (c *Client) statusError(hresp *http.Response) error {
 		if e.Type == "" {
 			e.Type = "api_error"
 		}
-	case status >= 300 && status < 400:
-		e.Type = "invalid_response"
-		e.Message = fmt.Sprintf("unexpected redirect to %q (redirects are not followed)", hresp.Header.Get("location"))
 	default:
 		if e.Type == "" {
 			e.Type = defaultType(status)
 		}
 	}
-	switch strings.ToLower(hresp.Header.Get("x-should-retry")) {
+	switch strings.ToLower(h.Get("x-should-retry")) {
 	case "true":
 		e.Retryable = true
 	case "false":
 		e.Retryable = false
 	}
 	if e.Retryable {
-		e.RetryAfter = retryAfter(hresp.Header, time.Now())
+		e.RetryAfter = retryAfter(h, time.Now())
 	}
-	if id := hresp.Header.Get("request-id"); id != "" {
+	if id := h.Get("request-id"); id != "" {
 		e.Message += " (request-id " + id + ")"
 	}
 	e.Message = c.redact(e.Message)
@@ -580,6 +441,7 @@ func defaultType(status int) string {
 }
 
 // retryAfter reads retry-after-ms or Retry-After (seconds or an HTTP date).
+// The SDK parses them too, but only for its own retries.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	if v := h.Get("retry-after-ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
@@ -605,57 +467,57 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 }
 
 func (c *Client) redact(s string) string {
-	if c.apiKey == "" {
-		return s
-	}
 	return strings.ReplaceAll(s, c.apiKey, "[redacted]")
 }
 
-func isEventStream(contentType string) bool {
-	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "text/event-stream")
-}
-
-// kickReader rearms the watchdog whenever data arrives.
-type kickReader struct {
-	r        io.Reader
+// body is a response body that reads at most n bytes, records whether
+// there were more and the first read failure, and rearms watchdog (when
+// set) whenever data arrives.
+type body struct {
+	rc       io.ReadCloser
+	n        int64
+	truncate bool // at the cap, end the body instead of failing
 	watchdog *time.Timer
 	d        time.Duration
-}
-
-func (k *kickReader) Read(p []byte) (int, error) {
-	n, err := k.r.Read(p)
-	if n > 0 {
-		k.watchdog.Reset(k.d)
-	}
-	return n, err
-}
-
-// limitReader reads at most n bytes and records whether r had more.
-type limitReader struct {
-	r        io.Reader
-	n        int64
 	exceeded bool
+	err      error
 }
 
 var errTooLarge = errors.New("response too large")
 
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
+func (b *body) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		if b.truncate {
+			return 0, io.EOF
+		}
 		// Probe one byte to tell "exactly at the cap" from "over it".
 		var one [1]byte
-		n, err := l.r.Read(one[:])
+		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			l.exceeded = true
-			return 0, errTooLarge
+			b.exceeded = true
+			err = errTooLarge
 		}
-		return 0, err
+		return 0, b.record(err)
 	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
 	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
+	n, err := b.rc.Read(p)
+	b.n -= int64(n)
+	if n > 0 && b.watchdog != nil {
+		b.watchdog.Reset(b.d)
+	}
+	return n, b.record(err)
 }
+
+func (b *body) record(err error) error {
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return err
+}
+
+// Close closes the underlying body.
+func (b *body) Close() error { return b.rc.Close() }
 
 var _ model.Client = (*Client)(nil)

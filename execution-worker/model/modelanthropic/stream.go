@@ -1,95 +1,181 @@
 package modelanthropic
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
+	"math"
+	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/mangohq/mango/execution-worker/model"
 )
-
-// wireResponse is a Messages API response, and the message of
-// message_start.
-type wireResponse struct {
-	Type       string            `json:"type"`
-	ID         string            `json:"id"`
-	Model      string            `json:"model"`
-	Content    []json.RawMessage `json:"content"`
-	StopReason string            `json:"stop_reason"`
-	Usage      wireUsage         `json:"usage"`
-	Error      *wireError        `json:"error"`
-}
-
-type wireError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
-// wireUsage has pointers so that message_delta updates only the counts it
-// carries.
-type wireUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheCreation            *struct {
-		Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
-		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
-	} `json:"cache_creation"`
-	ServerToolUse *struct {
-		WebSearchRequests *int64 `json:"web_search_requests"`
-		WebFetchRequests  *int64 `json:"web_fetch_requests"`
-	} `json:"server_tool_use"`
-}
-
-func (u wireUsage) apply(dst *model.Usage) {
-	set := func(dst *int64, src *int64) {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	set(&dst.InputTokens, u.InputTokens)
-	set(&dst.OutputTokens, u.OutputTokens)
-	set(&dst.CacheReadInputTokens, u.CacheReadInputTokens)
-	set(&dst.CacheCreationInputTokens, u.CacheCreationInputTokens)
-	if c := u.CacheCreation; c != nil {
-		set(&dst.CacheCreation5mInputTokens, c.Ephemeral5m)
-		set(&dst.CacheCreation1hInputTokens, c.Ephemeral1h)
-	}
-	if t := u.ServerToolUse; t != nil {
-		set(&dst.WebSearchRequests, t.WebSearchRequests)
-		set(&dst.WebFetchRequests, t.WebFetchRequests)
-	}
-}
 
 // invalidResponse reports a response that does not follow the protocol.
 func invalidResponse(format string, a ...any) *model.Error {
 	return &model.Error{Type: "invalid_response", Message: fmt.Sprintf(format, a...)}
 }
 
-// readJSON decodes a non-streamed response.
-func readJSON(r io.Reader) (*model.Response, error) {
+// readStream assembles a response from the server-sent events of r, as
+// Stream does with a response body. It is accumulate over an SDK stream
+// decoder, for the fuzz test.
+func readStream(r io.Reader, onEvent func(model.StreamEvent)) (*model.Response, error) {
+	src := &body{rc: io.NopCloser(r), n: math.MaxInt64}
+	res := &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       src,
+		// With a request the decoder reports error events as *anthropic.Error.
+		Request: &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/v1/messages"}},
+	}
+	stream := ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(res), nil)
+	defer func() { _ = stream.Close() }()
+	return accumulate(stream, src, onEvent)
+}
+
+// accumulate assembles a response from a stream of Messages API events
+// with the SDK's Message.Accumulate, reporting block starts and text
+// deltas to onEvent (which may be nil). A failure to read src is returned
+// as it is, for the caller to classify; every other failure is a
+// *model.Error.
+func accumulate(stream *ssestream.Stream[anthropic.MessageStreamEventUnion], src *body, onEvent func(model.StreamEvent)) (*model.Response, error) {
+	emit := func(e model.StreamEvent) {
+		if onEvent != nil {
+			onEvent(e)
+		}
+	}
+	var msg anthropic.Message
+	changed := map[int]bool{} // blocks that received deltas
+	for stream.Next() {
+		ev := stream.Current()
+		i := int(ev.Index)
+		switch ev.Type {
+		case "content_block_start":
+			if ev.ContentBlock.Type == "" {
+				return nil, invalidResponse("content block %d: content_block without a type", i)
+			}
+		case "content_block_delta":
+			changed[i] = true
+		case "content_block_stop":
+			if err := checkInput(msg.Content, i); err != nil {
+				return nil, err
+			}
+		case "message_stop":
+			for j := range msg.Content {
+				if err := checkInput(msg.Content, j); err != nil {
+					return nil, err
+				}
+			}
+		}
+		// The SDK refreshes a block's JSON at its stop event, and every
+		// block's at message_stop.
+		if err := msg.Accumulate(ev); err != nil {
+			return nil, invalidResponse("%s: %v", ev.Type, err)
+		}
+		switch {
+		case ev.Type == "content_block_start":
+			emit(model.StreamEvent{Type: "block_start", Index: i, BlockType: ev.ContentBlock.Type})
+		case ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta":
+			emit(model.StreamEvent{Type: "text_delta", Index: i, Text: ev.Delta.Text})
+		case ev.Type == "message_stop":
+			return toResponse(&msg, changed)
+		}
+	}
+	err := stream.Err()
+	var ae *anthropic.Error
+	switch {
+	case err == nil:
+		return nil, &model.Error{Type: "network", Message: "stream ended before message_stop", Retryable: true}
+	case errors.As(err, &ae):
+		return nil, eventError(ae.RawJSON())
+	case src.err != nil:
+		return nil, err
+	default:
+		return nil, invalidResponse("decode event: %v", err)
+	}
+}
+
+// checkInput reports a tool block i whose input_json_delta fragments do
+// not form JSON (the SDK would replace the input with {}).
+func checkInput(content []anthropic.ContentBlockUnion, i int) error {
+	if i < 0 || i >= len(content) {
+		return nil // Accumulate reports the index
+	}
+	if in := content[i].Input; len(bytes.TrimSpace(in)) > 0 && !json.Valid(in) {
+		return invalidResponse("content block %d: input_json_delta fragments do not form JSON", i)
+	}
+	return nil
+}
+
+// readMessage decodes a response that is not streamed.
+func readMessage(r io.Reader) (*model.Response, error) {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	var w wireResponse
-	if err := json.Unmarshal(raw, &w); err != nil {
+	var m anthropic.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, invalidResponse("decode response: %v", err)
 	}
-	if w.Type == "error" && w.Error != nil {
-		return nil, eventError(w.Error)
+	if err := checkMessage(&m); err != nil {
+		return nil, err
 	}
-	resp := &model.Response{ID: w.ID, Model: w.Model, StopReason: w.StopReason, Content: []model.Block{}}
-	w.Usage.apply(&resp.Usage)
-	for i, rb := range w.Content {
-		b, err := decodeBlock(rb)
+	return toResponse(&m, nil)
+}
+
+// checkMessage rejects a decoded response body that is not a message
+// object: the SDK's decoding is lenient and turns such a body into an
+// empty Message.
+func checkMessage(m *anthropic.Message) error {
+	raw := strings.TrimSpace(m.RawJSON())
+	content := m.JSON.Content.Raw()
+	if !strings.HasPrefix(raw, "{") || content != "" && content != "null" && !m.JSON.Content.Valid() {
+		return invalidResponse("response is not a message: %.200s", raw)
+	}
+	return nil
+}
+
+// toResponse converts a Message: text, tool_use and thinking blocks are
+// decoded into model.Block fields, and every other block (and any block
+// with members Block does not model) also keeps its JSON in Block.Raw, so
+// it is sent back unchanged. A block in changed was assembled from deltas;
+// its JSON is normalized (compact, members in order) as Mango has always
+// stored it.
+func toResponse(m *anthropic.Message, changed map[int]bool) (*model.Response, error) {
+	if string(m.Type) == "error" {
+		return nil, eventError(m.RawJSON())
+	}
+	u := m.Usage
+	resp := &model.Response{
+		ID: m.ID, Model: string(m.Model), StopReason: string(m.StopReason),
+		Content: make([]model.Block, 0, len(m.Content)),
+		Usage: model.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+			CacheCreation5mInputTokens: u.CacheCreation.Ephemeral5mInputTokens, CacheCreation1hInputTokens: u.CacheCreation.Ephemeral1hInputTokens,
+			WebSearchRequests: u.ServerToolUse.WebSearchRequests, WebFetchRequests: u.ServerToolUse.WebFetchRequests,
+		},
+	}
+	for i, cb := range m.Content {
+		raw := []byte(cb.RawJSON())
+		if changed[i] {
+			// Re-encode through a map: members sorted, values compact.
+			var members map[string]json.RawMessage
+			if json.Unmarshal(raw, &members) == nil {
+				raw, _ = json.Marshal(members) // decoded JSON always encodes
+			}
+		}
+		var b model.Block
+		err := json.Unmarshal(raw, &b)
+		if err == nil && b.Type == "" {
+			err = errors.New("block without a type")
+		}
 		if err != nil {
 			return nil, invalidResponse("content block %d: %v", i, err)
 		}
@@ -101,6 +187,9 @@ func readJSON(r io.Reader) (*model.Response, error) {
 // replay reports a complete response as stream events, for a server that
 // answered a streaming request with plain JSON.
 func replay(resp *model.Response, onEvent func(model.StreamEvent)) {
+	if onEvent == nil {
+		return
+	}
 	for i, b := range resp.Content {
 		onEvent(model.StreamEvent{Type: "block_start", Index: i, BlockType: b.Type})
 		if b.Type == "text" && b.Text != "" {
@@ -109,227 +198,21 @@ func replay(resp *model.Response, onEvent func(model.StreamEvent)) {
 	}
 }
 
-// decodeBlock decodes one content block; model.Block keeps its JSON in Raw
-// when it cannot represent the block exactly.
-func decodeBlock(raw json.RawMessage) (model.Block, error) {
-	var b model.Block
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return model.Block{}, err
+// eventError classifies an error reported inside a 200 response (an
+// error event, or an error object as the body), giving it the status the
+// same error has as an HTTP response.
+func eventError(raw string) *model.Error {
+	var env struct {
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
-	if b.Type == "" {
-		return model.Block{}, errors.New("block without a type")
+	if json.Unmarshal([]byte(raw), &env) != nil || env.Error == nil {
+		return invalidResponse("error event without an error: %s", raw)
 	}
-	return b, nil
-}
-
-// blockAcc accumulates one streamed content block.
-type blockAcc struct {
-	start      json.RawMessage
-	first      model.Block // start decoded
-	text       strings.Builder
-	thinking   strings.Builder
-	signature  strings.Builder
-	partial    strings.Builder
-	citations  []json.RawMessage
-	changed    bool
-	hasText    bool
-	hasThink   bool
-	hasSig     bool
-	hasPartial bool
-}
-
-// finish assembles the final block.
-func (a *blockAcc) finish() (model.Block, error) {
-	if !a.changed {
-		return decodeBlock(a.start)
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(a.start, &members); err != nil {
-		return model.Block{}, err
-	}
-	put := func(k string, v any) {
-		b, _ := json.Marshal(v) // strings and raw JSON always encode
-		members[k] = b
-	}
-	if a.hasText {
-		put("text", a.first.Text+a.text.String())
-	}
-	if a.hasThink {
-		put("thinking", a.first.Thinking+a.thinking.String())
-	}
-	if a.hasSig {
-		put("signature", a.first.Signature+a.signature.String())
-	}
-	if a.hasPartial && strings.TrimSpace(a.partial.String()) != "" {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, []byte(a.partial.String())); err != nil {
-			return model.Block{}, fmt.Errorf("input_json_delta fragments do not form JSON: %v", err)
-		}
-		members["input"] = buf.Bytes()
-	}
-	if len(a.citations) > 0 {
-		var all []json.RawMessage
-		if prev := members["citations"]; len(prev) > 0 && string(prev) != "null" {
-			if err := json.Unmarshal(prev, &all); err != nil {
-				return model.Block{}, fmt.Errorf("citations: %v", err)
-			}
-		}
-		put("citations", append(all, a.citations...))
-	}
-	raw, err := json.Marshal(members)
-	if err != nil {
-		return model.Block{}, err
-	}
-	return decodeBlock(raw)
-}
-
-type wireEvent struct {
-	Type         string          `json:"type"`
-	Message      *wireResponse   `json:"message"`
-	Index        int             `json:"index"`
-	ContentBlock json.RawMessage `json:"content_block"`
-	Delta        json.RawMessage `json:"delta"`
-	Usage        *wireUsage      `json:"usage"`
-	Error        *wireError      `json:"error"`
-}
-
-type wireDelta struct {
-	Type        string          `json:"type"`
-	Text        string          `json:"text"`
-	PartialJSON string          `json:"partial_json"`
-	Thinking    string          `json:"thinking"`
-	Signature   string          `json:"signature"`
-	Citation    json.RawMessage `json:"citation"`
-	StopReason  string          `json:"stop_reason"`
-}
-
-// readStream assembles a response from server-sent events, reporting
-// block starts and text deltas to onEvent (which may be nil). Errors from
-// r are returned as they are, for the caller to classify.
-func readStream(r io.Reader, onEvent func(model.StreamEvent)) (*model.Response, error) {
-	emit := func(e model.StreamEvent) {
-		if onEvent != nil {
-			onEvent(e)
-		}
-	}
-	sse := &sseReader{br: bufio.NewReader(r)}
-	resp := &model.Response{}
-	blocks := map[int]*blockAcc{}
-	var content = map[int]model.Block{}
-	for {
-		name, data, err := sse.next()
-		if errors.Is(err, io.EOF) {
-			return nil, &model.Error{Type: "network", Message: "stream ended before message_stop", Retryable: true}
-		}
-		if err != nil {
-			return nil, err
-		}
-		var ev wireEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			if name == "" {
-				continue // not an Anthropic event, e.g. "data: [DONE]"
-			}
-			return nil, invalidResponse("event %s: %v", name, err)
-		}
-		if name == "" {
-			name = ev.Type
-		}
-		switch name {
-		case "message_start":
-			if ev.Message != nil {
-				resp.ID, resp.Model = ev.Message.ID, ev.Message.Model
-				ev.Message.Usage.apply(&resp.Usage)
-			}
-		case "content_block_start":
-			if blocks[ev.Index] != nil {
-				return nil, invalidResponse("content block %d started twice", ev.Index)
-			}
-			a := &blockAcc{start: ev.ContentBlock}
-			if err := json.Unmarshal(ev.ContentBlock, &a.first); err != nil || a.first.Type == "" {
-				return nil, invalidResponse("content block %d: bad content_block %s", ev.Index, ev.ContentBlock)
-			}
-			blocks[ev.Index] = a
-			emit(model.StreamEvent{Type: "block_start", Index: ev.Index, BlockType: a.first.Type})
-		case "content_block_delta":
-			a := blocks[ev.Index]
-			if a == nil {
-				return nil, invalidResponse("delta for content block %d that did not start", ev.Index)
-			}
-			var d wireDelta
-			if err := json.Unmarshal(ev.Delta, &d); err != nil {
-				return nil, invalidResponse("content block %d delta: %v", ev.Index, err)
-			}
-			switch d.Type {
-			case "text_delta":
-				a.text.WriteString(d.Text)
-				a.hasText, a.changed = true, true
-				emit(model.StreamEvent{Type: "text_delta", Index: ev.Index, Text: d.Text})
-			case "input_json_delta":
-				a.partial.WriteString(d.PartialJSON)
-				a.hasPartial, a.changed = true, true
-			case "thinking_delta":
-				a.thinking.WriteString(d.Thinking)
-				a.hasThink, a.changed = true, true
-			case "signature_delta":
-				a.signature.WriteString(d.Signature)
-				a.hasSig, a.changed = true, true
-			case "citations_delta":
-				if len(d.Citation) > 0 {
-					a.citations = append(a.citations, d.Citation)
-					a.changed = true
-				}
-			}
-		case "content_block_stop":
-			a := blocks[ev.Index]
-			if a == nil {
-				return nil, invalidResponse("stop for content block %d that did not start", ev.Index)
-			}
-			b, err := a.finish()
-			if err != nil {
-				return nil, invalidResponse("content block %d: %v", ev.Index, err)
-			}
-			content[ev.Index] = b
-		case "message_delta":
-			var d wireDelta
-			if len(ev.Delta) > 0 {
-				if err := json.Unmarshal(ev.Delta, &d); err != nil {
-					return nil, invalidResponse("message_delta: %v", err)
-				}
-			}
-			if d.StopReason != "" {
-				resp.StopReason = d.StopReason
-			}
-			if ev.Usage != nil {
-				ev.Usage.apply(&resp.Usage)
-			}
-		case "message_stop":
-			resp.Content = make([]model.Block, 0, len(blocks))
-			for _, i := range slices.Sorted(maps.Keys(blocks)) {
-				b, ok := content[i]
-				if !ok {
-					// A block that never saw content_block_stop: finish it.
-					var err error
-					if b, err = blocks[i].finish(); err != nil {
-						return nil, invalidResponse("content block %d: %v", i, err)
-					}
-				}
-				resp.Content = append(resp.Content, b)
-			}
-			return resp, nil
-		case "error":
-			if ev.Error == nil {
-				return nil, invalidResponse("error event without an error: %s", data)
-			}
-			return nil, eventError(ev.Error)
-		}
-	}
-}
-
-// eventError classifies an error reported inside a 200 response, giving
-// it the status the same error has as an HTTP response.
-func eventError(e *wireError) *model.Error {
-	me := &model.Error{Type: e.Type, Message: e.Message}
-	switch e.Type {
+	me := &model.Error{Type: env.Error.Type, Message: env.Error.Message}
+	switch me.Type {
 	case "rate_limit_error":
 		me.Status, me.Retryable = 429, true
 	case "overloaded_error":
@@ -358,48 +241,6 @@ func eventError(e *wireError) *model.Error {
 	return me
 }
 
-// sseReader reads server-sent events (text/event-stream).
-type sseReader struct {
-	br *bufio.Reader
-}
-
-// next returns the next event's name (empty without an event: line) and
-// data. An event cut off by the end of the stream is dropped, as the SSE
-// specification requires, and io.EOF returned.
-func (s *sseReader) next() (string, []byte, error) {
-	var name string
-	var data []byte
-	hasData := false
-	for {
-		line, err := s.br.ReadBytes('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return "", nil, io.EOF
-			}
-			return "", nil, err
-		}
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if len(line) == 0 {
-			if hasData {
-				return name, data, nil
-			}
-			name = ""
-			continue
-		}
-		if line[0] == ':' {
-			continue // comment, e.g. ": ping"
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			name = string(value)
-		case "data":
-			if hasData {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-			hasData = true
-		}
-	}
+func isEventStream(contentType string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "text/event-stream")
 }
