@@ -13,7 +13,9 @@
 # MANGO_BASE_URL and MANGO_API_KEY are written to .dev.env (git-ignored).
 # MANGO_MODEL (default fake) and MANGO_SANDBOX (default local) are passed
 # through to the execution-worker. MANGO_DEV_SKIP_BUILD=1 uses the existing
-# bin/ binaries instead of rebuilding them.
+# bin/ binaries instead of rebuilding them. MANGO_DEV_PPROF=1 serves the
+# profiles (MANGO_PPROF_ADDR) of the api-server on 127.0.0.1:16060, the
+# worker on 16061 and the docker worker on 16062.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -135,10 +137,12 @@ start_api() {
 	for p in "${HTTP_ADDR##*:}" "${GRPC_ADDR##*:}"; do
 		require_port_free "$p" "api-server"
 	done
-	start_bg api-server "$API_PIDFILE" "$API_LOG" "$API_BIN"
+	# shellcheck disable=SC2086 # an unset MANGO_DEV_PPROF adds no word
+	start_bg api-server "$API_PIDFILE" "$API_LOG" env ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16060} "$API_BIN"
 }
 
-start_worker() { start_bg execution-worker "$WORKER_PIDFILE" "$WORKER_LOG" "$WORKER_BIN"; }
+# shellcheck disable=SC2086 # an unset MANGO_DEV_PPROF adds no word
+start_worker() { start_bg execution-worker "$WORKER_PIDFILE" "$WORKER_LOG" env ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16061} "$WORKER_BIN"; }
 
 # wait_ready: /readyz green within READY_TIMEOUT, failing early if a child died.
 wait_ready() {
@@ -200,7 +204,7 @@ start_docker_worker() {
 		return 0
 	fi
 	start_bg execution-worker-docker "$DOCKER_WORKER_PIDFILE" "${STATE_DIR}/execution-worker-docker.log" \
-		env MANGO_SANDBOX=docker "$WORKER_BIN"
+		env MANGO_SANDBOX=docker ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16062} "$WORKER_BIN"
 }
 
 # ------------------------------------------------------------- banner

@@ -19,6 +19,9 @@
 #   --dynamic-config-value history.transferProcessorMaxPollRPS=1000
 #       the dev server default (20/s) adds ~50 ms to every task hop.
 #   --dynamic-config-value system.enableActivityEagerExecution=true
+#   --dynamic-config-value matching.numTaskqueue{Read,Write}Partitions=1
+#       one partition per task queue: with few pollers, the default 4
+#       forward most tasks and polls between partitions (docs/deployment.md).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -271,6 +274,8 @@ temporal_up() {
 		--log-level warn \
 		--dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
 		--dynamic-config-value system.enableActivityEagerExecution=true \
+		--dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+		--dynamic-config-value matching.numTaskqueueWritePartitions=1 \
 		</dev/null >>"$TEMPORAL_LOG" 2>&1 9>&- &
 	pid=$!
 	printf '%s\n' "$pid" >"$TEMPORAL_PID"

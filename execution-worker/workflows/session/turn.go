@@ -518,8 +518,10 @@ func abandonReason(ctx context.Context) string {
 	}
 }
 
-// heartbeat records heartbeats until stopped; heartbeat responses carry
-// the cancellation of an interrupted turn.
+// heartbeat records a heartbeat every HeartbeatEvery until stopped;
+// heartbeat responses carry the cancellation of an interrupted turn. The
+// first comes after one interval, not at once: a short turn (most turns)
+// ends before it, saving Temporal a history write per turn.
 func (a *TurnActivities) heartbeat(ctx context.Context) func() {
 	every := a.HeartbeatEvery
 	if every <= 0 {
@@ -535,16 +537,9 @@ func (a *TurnActivities) heartbeat(ctx context.Context) func() {
 				return
 			case <-ctx.Done():
 				return
-			default:
-			}
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
 			}
+			activity.RecordHeartbeat(ctx)
 		}
 	}()
 	return func() { close(stop) }
