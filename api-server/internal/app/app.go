@@ -26,6 +26,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/outbox"
+	"github.com/mangohq/mango/api-server/internal/pglisten"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -77,6 +78,7 @@ type Server struct {
 	temporal client.Client
 	http     *http.Server
 	httpLn   net.Listener
+	listener *pglisten.Listener
 	hub      *httpapi.Hub
 	previews *preview.Hub
 	relay    *outbox.Relay
@@ -147,8 +149,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		}
 		return id, err
 	}, 10*time.Second)
-	s.hub = httpapi.NewHub(pool, log.With("component", "event-hub"), reg)
+	// One connection LISTENs for both hubs: commits wake event streams,
+	// previews arrive from the other replicas.
+	s.listener = pglisten.New(pool.Config().ConnConfig, log.With("component", "pg-listener"))
+	s.hub = httpapi.NewHub(reg)
 	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
+	s.listener.Handle(db.NotifyChannel, s.hub)
+	s.listener.Handle(preview.Channel, s.previews)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
@@ -223,9 +230,11 @@ func (s *Server) ready(ctx context.Context) error {
 // up to the configured shutdown timeout and releases every resource.
 func (s *Server) Serve(ctx context.Context) error {
 	defer s.close()
-	hubCtx, stopHub := context.WithCancel(context.Background())
-	defer stopHub()
-	go s.hub.Run(hubCtx)
+	hubCtx, cancelHubs := context.WithCancel(context.Background())
+	stopHub := func() { cancelHubs(); s.hub.Close() }
+	listening := make(chan struct{})
+	go func() { _ = s.listener.Run(hubCtx); close(listening) }() // returns (nil) when hubCtx ends
+	defer func() { stopHub(); <-listening }()                    // its connection is closed before the pool
 	go s.previews.Run(hubCtx)
 	go s.sweeper.run(hubCtx)
 	// The relay stops after the HTTP drain (deferred) and before close.

@@ -2,29 +2,27 @@ package httpapi
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mangohq/mango/api-server/internal/pglisten"
 	"github.com/mangohq/mango/db"
 )
 
-// Hub wakes SSE streams when their session's log changes. One dedicated
-// PostgreSQL connection per api-server LISTENs on db.NotifyChannel, so a
-// commit through any replica reaches streams on every replica. A wake-up
-// only says "look again": streams re-read the authoritative log from their
-// last sequence number, so coalesced or lost notifications lose nothing.
-// After a reconnect every stream is woken, covering what was missed.
+// Hub wakes SSE streams when their session's log changes. It handles
+// db.NotifyChannel on the api-server's one pglisten.Listener, so a commit
+// through any replica reaches streams on every replica: each notification
+// wakes every stream of its session on this replica once. A wake-up only
+// says "look again": streams re-read the authoritative log from their last
+// sequence number, so coalesced or lost notifications lose nothing. After
+// a gap in listening (start, reconnect) every stream is woken, covering
+// what was missed.
 type Hub struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
 
@@ -39,9 +37,10 @@ type Hub struct {
 	notified    prometheus.Counter
 }
 
-// NewHub returns a Hub listening through pool; call Run to start it.
-func NewHub(pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Hub {
-	h := &Hub{pool: pool, log: log, subs: map[string]map[chan struct{}]struct{}{}, done: make(chan struct{}),
+// NewHub returns a Hub registering its metrics on reg; register it with
+// pglisten.Listener.Handle for db.NotifyChannel, and Close it at shutdown.
+func NewHub(reg prometheus.Registerer) *Hub {
+	h := &Hub{subs: map[string]map[chan struct{}]struct{}{}, done: make(chan struct{}),
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_stream_subscribers",
 			Help: "Open SSE event streams on this api-server.",
@@ -106,52 +105,25 @@ func (h *Hub) wakeAll() {
 	}
 }
 
-// Done is closed when the hub stops (at shutdown): streams end then, so
-// that the HTTP server can drain.
+// Notify handles a commit notification (payload "<session id>:<last
+// seq>", see db.NotifyChannel): it wakes the session's streams. It
+// implements pglisten.Handler.
+func (h *Hub) Notify(payload string) {
+	h.notified.Inc()
+	sessionID, _, _ := strings.Cut(payload, ":")
+	h.wake(sessionID)
+}
+
+// Gap wakes every stream: commits notified while nobody listened are found
+// by re-reading the log. It implements pglisten.Handler.
+func (h *Hub) Gap() { h.wakeAll() }
+
+// Done is closed by Close (at shutdown): streams end then, so that the
+// HTTP server can drain.
 func (h *Hub) Done() <-chan struct{} { return h.done }
 
-// Run listens until ctx ends, reconnecting with backoff, then closes Done.
-func (h *Hub) Run(ctx context.Context) {
-	defer h.doneOnce.Do(func() { close(h.done) })
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := h.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		h.log.Warn("event hub: listen connection lost; reconnecting", "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (h *Hub) listen(ctx context.Context) error {
-	pooled, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection is left in LISTEN state: take it out of the pool for good.
-	conn := pooled.Hijack()
-	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+db.NotifyChannel); err != nil {
-		return err
-	}
-	// Anything committed while we were not listening is picked up now.
-	h.wakeAll()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		h.notified.Inc()
-		sessionID, _, _ := strings.Cut(n.Payload, ":")
-		h.wake(sessionID)
-	}
-}
+// Close ends every stream (see Done); it is idempotent.
+func (h *Hub) Close() { h.doneOnce.Do(func() { close(h.done) }) }
 
 // EventsAfter reads up to limit events of a session after seq, sharing one
 // database read among all streams asking for the same position at once.
@@ -174,3 +146,5 @@ func (h *Hub) EventsAfter(ctx context.Context, store *db.Store, sessionID string
 		return res.Val.([]db.Event), nil
 	}
 }
+
+var _ pglisten.Handler = (*Hub)(nil)

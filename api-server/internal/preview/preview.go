@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mangohq/mango/api-server/internal/pglisten"
 )
 
 // Channel is the PostgreSQL NOTIFY channel previews are relayed on between
@@ -80,8 +82,10 @@ const (
 	DropInvalid        = "invalid"         // a worker sent a malformed frame
 )
 
-// Hub fans preview frames out to subscribers. Call Run to relay frames
-// between replicas; without Run the Hub delivers locally only.
+// Hub fans preview frames out to subscribers. To relay frames between
+// replicas, call Run (it publishes this replica's) and register the Hub for
+// [Channel] on the api-server's pglisten.Listener (it receives the others');
+// without them the Hub delivers locally only.
 type Hub struct {
 	pool   *pgxpool.Pool
 	log    *slog.Logger
@@ -150,6 +154,7 @@ type Subscription struct {
 	started   map[string]bool
 	broken    map[string]bool
 	committed map[string]bool
+	relayed   map[string]bool // started events previewed through the relay
 }
 
 // Subscribe registers interest in the previews of a session's events of the
@@ -157,7 +162,7 @@ type Subscription struct {
 func (h *Hub) Subscribe(sessionID string, types []string) *Subscription {
 	c := make(chan Frame, subscriberBuffer)
 	s := &Subscription{C: c, c: c, hub: h, sessionID: sessionID, types: slices.Clone(types),
-		started: map[string]bool{}, broken: map[string]bool{}, committed: map[string]bool{}}
+		started: map[string]bool{}, broken: map[string]bool{}, committed: map[string]bool{}, relayed: map[string]bool{}}
 	h.mu.Lock()
 	set := h.subs[sessionID]
 	if set == nil {
@@ -201,6 +206,17 @@ func (s *Subscription) Written(f Frame, at time.Time) {
 	}
 }
 
+// breakRelayed marks the events the subscriber was previewing through the
+// relay as broken: frames of them may have been lost.
+func (s *Subscription) breakRelayed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.relayed {
+		track(s.broken, id)
+	}
+	clear(s.relayed)
+}
+
 func track(m map[string]bool, id string) {
 	if len(m) >= maxTracked {
 		clear(m)
@@ -211,8 +227,9 @@ func track(m map[string]bool, id string) {
 // offer hands f to the subscriber without blocking and reports the drop
 // reason, if any. Once a frame of an event is dropped, the rest of that
 // event is dropped too, so a client never sees a preview with a hole in
-// the middle: it sees one that stops, then the complete event.
-func (s *Subscription) offer(f Frame) string {
+// the middle: it sees one that stops, then the complete event. relayed
+// says that f came from another replica.
+func (s *Subscription) offer(f Frame, relayed bool) string {
 	if !slices.Contains(s.types, f.EventType) {
 		return "" // not asked for: not a drop
 	}
@@ -233,6 +250,11 @@ func (s *Subscription) offer(f Frame) string {
 	case s.c <- f:
 		if f.Kind == KindStart {
 			track(s.started, f.EventID)
+			if relayed {
+				track(s.relayed, f.EventID)
+			} else {
+				delete(s.relayed, f.EventID)
+			}
 		}
 		return ""
 	default:
@@ -251,7 +273,7 @@ func (h *Hub) Publish(frames []Frame) {
 			continue
 		}
 		h.m.in.WithLabelValues("worker").Inc()
-		h.deliver(f)
+		h.deliver(f, false)
 		if h.pool == nil {
 			continue
 		}
@@ -319,78 +341,64 @@ func (h *Hub) markPublished(n int) {
 	h.relayMu.Unlock()
 }
 
-func (h *Hub) deliver(f Frame) {
+// deliver hands f to the local subscribers; relayed says that it came from
+// another replica rather than from a worker.
+func (h *Hub) deliver(f Frame, relayed bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for s := range h.subs[f.SessionID] {
-		if reason := s.offer(f); reason != "" {
+		if reason := s.offer(f, relayed); reason != "" {
 			h.m.dropped.WithLabelValues(reason).Inc()
 		}
 	}
 }
 
-// Run relays frames between replicas until ctx ends: it publishes this
-// replica's frames with NOTIFY and delivers the other replicas' frames to
-// local subscribers. Both sides reconnect with backoff; frames that arrive
-// while a side is down are dropped.
+// Run publishes this replica's frames to the other replicas with NOTIFY
+// until ctx ends. Their frames come in through Notify: register the Hub
+// for [Channel] on the api-server's pglisten.Listener. Without a pool Run
+// only waits for ctx.
 func (h *Hub) Run(ctx context.Context) {
 	if h.pool == nil {
 		<-ctx.Done()
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); h.publishLoop(ctx) }()
-	go func() { defer wg.Done(); h.listenLoop(ctx) }()
-	wg.Wait()
+	h.publishLoop(ctx)
 }
 
-func (h *Hub) listenLoop(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := h.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		h.log.Warn("preview hub: listen connection lost; reconnecting", "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
+// Notify delivers the frames of a notification another replica sent on
+// [Channel] to the local subscribers; this replica's own notifications are
+// skipped (their frames were delivered when published). It implements
+// pglisten.Handler.
+func (h *Hub) Notify(payload string) {
+	if strings.HasPrefix(payload, h.ownPrefix) {
+		return
 	}
-}
-
-func (h *Hub) listen(ctx context.Context) error {
-	pooled, err := h.pool.Acquire(ctx)
+	origin, frames, err := decode(payload)
 	if err != nil {
-		return err
+		h.log.Warn("preview hub: undecodable notification", "err", err)
+		return
 	}
-	conn := pooled.Hijack() // left in LISTEN state: out of the pool for good
-	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
+	if origin == h.origin {
+		return
 	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(n.Payload, h.ownPrefix) {
-			continue // delivered locally when it was published
-		}
-		origin, frames, err := decode(n.Payload)
-		if err != nil {
-			h.log.Warn("preview hub: undecodable notification", "err", err)
-			continue
-		}
-		if origin == h.origin {
-			continue // delivered locally when it was published
-		}
-		for _, f := range frames {
-			h.m.in.WithLabelValues("relay").Inc()
-			h.deliver(f)
+	for _, f := range frames {
+		h.m.in.WithLabelValues("relay").Inc()
+		h.deliver(f, true)
+	}
+}
+
+// Gap is called when listening on [Channel] (re)starts: frames relayed
+// meanwhile were lost, so every preview a subscriber was receiving from
+// another replica stops there (its later deltas are dropped as broken)
+// rather than going on with a hole; the committed event follows as usual,
+// and the next event_start previews afresh. It implements
+// pglisten.Handler.
+func (h *Hub) Gap() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, set := range h.subs {
+		for s := range set {
+			s.breakRelayed()
 		}
 	}
 }
@@ -438,3 +446,5 @@ func (h *Hub) publishLoop(ctx context.Context) {
 		h.markPublished(taken) // sent or dropped: either way no longer waited for
 	}
 }
+
+var _ pglisten.Handler = (*Hub)(nil)
