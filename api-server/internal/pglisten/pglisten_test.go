@@ -89,6 +89,21 @@ func (tc *trackedConns) dial(ctx context.Context, network, addr string) (net.Con
 	return c, nil
 }
 
+// open counts the dialed connections not closed yet.
+func (tc *trackedConns) open() int {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	n := 0
+	for _, closed := range tc.closed {
+		select {
+		case <-closed:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // fixture is a Listener on a fresh database, with a pool to NOTIFY and
 // inspect the server through.
 type fixture struct {
@@ -174,6 +189,16 @@ func TestDispatchesEachChannelToItsHandler(t *testing.T) {
 	previews.expect(t, "p2")
 	events.none(t)
 	previews.none(t)
+
+	// Both channels were served over one connection.
+	var backends int
+	if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+		f.appName).Scan(&backends); err != nil || backends != 1 {
+		t.Fatalf("listener backends = %d, %v; want exactly 1 for both channels", backends, err)
+	}
+	if open := f.conns.open(); open != 1 {
+		t.Fatalf("listener holds %d open connections, want 1 for both channels", open)
+	}
 }
 
 func TestReconnectsAfterTheBackendIsKilledAndReportsTheGap(t *testing.T) {
