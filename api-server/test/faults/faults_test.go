@@ -69,75 +69,10 @@ func TestFaults(t *testing.T) {
 	if os.Getenv("MANGO_FAULTS") != "1" {
 		t.Skip("the fault-injection suite runs with MANGO_FAULTS=1 (make test-faults)")
 	}
-	root := repoRoot(t)
-	dir, err := os.MkdirTemp("", "mango-faults-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("MANGO_FAULTS_KEEP") == "1" {
-			t.Logf("logs and state kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	bins := t.TempDir()
-	apiBin := build(t, root, bins, "api-server/cmd/api-server")
-	workerBin := build(t, root, bins, "execution-worker/cmd/execution-worker")
-	withDocker := dockerReady(t)
-
-	pg := startPostgres(t, dir)
-	temporal, temporalAddr := temporalServer(t, root, dir)
-
-	apiKey := "mango-faults-" + randHex(16)
-	token := "worker-" + randHex(16)
-	runID := randHex(4)
-	ports := freePorts(t, 2)
-	httpAddr, grpcAddr := fmt.Sprintf("127.0.0.1:%d", ports), fmt.Sprintf("127.0.0.1:%d", ports+1)
-	providers := "local"
-	if withDocker {
-		providers = "local,docker"
-	}
-	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		base = append(base, "DOCKER_HOST="+h)
-	}
-	api := newProc("api-server", dir, append(slices.Clone(base),
-		"MANGO_DATABASE_URL="+pg.url("mango"), "MANGO_TEMPORAL_HOSTPORT="+temporalAddr,
-		"MANGO_HTTP_ADDR="+httpAddr, "MANGO_GRPC_ADDR="+grpcAddr, "MANGO_API_KEY="+apiKey, "MANGO_WORKER_TOKEN="+token,
-		"MANGO_AUTO_MIGRATE=1", "MANGO_SANDBOX_PROVIDERS="+providers, "MANGO_LOG_LEVEL=warn"), apiBin)
-	workerEnv := append(slices.Clone(base), "MANGO_TEMPORAL_HOSTPORT="+temporalAddr, "MANGO_CONTROLPLANE_ADDR="+grpcAddr,
-		"MANGO_WORKER_TOKEN="+token, "MANGO_MODEL=fake", "MANGO_LOG_LEVEL=info")
-	sandboxes := filepath.Join(dir, "sandboxes")
-	local := newProc("worker-local", dir, append(slices.Clone(workerEnv), "MANGO_SANDBOX=local",
-		"MANGO_LOCAL_SANDBOX_ROOT="+sandboxes), workerBin)
-	dockerWorker := newProc("worker-docker", dir, append(slices.Clone(workerEnv), "MANGO_SANDBOX=docker",
-		"MANGO_DOCKER_LABELS=mango.faults="+runID), workerBin)
-
-	startAPI := func() {
-		api.start(t)
-		waitHTTP(t, api, "http://"+httpAddr+"/readyz", 60*time.Second)
-	}
-	startWorker := func(w *proc) {
-		off := w.logSize()
-		w.start(t)
-		w.waitLog(t, off, "msg=polling", 60*time.Second)
-	}
-	startAPI()
-	t.Cleanup(func() { api.stop(t) })
-	startWorker(local)
-	t.Cleanup(func() { local.stop(t) })
-	if withDocker {
-		startWorker(dockerWorker)
-		t.Cleanup(func() { dockerWorker.stop(t) })
-		t.Cleanup(func() { removeContainers(runID) })
-	}
-
-	cli := anthropic.NewClient(option.WithBaseURL("http://"+httpAddr), option.WithAPIKey(apiKey),
-		option.WithMaxRetries(0), option.WithRequestTimeout(10*time.Second))
+	sys := startSystem(t, dockerReady(t))
+	api, local, dockerWorker, temporal, pg := sys.api, sys.local, sys.dockerWorker, sys.temporal, sys.pg
+	withDocker, sandboxes, runID, cli := sys.withDocker, sys.sandboxes, sys.runID, sys.cli
+	startAPI, startWorker, temporalAddr := sys.startAPI, sys.startWorker, sys.temporalAddr
 	ctx := context.Background()
 	agent, err := cli.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "faults",
 		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"},

@@ -331,7 +331,9 @@ func temporalServer(t *testing.T, root, dir string) (*proc, string) {
 		"--db-filename", filepath.Join(dir, "temporal.db"), "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
 		"--log-level", "warn",
 		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
-		"--dynamic-config-value", "system.enableActivityEagerExecution=true")
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1")
 	hostPort := "127.0.0.1:" + strconv.Itoa(port)
 	p.start(t)
 	waitTemporal(t, p, hostPort)
