@@ -476,7 +476,7 @@ func (c *Core) summarize(ctx context.Context, run *Run, key string, msgs []model
 		{Role: "assistant", Content: []model.Block{{Type: "text", Text: "I have read the conversation."}}},
 		{Role: "user", Content: []model.Block{{Type: "text", Text: summaryInstruction}}},
 	}}
-	ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
+	ids, err := c.commit(ctx, run, nil, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
 	if err != nil {
 		return "", nil, err
 	}

@@ -104,6 +104,10 @@ type Run struct {
 	Anchor *Anchor
 
 	mcp *mcpCatalog // the MCP tools of this run, set by Run
+	// pending are events held for the run's next commit (see commit): a
+	// round's last tool result rides on the next model request's span
+	// start, one round trip instead of two.
+	pending []NewEvent
 }
 
 // Outcome is how a turn ended.
@@ -176,7 +180,7 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 	// for both), or on their own when the turn ends first.
 	unsaved := run.Unsaved
 	end := func(o Outcome) (*Result, error) {
-		if err := c.save(ctx, unsaved); err != nil {
+		if err := c.saveAll(ctx, run, unsaved); err != nil {
 			return nil, err
 		}
 		res.Outcome = o
@@ -219,6 +223,10 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 			return end(OutcomeContextWindow)
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted: what the turn did stays (see below).
+				err = errors.Join(err, c.saveAll(context.WithoutCancel(ctx), run, unsaved))
+			}
 			return nil, err
 		}
 		msg, err := c.callModel(ctx, run, req, len(conv), n, unsaved)
@@ -227,7 +235,7 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 			if ctx.Err() != nil {
 				// Interrupted: the turn ends here, and what it did (the
 				// user message, tool results) stays in the transcript.
-				err = errors.Join(err, c.save(context.WithoutCancel(ctx), unsaved))
+				err = errors.Join(err, c.saveAll(context.WithoutCancel(ctx), run, unsaved))
 			}
 			return nil, err
 		}
@@ -235,6 +243,44 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 		conv = append(conv, *msg)
 		n++
 	}
+}
+
+// commit appends events, and stores transcript messages, in one commit
+// after the run's pending events; it returns the ids of events.
+func (c *Core) commit(ctx context.Context, run *Run, transcript []TranscriptMessage, events []NewEvent) ([]string, error) {
+	n := len(run.pending)
+	all := append(run.pending[:n:n], events...)
+	var ids []string
+	var err error
+	if len(transcript) > 0 {
+		ids, err = c.Store.AppendWithTranscript(ctx, transcript, all)
+	} else {
+		ids, err = c.Store.AppendEvents(ctx, all)
+	}
+	if err != nil {
+		return nil, err
+	}
+	run.pending = nil
+	return ids[n:], nil
+}
+
+// flush commits the run's pending events, if any.
+func (c *Core) flush(ctx context.Context, run *Run) error {
+	if len(run.pending) == 0 {
+		return nil
+	}
+	_, err := c.commit(ctx, run, nil, nil)
+	return err
+}
+
+// saveAll commits the run's pending events and stores transcript
+// messages: what a turn ending (or interrupted) leaves.
+func (c *Core) saveAll(ctx context.Context, run *Run, msgs []TranscriptMessage) error {
+	if len(run.pending) > 0 {
+		_, err := c.commit(ctx, run, msgs, nil)
+		return err
+	}
+	return c.save(ctx, msgs)
 }
 
 // save stores transcript messages (keys already stored are skipped).
@@ -315,7 +361,7 @@ type textBlock struct {
 // (with the model's message).
 func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, index, n int, unsaved []TranscriptMessage) (*model.Message, error) {
 	key := messageKey(run.TurnKey, n)
-	ids, err := c.Store.AppendWithTranscript(ctx, unsaved, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
+	ids, err := c.commit(ctx, run, unsaved, []NewEvent{{Key: key + "/span_start", Type: "span.model_request_start", Body: struct{}{}}})
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +406,7 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 	events = append(events, spanEnd(key, startID, &resp.Usage, false))
 	anchor := &Anchor{Index: index, Snapshot: snapKey(run.Snapshot),
 		PromptTokens: resp.Usage.InputTokens + resp.Usage.CacheReadInputTokens + resp.Usage.CacheCreationInputTokens}
-	if _, err := c.Store.AppendWithTranscript(ctx, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events); err != nil {
+	if _, err := c.commit(ctx, run, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events); err != nil {
 		return nil, err
 	}
 	run.Anchor = anchor
@@ -406,7 +452,7 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			inputObj = map[string]any{}
 		}
 		if _, custom := run.Tools.Custom[u.Name]; custom {
-			ids, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/custom_tool_use/" + u.ID, Type: "agent.custom_tool_use",
+			ids, err := c.commit(ctx, run, nil, []NewEvent{{Key: key + "/custom_tool_use/" + u.ID, Type: "agent.custom_tool_use",
 				Body: map[string]any{"name": u.Name, "input": inputObj}}})
 			if err != nil {
 				return nil, nil, err
@@ -433,10 +479,10 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 				required = append(required, useEventID)
 				continue
 			}
-			if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/mcp_tool_result/" + u.ID, Type: "agent.mcp_tool_result",
-				Body: map[string]any{"mcp_tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
-				return nil, nil, err
-			}
+			// The result is journaled: its event waits for the next commit
+			// (a retry that loses it makes it again from the journal).
+			run.pending = append(run.pending, NewEvent{Key: key + "/mcp_tool_result/" + u.ID, Type: "agent.mcp_tool_result",
+				Body: map[string]any{"mcp_tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
 			results = append(results, toolResultBlock(u.ID, *r))
 			continue
 		}
@@ -465,10 +511,8 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			required = append(required, useEventID)
 			continue
 		}
-		if _, err := c.Store.AppendEvents(ctx, []NewEvent{{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
-			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}}}); err != nil {
-			return nil, nil, err
-		}
+		run.pending = append(run.pending, NewEvent{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
+			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
 		results = append(results, toolResultBlock(u.ID, *r))
 	}
 	return results, required, nil
@@ -482,6 +526,10 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 // report the call as ambiguous instead of running it a second time.
 func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[string]any, policy, name string,
 	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
+	// A result of the round's previous tool is committed before this use.
+	if err := c.flush(ctx, run); err != nil {
+		return nil, "", false, err
+	}
 	useEventID, existed, err := c.Store.AppendEvent(ctx, NewEvent{Key: key, Type: typ, Body: body})
 	if err != nil {
 		return nil, "", false, err

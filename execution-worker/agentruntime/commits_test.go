@@ -1,0 +1,142 @@
+package agentruntime_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mangohq/mango/execution-worker/agentruntime"
+	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/model/modelfake"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+// commitStore is a memStore recording the event types of each commit.
+type commitStore struct {
+	*memStore
+	cmu     sync.Mutex
+	commits [][]string
+}
+
+func (s *commitStore) record(evs []agentruntime.NewEvent) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	s.commits = append(s.commits, types)
+}
+
+func (s *commitStore) AppendEvents(ctx context.Context, evs []agentruntime.NewEvent) ([]string, error) {
+	s.record(evs)
+	return s.memStore.AppendEvents(ctx, evs)
+}
+
+func (s *commitStore) AppendEvent(ctx context.Context, e agentruntime.NewEvent) (string, bool, error) {
+	s.record([]agentruntime.NewEvent{e})
+	return s.memStore.AppendEvent(ctx, e)
+}
+
+func (s *commitStore) AppendWithTranscript(ctx context.Context, ms []agentruntime.TranscriptMessage, evs []agentruntime.NewEvent) ([]string, error) {
+	s.record(evs)
+	return s.memStore.AppendWithTranscript(ctx, ms, evs)
+}
+
+// runCommits runs one turn of text on a local sandbox and returns the
+// store.
+func runCommits(t *testing.T, text string) (*commitStore, *agentruntime.Result) {
+	t.Helper()
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _, err := p.Create(t.Context(), "sess_commits", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &commitStore{memStore: newMemStore()}
+	core := &agentruntime.Core{Model: modelfake.New(), Store: store}
+	agent := &agentruntime.Agent{ID: "agent_1"}
+	agent.Model.ID = "claude-sonnet-4-5"
+	msg := model.Message{Role: "user", Content: []model.Block{{Type: "text", Text: text}}}
+	res, err := core.Run(t.Context(), &agentruntime.Run{TurnKey: "sevt_t", SessionID: "sess_commits", Agent: agent, Tools: tc,
+		Conversation: []model.Message{msg}, TurnMessages: 1, Unsaved: []agentruntime.TranscriptMessage{{Key: "sevt_t/0", Msg: msg}},
+		Sandbox: func(context.Context) (sandbox.Sandbox, error) { return box, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, res
+}
+
+func types(evs []agentruntime.NewEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// TestToolResultRidesOnNextCommit: a round's last tool result is
+// committed with the next model request's span start (one round trip
+// fewer per tool round), earlier results of a parallel round before the
+// next tool's use, and the log keeps its order: every use, then its
+// result, then the next request.
+func TestToolResultRidesOnNextCommit(t *testing.T) {
+	t.Parallel()
+	store, res := runCommits(t, `#tool bash {"command":"echo one"}`)
+	if res.Outcome != agentruntime.OutcomeEndTurn {
+		t.Fatalf("outcome %s", res.Outcome)
+	}
+	if !slices.ContainsFunc(store.commits, func(c []string) bool {
+		return slices.Equal(c, []string{"agent.tool_result", "span.model_request_start"})
+	}) {
+		t.Errorf("commits %v: want the tool result committed with the next span start", store.commits)
+	}
+	want := []string{"span.model_request_start", "span.model_request_end", "agent.tool_use", "agent.tool_result",
+		"span.model_request_start", "agent.message", "span.model_request_end"}
+	if got := types(store.events); !slices.Equal(got, want) {
+		t.Errorf("log %v, want %v", got, want)
+	}
+	if n := len(store.commits); n != 5 {
+		t.Errorf("%d commits %v; want 5 (span start, model message, tool use, tool result with span start, final message), 6 before results rode along", n, store.commits)
+	}
+
+	store, _ = runCommits(t, "#parallel\n#tool bash {\"command\":\"echo a\"}\n#tool bash {\"command\":\"echo b\"}")
+	got := strings.Join(types(store.events), " ")
+	if !strings.Contains(got, "agent.tool_use agent.tool_result agent.tool_use agent.tool_result span.model_request_start") {
+		t.Errorf("parallel round log %q: want each use followed by its result, then the next request", got)
+	}
+}
+
+// TestPendingResultCommittedWhenTheTurnEnds: a tool result held for the
+// next commit is committed when the turn ends without another request
+// (here: the round limit).
+func TestPendingResultCommittedWhenTheTurnEnds(t *testing.T) {
+	t.Parallel()
+	store, res := runCommits(t, "#loop")
+	if res.Outcome != agentruntime.OutcomeRoundLimit {
+		t.Fatalf("outcome %s, want the round limit", res.Outcome)
+	}
+	evs := types(store.events)
+	uses, results := 0, 0
+	for _, e := range evs {
+		switch e {
+		case "agent.tool_use":
+			uses++
+		case "agent.tool_result":
+			results++
+		}
+	}
+	if uses == 0 || uses != results || evs[len(evs)-1] != "agent.tool_result" {
+		t.Errorf("%d uses, %d results, last event %s: want every result committed, the last one too", uses, results, evs[len(evs)-1])
+	}
+}
