@@ -85,11 +85,11 @@ func types(evs []agentruntime.NewEvent) []string {
 	return out
 }
 
-// TestToolResultRidesOnNextCommit: a round's last tool result is
-// committed with the next model request's span start (one round trip
-// fewer per tool round), earlier results of a parallel round before the
-// next tool's use, and the log keeps its order: every use, then its
-// result, then the next request.
+// TestToolResultRidesOnNextCommit: tool uses are committed with their
+// model message and a round's last tool result with the next model
+// request's span start (two round trips fewer per tool round); earlier
+// results of a parallel round go before the next tool runs, and the log
+// keeps its order: the round's uses, their results, the next request.
 func TestToolResultRidesOnNextCommit(t *testing.T) {
 	t.Parallel()
 	store, res := runCommits(t, `#tool bash {"command":"echo one"}`)
@@ -101,19 +101,24 @@ func TestToolResultRidesOnNextCommit(t *testing.T) {
 	}) {
 		t.Errorf("commits %v: want the tool result committed with the next span start", store.commits)
 	}
+	if !slices.ContainsFunc(store.commits, func(c []string) bool {
+		return slices.Equal(c, []string{"span.model_request_end", "agent.tool_use"})
+	}) {
+		t.Errorf("commits %v: want the tool use committed with its model message", store.commits)
+	}
 	want := []string{"span.model_request_start", "span.model_request_end", "agent.tool_use", "agent.tool_result",
 		"span.model_request_start", "agent.message", "span.model_request_end"}
 	if got := types(store.events); !slices.Equal(got, want) {
 		t.Errorf("log %v, want %v", got, want)
 	}
-	if n := len(store.commits); n != 5 {
-		t.Errorf("%d commits %v; want 5 (span start, model message, tool use, tool result with span start, final message), 6 before results rode along", n, store.commits)
+	if n := len(store.commits); n != 4 {
+		t.Errorf("%d commits %v; want 4 (span start; model message with the tool use; tool result with the next span start; final message), 6 before uses and results rode along", n, store.commits)
 	}
 
 	store, _ = runCommits(t, "#parallel\n#tool bash {\"command\":\"echo a\"}\n#tool bash {\"command\":\"echo b\"}")
 	got := strings.Join(types(store.events), " ")
-	if !strings.Contains(got, "agent.tool_use agent.tool_result agent.tool_use agent.tool_result span.model_request_start") {
-		t.Errorf("parallel round log %q: want each use followed by its result, then the next request", got)
+	if !strings.Contains(got, "span.model_request_end agent.tool_use agent.tool_use agent.tool_result agent.tool_result span.model_request_start") {
+		t.Errorf("parallel round log %q: want both uses with their message, the results in order, then the next request", got)
 	}
 }
 

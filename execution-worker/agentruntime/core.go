@@ -108,6 +108,9 @@ type Run struct {
 	// round's last tool result rides on the next model request's span
 	// start, one round trip instead of two.
 	pending []NewEvent
+	// fresh are the tool use events committed with their model message in
+	// this run, by key: their ids, known not to have a result yet.
+	fresh map[string]string
 }
 
 // Outcome is how a turn ended.
@@ -404,10 +407,24 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 	// end in one commit: a retry after it resumes with the model's answer
 	// instead of asking again.
 	events = append(events, spanEnd(key, startID, &resp.Usage, false))
+	// The tool uses the runtime will run are announced in the same commit.
+	uses := len(events)
+	for _, u := range toolUses(msg) {
+		if ev, ok := run.useEvent(key, u); ok {
+			events = append(events, ev)
+		}
+	}
 	anchor := &Anchor{Index: index, Snapshot: snapKey(run.Snapshot),
 		PromptTokens: resp.Usage.InputTokens + resp.Usage.CacheReadInputTokens + resp.Usage.CacheCreationInputTokens}
-	if _, err := c.commit(ctx, run, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events); err != nil {
+	ids, err = c.commit(ctx, run, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events)
+	if err != nil {
 		return nil, err
+	}
+	if run.fresh == nil {
+		run.fresh = map[string]string{}
+	}
+	for i, ev := range events[uses:] {
+		run.fresh[ev.Key] = ids[uses+i]
 	}
 	run.Anchor = anchor
 	return &msg, nil
@@ -467,9 +484,8 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			continue
 		}
 		if t, ok := run.mcpTool(u.Name); ok {
-			r, useEventID, asked, err := c.useTool(ctx, run, key+"/mcp_tool_use/"+u.ID, "agent.mcp_tool_use",
-				map[string]any{"name": t.name, "mcp_server_name": t.server, "input": inputObj, "evaluated_permission": evaluated(t.setting.Policy)},
-				t.setting.Policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
+			ev, _ := run.useEvent(key, u)
+			r, useEventID, asked, err := c.useTool(ctx, run, ev, t.setting.Policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
 					return c.mcpResult(ctx, run, t, useEventID, input)
 				})
 			if err != nil {
@@ -491,9 +507,8 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			results = append(results, toolResultBlock(u.ID, tools.Result{Content: fmt.Sprintf("tool %q is not available to this agent", u.Name), IsError: true}))
 			continue
 		}
-		r, useEventID, asked, err := c.useTool(ctx, run, key+"/tool_use/"+u.ID, "agent.tool_use",
-			map[string]any{"name": u.Name, "input": inputObj, "evaluated_permission": evaluated(policy)},
-			policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
+		ev, _ := run.useEvent(key, u)
+		r, useEventID, asked, err := c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
 				sb, err := run.Sandbox(ctx)
 				if err != nil {
 					return tools.Result{}, err
@@ -524,15 +539,20 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 // approved is returned as asked (the session parks); otherwise the start
 // is journaled first, so that a worker dying mid-call makes the retry
 // report the call as ambiguous instead of running it a second time.
-func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[string]any, policy, name string,
+func (c *Core) useTool(ctx context.Context, run *Run, use NewEvent, policy, name string,
 	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
 	// A result of the round's previous tool is committed before this use.
 	if err := c.flush(ctx, run); err != nil {
 		return nil, "", false, err
 	}
-	useEventID, existed, err := c.Store.AppendEvent(ctx, NewEvent{Key: key, Type: typ, Body: body})
-	if err != nil {
-		return nil, "", false, err
+	// Committed with its model message in this run (the usual case), or
+	// appended now (a turn resumed from the transcript).
+	useEventID, fresh := run.fresh[use.Key]
+	existed := false
+	if !fresh {
+		if useEventID, existed, err = c.Store.AppendEvent(ctx, use); err != nil {
+			return nil, "", false, err
+		}
 	}
 	if existed {
 		// A retry, or a resumed turn: the call may have a result (an
@@ -564,6 +584,33 @@ func (c *Core) useTool(ctx context.Context, run *Run, key, typ string, body map[
 		return nil, "", false, err
 	}
 	return &stored, useEventID, false, nil
+}
+
+// useEvent is the event announcing tool use u of model message key, for
+// the tools the runtime runs itself (built-ins and MCP tools); false for
+// custom tools and tools the agent does not have.
+func (r *Run) useEvent(key string, u model.Block) (NewEvent, bool) {
+	var input any
+	_ = json.Unmarshal(u.Input, &input)
+	if input == nil {
+		input = map[string]any{}
+	}
+	if r.Tools == nil {
+		return NewEvent{}, false
+	}
+	if _, custom := r.Tools.Custom[u.Name]; custom {
+		return NewEvent{}, false
+	}
+	if t, ok := r.mcpTool(u.Name); ok {
+		return NewEvent{Key: key + "/mcp_tool_use/" + u.ID, Type: "agent.mcp_tool_use", Body: map[string]any{"name": t.name,
+			"mcp_server_name": t.server, "input": input, "evaluated_permission": evaluated(t.setting.Policy)}}, true
+	}
+	policy, builtin := r.Tools.Builtins[u.Name]
+	if !builtin {
+		return NewEvent{}, false
+	}
+	return NewEvent{Key: key + "/tool_use/" + u.ID, Type: "agent.tool_use", Body: map[string]any{"name": u.Name,
+		"input": input, "evaluated_permission": evaluated(policy)}}, true
 }
 
 // mcpTool returns the MCP tool offered under a model-facing name.
