@@ -486,8 +486,8 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 		if t, ok := run.mcpTool(u.Name); ok {
 			ev, _ := run.useEvent(key, u)
 			r, useEventID, asked, err := c.useTool(ctx, run, ev, t.setting.Policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
-					return c.mcpResult(ctx, run, t, useEventID, input)
-				})
+				return c.mcpResult(ctx, run, t, useEventID, input)
+			})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -509,16 +509,16 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 		}
 		ev, _ := run.useEvent(key, u)
 		r, useEventID, asked, err := c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
-				sb, err := run.Sandbox(ctx)
-				if err != nil {
-					return tools.Result{}, err
-				}
-				out, err := tools.Execute(ctx, sb, u.Name, input)
-				if err != nil {
-					return tools.Result{}, err
-				}
-				return spillLarge(ctx, sb, useEventID, out)
-			})
+			sb, err := run.Sandbox(ctx)
+			if err != nil {
+				return tools.Result{}, err
+			}
+			out, err := tools.Execute(ctx, sb, u.Name, input)
+			if err != nil {
+				return tools.Result{}, err
+			}
+			return spillLarge(ctx, sb, useEventID, out)
+		})
 		if err != nil {
 			return nil, nil, err
 		}
