@@ -19,12 +19,18 @@ type apiError struct {
 	Code    string
 	Message string
 	Op      string
+	// Attempts is how many tries ran out the retries (0: the call was
+	// not retried).
+	Attempts int
 }
 
 func (e *apiError) Error() string {
 	msg := e.Message
 	if e.Code != "" {
 		msg = e.Code + ": " + msg
+	}
+	if e.Attempts > 0 {
+		return fmt.Sprintf("%s: HTTP %d, giving up after %d attempts: %s", e.Op, e.Status, e.Attempts, strings.TrimSpace(msg))
 	}
 	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, strings.TrimSpace(msg))
 }
@@ -59,64 +65,69 @@ type request struct {
 }
 
 // do sends r, retrying idempotent calls on 5xx and 429 with capped
-// exponential backoff (honouring Retry-After). It returns the response of
-// the final attempt when it is a 2xx, else an *apiError.
+// exponential backoff (honouring Retry-After up to [httpcall.MaxWait]). It
+// returns the response of the final attempt when it is a 2xx, else an
+// *apiError, which counts the attempts when the retries ran out.
 func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response, error) {
-	delay := p.cfg.RetryBase
-	for attempt := 1; ; attempt++ {
-		var body io.Reader
-		ctype := ""
-		if r.body != nil {
-			b, ct, err := r.body()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", op, err)
-			}
-			body, ctype = b, ct
-		}
-		req, err := http.NewRequestWithContext(ctx, r.method, r.url, body)
+	policy := httpcall.Policy{
+		Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.MaxAttempts - 1,
+		// RetryMax alone caps the backoff; attempt caps Retry-After.
+		MaxWait: max(p.cfg.RetryMax, httpcall.MaxWait),
+	}
+	var resp *http.Response
+	attempts, gaveUp, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (again bool, wait time.Duration, err error) {
+		resp, again, wait, err = p.attempt(ctx, op, r)
+		return again, wait, err
+	})
+	var ae *apiError
+	if gaveUp && attempts > 1 && errors.As(err, &ae) {
+		ae.Attempts = attempts
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// attempt sends r once. A non-2xx answer is an *apiError; again reports
+// that r may retry it, after wait when the server said so.
+func (p *Provider) attempt(ctx context.Context, op string, r request) (resp *http.Response, again bool, wait time.Duration, err error) {
+	var body io.Reader
+	ctype := ""
+	if r.body != nil {
+		b, ct, err := r.body()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+			return nil, false, 0, fmt.Errorf("%s: %w", op, err)
 		}
-		if r.length > 0 {
-			req.ContentLength = r.length
-		}
-		for k, vs := range r.header {
-			for _, v := range vs {
-				req.Header.Add(k, v)
-			}
-		}
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		resp, err := p.cfg.HTTPClient.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			return resp, nil
-		}
-		aerr := readAPIError(op, resp)
-		retryable := resp.StatusCode == http.StatusTooManyRequests ||
-			(resp.StatusCode >= 500 && !r.onlyRetry429)
-		if !r.idempotent || !retryable || attempt >= p.cfg.MaxAttempts {
-			return nil, aerr
-		}
-		wait := delay
-		if ra := httpcall.RetryAfter(resp.Header.Get("Retry-After")); ra > 0 {
-			wait = min(ra, 30*time.Second)
-		}
-		delay = min(delay*2, p.cfg.RetryMax)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		body, ctype = b, ct
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url, body)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if r.length > 0 {
+		req.ContentLength = r.length
+	}
+	for k, vs := range r.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
 		}
 	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err = p.cfg.HTTPClient.Do(req)
+	if err != nil {
+		// Not retried; a cancelled ctx makes Retry return ctx.Err().
+		return nil, false, 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, false, 0, nil
+	}
+	retryable := resp.StatusCode == http.StatusTooManyRequests ||
+		(resp.StatusCode >= 500 && !r.onlyRetry429)
+	wait = min(httpcall.RetryAfter(resp.Header.Get("Retry-After")), httpcall.MaxWait)
+	return nil, r.idempotent && retryable, wait, readAPIError(op, resp)
 }
 
 func readAPIError(op string, resp *http.Response) error {

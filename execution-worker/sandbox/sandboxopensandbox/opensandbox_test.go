@@ -151,6 +151,20 @@ func TestRetriesGiveUp(t *testing.T) {
 	}
 }
 
+func TestGiveUpNamesAttempts(t *testing.T) {
+	fake := opensandboxfake.New(t)
+	p := newProvider(t, fake)
+	_, ref := create(t, p, "attempts")
+	fake.Fail(http.MethodGet, "/v1/sandboxes/"+ref.ID, http.StatusServiceUnavailable, 100, "")
+	if _, err := p.Attach(t.Context(), "attempts", ref); err == nil || !strings.Contains(err.Error(), "HTTP 503, giving up after 5 attempts") {
+		t.Errorf("Attach against a failing server = %v, want the status and 5 attempts named", err)
+	}
+	fake.Fail(http.MethodPost, "/v1/sandboxes", http.StatusInternalServerError, 1, "")
+	if _, _, err := p.Create(t.Context(), "c", sandbox.Spec{}); err == nil || strings.Contains(err.Error(), "giving up") {
+		t.Errorf("Create with a 500 = %v, want an error that does not claim retries", err)
+	}
+}
+
 func TestCreateNotRetriedOn500(t *testing.T) {
 	fake := opensandboxfake.New(t)
 	p := newProvider(t, fake)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 func stream(frames ...[]byte) *bytes.Reader { return bytes.NewReader(bytes.Join(frames, nil)) }
@@ -49,11 +51,12 @@ func TestReadProcessStream(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	if d, ok := retryAfter("2"); !ok || d.Seconds() != 2 {
-		t.Errorf("retryAfter(2) = %v, %v", d, ok)
+	// send reads Retry-After with httpcall.ParseRetryAfter.
+	if d, ok := httpcall.ParseRetryAfter("2"); !ok || d.Seconds() != 2 {
+		t.Errorf("ParseRetryAfter(2) = %v, %v", d, ok)
 	}
-	if _, ok := retryAfter("soon"); ok {
-		t.Error("retryAfter(soon) parsed")
+	if _, ok := httpcall.ParseRetryAfter("soon"); ok {
+		t.Error("ParseRetryAfter(soon) parsed")
 	}
 	c := Config{}.withDefaults()
 	for i := range 20 {

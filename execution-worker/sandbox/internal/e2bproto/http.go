@@ -9,9 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // APIError is a non-success HTTP answer.
@@ -19,6 +20,9 @@ type APIError struct {
 	Op      string
 	Status  int
 	Message string
+	// Attempts is how many tries ran out the retries (0: the call was
+	// not retried).
+	Attempts int
 }
 
 func (e *APIError) Error() string {
@@ -26,10 +30,14 @@ func (e *APIError) Error() string {
 	if len(msg) > 300 {
 		msg = msg[:300] + "..."
 	}
-	if msg == "" {
-		return fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	status := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	if e.Attempts > 0 {
+		status += fmt.Sprintf(", giving up after %d attempts", e.Attempts)
 	}
-	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, msg)
+	if msg == "" {
+		return status
+	}
+	return status + ": " + msg
 }
 
 func statusOf(err error) int {
@@ -73,75 +81,61 @@ func (c *Config) backoff(attempt int) time.Duration {
 	return min(d+j, c.RetryMax)
 }
 
-// retryAfter parses a Retry-After header (seconds or HTTP date).
-func retryAfter(h string) (time.Duration, bool) {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0, false
-	}
-	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(0, time.Until(t)), true
-	}
-	return 0, false
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // send performs the request built by build, retrying per class with capped
 // exponential backoff (honouring Retry-After up to RetryAfterMax). A
-// non-2xx final answer is returned as *APIError with the body consumed.
+// non-2xx final answer is returned as *APIError with the body consumed;
+// either error counts the attempts when the retries ran out.
 func (c *Config) send(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error)) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		req, err := build(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		resp, err := c.HTTPClient.Do(req)
-		last := attempt+1 >= c.RetryAttempts
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if class != retrySafe || last {
-				return nil, fmt.Errorf("%s: %w", op, err)
-			}
-			if err := sleepCtx(ctx, c.backoff(attempt)); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			return resp, nil
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-		apiErr := &APIError{Op: op, Status: resp.StatusCode, Message: errorMessage(body)}
-		if last || !retryableStatus(class, resp.StatusCode) {
-			return nil, apiErr
-		}
-		delay := c.backoff(attempt)
-		if ra, ok := retryAfter(resp.Header.Get("Retry-After")); ok {
-			delay = min(ra, c.RetryAfterMax)
-		}
-		if err := sleepCtx(ctx, delay); err != nil {
-			return nil, err
+	// attempt supplies every wait (jittered backoff or Retry-After), so
+	// the policy has no backoff of its own and no cap below the config's.
+	policy := httpcall.Policy{Retries: max(0, c.RetryAttempts-1), MaxWait: max(c.RetryMax, c.RetryAfterMax)}
+	var resp *http.Response
+	tries := 0
+	attempts, gaveUp, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (again bool, wait time.Duration, err error) {
+		resp, again, wait, err = c.attempt(ctx, op, class, build, tries)
+		tries++
+		return again, wait, err
+	})
+	if gaveUp && attempts > 1 {
+		var ae *APIError
+		if errors.As(err, &ae) {
+			ae.Attempts = attempts
+		} else {
+			err = fmt.Errorf("giving up after %d attempts: %w", attempts, err)
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// attempt sends the request built by build once; retry is the 0-based
+// number of earlier tries. A non-2xx answer is an *APIError; again reports
+// that class may retry the failure after wait.
+func (c *Config) attempt(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error), retry int) (resp *http.Response, again bool, wait time.Duration, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, 0, err
+	}
+	req, err := build(ctx)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("%s: %w", op, err)
+	}
+	resp, err = c.HTTPClient.Do(req)
+	if err != nil {
+		// A cancelled ctx makes Retry return ctx.Err().
+		return nil, class == retrySafe, c.backoff(retry), fmt.Errorf("%s: %w", op, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, false, 0, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	wait = c.backoff(retry)
+	if ra, ok := httpcall.ParseRetryAfter(resp.Header.Get("Retry-After")); ok {
+		wait = min(ra, c.RetryAfterMax)
+	}
+	return nil, retryableStatus(class, resp.StatusCode), wait, &APIError{Op: op, Status: resp.StatusCode, Message: errorMessage(body)}
 }
 
 // errorMessage extracts message from an {code, message} error body.

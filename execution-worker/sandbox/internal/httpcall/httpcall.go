@@ -16,15 +16,19 @@ import (
 	"time"
 )
 
-// MaxWait caps one wait between attempts, whatever the server asks.
+// MaxWait caps one wait between attempts, whatever the server asks,
+// unless a [Policy] sets its own cap.
 const MaxWait = 30 * time.Second
 
 // Policy bounds the retries of one call.
 type Policy struct {
-	// Base is the first backoff; it doubles up to Max.
+	// Base is the first backoff; it doubles up to Max. With Base 0, fn
+	// supplies every wait, and a zero wait retries at once.
 	Base, Max time.Duration
 	// Retries is how many times a call is repeated after its first try.
 	Retries int
+	// MaxWait caps one wait, backoff or hint (0: the package's [MaxWait]).
+	MaxWait time.Duration
 }
 
 // Retry runs fn until it succeeds, fails for good (again false), or the
@@ -33,6 +37,10 @@ type Policy struct {
 // gaveUp reports that err is the last of attempts failed tries.
 func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, wait time.Duration, err error)) (attempts int, gaveUp bool, err error) {
 	backoff := p.Base
+	ceiling := p.MaxWait
+	if ceiling <= 0 {
+		ceiling = MaxWait
+	}
 	for attempt := 1; ; attempt++ {
 		again, wait, err := fn(ctx)
 		if err == nil {
@@ -51,7 +59,7 @@ func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, 
 			wait = backoff
 		}
 		backoff = min(backoff*2, p.Max)
-		t := time.NewTimer(min(wait, MaxWait))
+		t := time.NewTimer(min(wait, ceiling))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -64,16 +72,25 @@ func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, 
 // RetryAfter parses a Retry-After header (seconds or an HTTP date); 0
 // when absent or invalid.
 func RetryAfter(v string) time.Duration {
+	d, _ := ParseRetryAfter(v)
+	return d
+}
+
+// ParseRetryAfter parses a Retry-After header like [RetryAfter]; ok is
+// false when it is absent or invalid, which tells those apart from a
+// server asking for no wait ("0", or a date already past).
+func ParseRetryAfter(v string) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
 	if v == "" {
-		return 0
+		return 0, false
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
+		return max(0, time.Until(t)), true
 	}
-	return 0
+	return 0, false
 }
 
 // JSONBody returns a request body function for v: a fresh reader for every

@@ -45,6 +45,33 @@ func TestRetry(t *testing.T) {
 	}
 }
 
+func TestRetryMaxWait(t *testing.T) {
+	// A policy's own cap bounds both the backoff and the server's hint: an
+	// hour of either would outlast the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := httpcall.Policy{Base: time.Hour, Max: time.Hour, Retries: 2, MaxWait: time.Millisecond}
+	boom := errors.New("boom")
+	calls := 0
+	n, gaveUp, err := httpcall.Retry(ctx, p, func(context.Context) (bool, time.Duration, error) {
+		calls++
+		if calls == 2 {
+			return true, time.Hour, boom
+		}
+		return true, 0, boom
+	})
+	if !errors.Is(err, boom) || !gaveUp || n != 3 {
+		t.Errorf("capped waits = %d attempts, gave up %v, %v; want 3, true, boom", n, gaveUp, err)
+	}
+	// Base 0: fn supplies every wait, and a zero wait retries at once.
+	n, gaveUp, err = httpcall.Retry(ctx, httpcall.Policy{Retries: 3}, func(context.Context) (bool, time.Duration, error) {
+		return true, 0, boom
+	})
+	if !errors.Is(err, boom) || !gaveUp || n != 4 {
+		t.Errorf("zero waits = %d attempts, gave up %v, %v; want 4, true, boom", n, gaveUp, err)
+	}
+}
+
 func TestRetryAfter(t *testing.T) {
 	if d := httpcall.RetryAfter("3"); d != 3*time.Second {
 		t.Errorf("seconds = %v", d)
@@ -56,6 +83,17 @@ func TestRetryAfter(t *testing.T) {
 		if d := httpcall.RetryAfter(v); d != 0 {
 			t.Errorf("RetryAfter(%q) = %v, want 0", v, d)
 		}
+	}
+	for v, want := range map[string]bool{"2": true, "0": true, " 2 ": true, "": false, "soon": false, "-1": false} {
+		if _, ok := httpcall.ParseRetryAfter(v); ok != want {
+			t.Errorf("ParseRetryAfter(%q) ok = %v, want %v", v, ok, want)
+		}
+	}
+	if d, ok := httpcall.ParseRetryAfter("2"); !ok || d != 2*time.Second {
+		t.Errorf("ParseRetryAfter(2) = %v, %v; want 2s, true", d, ok)
+	}
+	if d, ok := httpcall.ParseRetryAfter(time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)); !ok || d != 0 {
+		t.Errorf("ParseRetryAfter(past date) = %v, %v; want 0, true", d, ok)
 	}
 }
 
