@@ -59,53 +59,46 @@ func TestSendRetries(t *testing.T) {
 			t.Errorf("requests = %d, want 3", got)
 		}
 	})
-	t.Run("persistent 5xx gives up", func(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		class      retryClass
+		retryAfter string
+		statuses   []int
+		// requests is how many the server sees; status (0: success) and
+		// attempts describe the error.
+		requests, status, attempts int
+	}{
+		{"persistent 5xx gives up", retrySafe, "", []int{500, 500, 500, 500}, 3, 500, 3},
+		{"unprocessed class does not retry 500", retryUnprocessed, "", []int{500}, 1, 500, 0},
+		{"unprocessed class retries 503", retryUnprocessed, "", []int{503}, 2, 0, 0},
+		{"noRetry sends once", noRetry, "0", []int{429}, 1, 429, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := answering(t, tc.retryAfter, tc.statuses...)
+			resp, err := fast.send(ctx, "get thing", tc.class, getter(srv.URL))
+			if tc.status == 0 {
+				if err != nil {
+					t.Fatalf("send = %v, want success", err)
+				}
+				_ = resp.Body.Close()
+			} else {
+				var ae *APIError
+				if !errors.As(err, &ae) || ae.Status != tc.status || ae.Attempts != tc.attempts {
+					t.Fatalf("send = %v, want an APIError with status %d and %d attempts counted", err, tc.status, tc.attempts)
+				}
+			}
+			if got := int(n.Load()); got != tc.requests {
+				t.Errorf("requests = %d, want %d", got, tc.requests)
+			}
+		})
+	}
+	t.Run("give-up message", func(t *testing.T) {
 		t.Parallel()
-		srv, n := answering(t, "", 500, 500, 500, 500)
+		srv, _ := answering(t, "", 500, 500, 500)
 		_, err := fast.send(ctx, "get thing", retrySafe, getter(srv.URL))
-		var ae *APIError
-		if !errors.As(err, &ae) || ae.Status != 500 || ae.Attempts != 3 {
-			t.Fatalf("send through persistent 500s = %v, want an APIError with status 500 after 3 attempts", err)
-		}
-		if msg := err.Error(); !strings.Contains(msg, "get thing: HTTP 500, giving up after 3 attempts: busy") {
-			t.Errorf("error = %q, want the operation, status, attempts and message", msg)
-		}
-		if got := n.Load(); got != 3 {
-			t.Errorf("requests = %d, want 3", got)
-		}
-	})
-	t.Run("unprocessed class does not retry 500", func(t *testing.T) {
-		t.Parallel()
-		srv, n := answering(t, "", 500)
-		_, err := fast.send(ctx, "create thing", retryUnprocessed, getter(srv.URL))
-		var ae *APIError
-		if !errors.As(err, &ae) || ae.Status != 500 || ae.Attempts != 0 {
-			t.Fatalf("send of a 500 = %v, want an APIError with status 500 and no attempts counted", err)
-		}
-		if got := n.Load(); got != 1 {
-			t.Errorf("requests = %d, want 1", got)
-		}
-	})
-	t.Run("unprocessed class retries 503", func(t *testing.T) {
-		t.Parallel()
-		srv, n := answering(t, "", 503)
-		resp, err := fast.send(ctx, "create thing", retryUnprocessed, getter(srv.URL))
-		if err != nil {
-			t.Fatalf("send through one 503 = %v, want success", err)
-		}
-		_ = resp.Body.Close()
-		if got := n.Load(); got != 2 {
-			t.Errorf("requests = %d, want 2", got)
-		}
-	})
-	t.Run("noRetry sends once", func(t *testing.T) {
-		t.Parallel()
-		srv, n := answering(t, "0", 429)
-		if _, err := fast.send(ctx, "write thing", noRetry, getter(srv.URL)); err == nil {
-			t.Fatal("send of a 429 without retries succeeded, want the error")
-		}
-		if got := n.Load(); got != 1 {
-			t.Errorf("requests = %d, want 1", got)
+		if err == nil || !strings.Contains(err.Error(), "get thing: HTTP 500, giving up after 3 attempts: busy") {
+			t.Errorf("error = %v, want the operation, status, attempts and message", err)
 		}
 	})
 	t.Run("transport errors give up", func(t *testing.T) {
