@@ -20,38 +20,8 @@ const maxErrorBody = 4 << 10
 // MaxOutput, base64-encoded).
 const maxJSONBody = 1 << 30
 
-// apiError is a non-2xx answer.
-type apiError struct {
-	Method, URL string
-	Status      int
-	Body        string
-}
-
-func (e *apiError) Error() string {
-	msg := strings.TrimSpace(e.Body)
-	var m struct {
-		Message any `json:"message"`
-		Error   any `json:"error"`
-	}
-	if json.Unmarshal([]byte(e.Body), &m) == nil {
-		switch {
-		case m.Message != nil:
-			msg = fmt.Sprint(m.Message)
-		case m.Error != nil:
-			msg = fmt.Sprint(m.Error)
-		}
-	}
-	return fmt.Sprintf("daytona: %s %s: %d %s: %s", e.Method, e.URL, e.Status, http.StatusText(e.Status), msg)
-}
-
-// statusOf returns the HTTP status of an apiError, or 0.
-func statusOf(err error) int {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
+// statusOf returns the HTTP status of a non-2xx answer in err, or 0.
+var statusOf = httpcall.StatusOf
 
 // request is one HTTP call.
 type request struct {
@@ -124,7 +94,7 @@ func (p *Provider) stream(ctx context.Context, req request) (*http.Response, err
 }
 
 // send makes one attempt of req and returns a 2xx response with its body
-// unread, or an *apiError (with the server's Retry-After).
+// unread, or an *httpcall.StatusError (with the server's Retry-After).
 func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.Duration, error) {
 	var body io.Reader
 	ctype := ""
@@ -153,8 +123,9 @@ func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &apiError{
-			Method: req.method, URL: redact(req.url), Status: resp.StatusCode, Body: string(b),
+		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &httpcall.StatusError{
+			Service: "daytona", Method: req.method, Target: redact(req.url), Status: resp.StatusCode, Body: string(b),
+			MessageKeys: []string{"message", "error"},
 		}
 	}
 	return resp, 0, nil

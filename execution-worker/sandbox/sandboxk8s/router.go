@@ -40,38 +40,9 @@ type route struct {
 	podIP string
 }
 
-// routerError is a non-2xx answer of the router or of the runtime behind it.
-type routerError struct {
-	Method, Path string
-	Status       int
-	Body         string
-}
-
-func (e *routerError) Error() string {
-	msg := strings.TrimSpace(e.Body)
-	var m struct {
-		Detail  any `json:"detail"`
-		Message any `json:"message"`
-	}
-	if json.Unmarshal([]byte(e.Body), &m) == nil {
-		switch {
-		case m.Detail != nil:
-			msg = fmt.Sprint(m.Detail)
-		case m.Message != nil:
-			msg = fmt.Sprint(m.Message)
-		}
-	}
-	return fmt.Sprintf("sandbox router: %s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), msg)
-}
-
-// statusOf returns the HTTP status of a routerError, or 0.
-func statusOf(err error) int {
-	var re *routerError
-	if errors.As(err, &re) {
-		return re.Status
-	}
-	return 0
-}
+// statusOf returns the HTTP status of a non-2xx answer of the router (or
+// of the runtime behind it) in err, or 0.
+var statusOf = httpcall.StatusOf
 
 // request is one call through the router.
 type request struct {
@@ -146,7 +117,7 @@ func (p *Provider) stream(ctx context.Context, rt route, req request) (*http.Res
 }
 
 // openRoute makes one attempt of req and returns a 2xx response with its body
-// unread, or a *routerError (with the server's Retry-After).
+// unread, or an *httpcall.StatusError (with the server's Retry-After).
 func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.Response, time.Duration, error) {
 	var body io.Reader
 	ctype := ""
@@ -185,8 +156,9 @@ func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &routerError{
-			Method: req.method, Path: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
+		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &httpcall.StatusError{
+			Service: "sandbox router", Method: req.method, Target: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
+			MessageKeys: []string{"detail", "message"},
 		}
 	}
 	return resp, 0, nil

@@ -1,7 +1,7 @@
 // Package httpcall holds what the hand-written HTTP clients of the remote
 // sandbox adapters share: the retry loop with capped exponential backoff
-// and Retry-After, Retry-After parsing, and request bodies (JSON, and
-// streams that can be sent once).
+// and Retry-After, Retry-After parsing, request bodies (JSON, and streams
+// that can be sent once), and the error of a non-2xx answer.
 package httpcall
 
 import (

@@ -3,6 +3,7 @@ package httpcall_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -121,5 +122,27 @@ func TestStreamBody(t *testing.T) {
 	}
 	if _, _, err := body(); !errors.Is(err, httpcall.ErrResent) {
 		t.Errorf("second call = %v, want ErrResent", err)
+	}
+}
+
+func TestStatusError(t *testing.T) {
+	keys := []string{"detail", "message"}
+	for body, want := range map[string]string{
+		`{"message":"busy","detail":"queue full"}`: "svc: GET /x: 503 Service Unavailable: queue full",
+		`{"Message":"busy"}`:                       "svc: GET /x: 503 Service Unavailable: busy",
+		`{"detail":null,"message":7}`:              "svc: GET /x: 503 Service Unavailable: 7",
+		"  plain text \n":                          "svc: GET /x: 503 Service Unavailable: plain text",
+		`{"other":"x"}`:                            `svc: GET /x: 503 Service Unavailable: {"other":"x"}`,
+	} {
+		err := fmt.Errorf("wrapped: %w", &httpcall.StatusError{Service: "svc", Method: "GET", Target: "/x", Status: 503, Body: body, MessageKeys: keys})
+		if got := strings.TrimPrefix(err.Error(), "wrapped: "); got != want {
+			t.Errorf("body %q: error = %q, want %q", body, got, want)
+		}
+		if s := httpcall.StatusOf(err); s != 503 {
+			t.Errorf("StatusOf = %d, want 503", s)
+		}
+	}
+	if s := httpcall.StatusOf(errors.New("boom")); s != 0 {
+		t.Errorf("StatusOf(other error) = %d, want 0", s)
 	}
 }
