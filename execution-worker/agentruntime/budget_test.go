@@ -2,14 +2,12 @@ package agentruntime_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // budgetStore is a memStore whose budget is used up once `limit` model
@@ -36,18 +34,7 @@ func (s *budgetStore) BudgetExhausted() bool { return s.counted >= s.limit }
 // result is kept in the transcript, then the turn ends budget_reached.
 func TestBudgetStopsBeforeTheNextModelRequest(t *testing.T) {
 	t.Parallel()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, _, err := p.Create(t.Context(), "sess_budget", sandbox.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
-	if err != nil {
-		t.Fatal(err)
-	}
+	box, tc := bashSandbox(t, "sess_budget")
 	fake := modelfake.New()
 	var calls int
 	var reported []model.Usage

@@ -2,7 +2,6 @@ package agentruntime_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // commitStore is a memStore recording the event types of each commit.
@@ -51,18 +49,7 @@ func (s *commitStore) AppendWithTranscript(ctx context.Context, ms []agentruntim
 // store.
 func runCommits(t *testing.T, text string) (*commitStore, *agentruntime.Result) {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, _, err := p.Create(t.Context(), "sess_commits", sandbox.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
-	if err != nil {
-		t.Fatal(err)
-	}
+	box, tc := bashSandbox(t, "sess_commits")
 	store := &commitStore{memStore: newMemStore()}
 	core := &agentruntime.Core{Model: modelfake.New(), Store: store}
 	agent := &agentruntime.Agent{ID: "agent_1"}

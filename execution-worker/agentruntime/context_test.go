@@ -232,6 +232,24 @@ func addUsage(a, b model.Usage) model.Usage {
 		CacheReadInputTokens: a.CacheReadInputTokens + b.CacheReadInputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens + b.CacheCreationInputTokens}
 }
 
+// bashSandbox is a local sandbox for session and the bashToolset tools.
+func bashSandbox(t *testing.T, session string) (sandbox.Sandbox, *agentruntime.ToolConfig) {
+	t.Helper()
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _, err := p.Create(t.Context(), session, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box, tc
+}
+
 const bashToolset = `[{"type":"agent_toolset_20260401","default_config":{"enabled":true,"permission_policy":{"type":"always_allow"}},"configs":[{"name":"bash","enabled":true,"permission_policy":{"type":"always_allow"}}]}]`
 
 // harness drives turns like RunTurn does, over a memStore.
@@ -255,18 +273,7 @@ type harness struct {
 
 func newHarness(t *testing.T, window int) *harness {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box, _, err := p.Create(t.Context(), "sess_context", sandbox.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := agentruntime.ParseToolConfig(json.RawMessage(bashToolset))
-	if err != nil {
-		t.Fatal(err)
-	}
+	box, tc := bashSandbox(t, "sess_context")
 	h := &harness{t: t, store: newMemStore(), fake: modelfake.New(), tools: tc,
 		sb:    func(context.Context) (sandbox.Sandbox, error) { return box, nil },
 		agent: &agentruntime.Agent{ID: "agent_1", System: "You are a test agent."}}
