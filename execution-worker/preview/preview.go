@@ -65,16 +65,19 @@ func (s *Streamer) Dropped() int64 { return s.dropped.Load() }
 // Connected reports whether the stream is open.
 func (s *Streamer) Connected() bool { return s.connected.Load() }
 
-// enqueue hands f to the sending goroutine without blocking.
-func (s *Streamer) enqueue(f *pb.PreviewFrame) {
+// enqueue hands f to the sending goroutine without blocking and reports
+// whether it was queued.
+func (s *Streamer) enqueue(f *pb.PreviewFrame) bool {
 	if !s.connected.Load() {
 		s.dropped.Add(1)
-		return
+		return false
 	}
 	select {
 	case s.frames <- f:
+		return true
 	default:
 		s.dropped.Add(1)
+		return false
 	}
 }
 
@@ -170,8 +173,8 @@ func (s *Streamer) stream(ctx context.Context) error {
 }
 
 // Session returns the previewer of one turn of a session.
-func (s *Streamer) Session(sessionID string) agentruntime.Previewer {
-	return &Sink{streamer: s, sessionID: sessionID, blocks: map[string]int32{}}
+func (s *Streamer) Session(sessionID string) *Sink {
+	return &Sink{streamer: s, sessionID: sessionID, blocks: map[string]int32{}, frames: map[string]uint32{}}
 }
 
 // Sink previews the events of one turn. Keys are the commit keys the
@@ -181,7 +184,8 @@ type Sink struct {
 	sessionID string
 
 	mu     sync.Mutex
-	blocks map[string]int32 // event key → index of its current content block
+	blocks map[string]int32  // event key → index of its current content block
+	frames map[string]uint32 // event key → frames queued of it
 }
 
 var _ agentruntime.Previewer = (*Sink)(nil)
@@ -191,17 +195,15 @@ var _ agentruntime.Previewer = (*Sink)(nil)
 // content index on.
 func (k *Sink) Start(key, eventType string) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	idx, seen := k.blocks[key]
 	if seen {
 		k.blocks[key] = idx + 1
-	} else {
-		k.blocks[key] = 0
-	}
-	k.mu.Unlock()
-	if seen {
 		return
 	}
-	k.streamer.enqueue(&pb.PreviewFrame{SessionId: k.sessionID, EventId: sessionwf.EventID(k.sessionID, key),
+	k.blocks[key] = 0
+	k.frames[key] = 0
+	k.send(key, &pb.PreviewFrame{SessionId: k.sessionID, EventId: sessionwf.EventID(k.sessionID, key),
 		Kind: pb.PreviewFrameKind_PREVIEW_FRAME_KIND_START, EventType: eventType, ProducedAt: timestamppb.New(k.streamer.now())})
 }
 
@@ -211,11 +213,26 @@ func (k *Sink) Delta(key, text string) {
 		return
 	}
 	k.mu.Lock()
-	idx := k.blocks[key]
-	k.mu.Unlock()
-	k.streamer.enqueue(&pb.PreviewFrame{SessionId: k.sessionID, EventId: sessionwf.EventID(k.sessionID, key),
-		Kind: pb.PreviewFrameKind_PREVIEW_FRAME_KIND_DELTA, EventType: eventTypeOf(key), Text: text, Index: idx,
+	defer k.mu.Unlock()
+	k.send(key, &pb.PreviewFrame{SessionId: k.sessionID, EventId: sessionwf.EventID(k.sessionID, key),
+		Kind: pb.PreviewFrameKind_PREVIEW_FRAME_KIND_DELTA, EventType: eventTypeOf(key), Text: text, Index: k.blocks[key],
 		ProducedAt: timestamppb.New(k.streamer.now())})
+}
+
+// send queues f, a frame of the event under key, and counts it; k.mu is
+// held, so the frames of one event are queued in order.
+func (k *Sink) send(key string, f *pb.PreviewFrame) {
+	if k.streamer.enqueue(f) {
+		k.frames[key]++
+	}
+}
+
+// Frames is the number of frames of the event under key queued so far: its
+// commit tells the api-server how many to expect before it.
+func (k *Sink) Frames(key string) uint32 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.frames[key]
 }
 
 // eventTypeOf names the previewed event type of a key: deltas are sent for

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -111,7 +110,7 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if err != nil {
 		return nil, err
 	}
-	out, sess, err := s.appendEvents(ctx, req.GetSessionId(), &db.AppendRequest{Events: evs, Transcript: transcript})
+	out, sess, err := s.appendEvents(ctx, req.GetSessionId(), req.GetEvents(), &db.AppendRequest{Events: evs, Transcript: transcript})
 	if err != nil {
 		return nil, s.fail(ctx, "append events", err)
 	}
@@ -170,7 +169,7 @@ func (s *Server) ParkTurn(ctx context.Context, req *pb.ParkTurnRequest) (*pb.Par
 		}
 		return &db.Change{To: db.StatusIdle, StopReason: reason, EventID: ids.New(ids.Event)}, nil
 	}
-	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Decide: decide, TurnEnd: s.usageEvent(reqKey(evs))})
+	out, sess, err := s.appendEvents(ctx, sid, req.GetEvents(), &db.AppendRequest{Events: evs, Decide: decide, TurnEnd: s.usageEvent(reqKey(evs))})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -235,7 +234,7 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	if usageKey == "" {
 		usageKey = reqKey(evs)
 	}
-	out, sess, err := s.appendEvents(ctx, sid, &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide,
+	out, sess, err := s.appendEvents(ctx, sid, req.GetEvents(), &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide,
 		TurnEnd: s.usageEvent(usageKey)})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
@@ -317,14 +316,20 @@ func (s *Server) newEvents(sessionID string, in []*pb.NewEvent) ([]db.NewEvent, 
 }
 
 // appendEvents runs req (its Now set here) through Store.Append and
-// returns the stored events in request order.
-func (s *Server) appendEvents(ctx context.Context, sessionID string, req *db.AppendRequest) ([]*pb.Event, *db.Session, error) {
+// returns the stored events in request order; in are the worker's events
+// req was made of.
+func (s *Server) appendEvents(ctx context.Context, sessionID string, in []*pb.NewEvent, req *db.AppendRequest) ([]*pb.Event, *db.Session, error) {
 	evs := req.Events
-	if s.previews != nil && slices.ContainsFunc(evs, func(e db.NewEvent) bool { return e.Type == "agent.message" || e.Type == "agent.thinking" }) {
-		// Subscribers on other replicas get the last deltas before the
-		// commit's notification (bounded: previews never hold a commit up
-		// for long).
-		s.previews.Sync(ctx, sessionID, 50*time.Millisecond)
+	if s.previews != nil {
+		var wants []preview.Want
+		for _, e := range in {
+			if n := e.GetPreviewFrames(); n > 0 {
+				wants = append(wants, preview.Want{EventID: sessionwf.EventID(sessionID, e.GetKey()), Frames: n})
+			}
+		}
+		// Subscribers get the last deltas before the commit's notification
+		// (bounded: previews never hold a commit up for long).
+		s.previews.Sync(ctx, wants, previewSyncWait)
 	}
 	req.Now = s.now()
 	sess, stored, err := s.store.Append(ctx, sessionID, req)

@@ -61,7 +61,7 @@ func (panickySink) Publish(frames []preview.Frame) {
 	}
 }
 
-func (panickySink) Sync(context.Context, string, time.Duration) {}
+func (panickySink) Sync(context.Context, []preview.Want, time.Duration) {}
 
 func TestHandlerPanicAnswersInternal(t *testing.T) {
 	t.Parallel()

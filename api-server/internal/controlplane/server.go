@@ -75,10 +75,15 @@ type Deps struct {
 // must not block.
 type PreviewSink interface {
 	Publish(frames []preview.Frame)
-	// Sync waits (briefly) until the session's frames received so far
-	// reached the other replicas.
-	Sync(ctx context.Context, sessionID string, maxWait time.Duration)
+	// Sync waits, at most maxWait, until the wanted frames of previewed
+	// events were received and reached the other replicas.
+	Sync(ctx context.Context, wants []preview.Want, maxWait time.Duration)
 }
+
+// previewSyncWait bounds how long a commit waits for its event's preview
+// frames: they normally arrive within a millisecond or two, but a worker's
+// frames travel on another call than its commit.
+const previewSyncWait = 200 * time.Millisecond
 
 // Server implements pb.ControlPlaneServer over a [db.Store].
 type Server struct {

@@ -98,16 +98,34 @@ type Hub struct {
 
 	relay chan Frame
 
-	// Relay progress, for Sync: frames are numbered as they are queued;
-	// published is the number of the last one sent, and relayed is closed
-	// and replaced whenever it moves.
+	// Progress, for Sync: frames are numbered as they are queued for the
+	// relay; published is the number of the last one sent; received counts
+	// each previewed event's frames; progress is closed and replaced
+	// whenever a frame arrives or published moves.
 	relayMu   sync.Mutex
 	queued    uint64
 	published uint64
-	lastOf    map[string]uint64 // session → number of its last queued frame
-	relayed   chan struct{}
+	received  map[string]received // event id →
+	progress  chan struct{}
 
 	m *metrics
+}
+
+// received is what a Hub has received of one previewed event.
+type received struct {
+	frames uint32 // frames from the event's latest start on
+	last   uint64 // relay number of the newest one queued for the relay
+}
+
+// maxReceived bounds the events a Hub tracks for Sync; it forgets them all
+// when full (events previewed and never committed through this replica).
+const maxReceived = 16384
+
+// Want is what a commit waits for in Sync: the number of preview frames of
+// an event the worker sent.
+type Want struct {
+	EventID string
+	Frames  uint32
 }
 
 // NewHub returns a Hub relaying through pool (nil: local delivery only)
@@ -119,7 +137,7 @@ func NewHub(pool *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) *Hu
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	h := &Hub{pool: pool, log: log, origin: hex.EncodeToString(b), subs: map[string]map[*Subscription]struct{}{},
-		relay: make(chan Frame, relayBuffer), m: newMetrics(), lastOf: map[string]uint64{}, relayed: make(chan struct{})}
+		relay: make(chan Frame, relayBuffer), m: newMetrics(), received: map[string]received{}, progress: make(chan struct{})}
 	h.ownPrefix = `{"o":` + quote(h.origin) + `,`
 	if reg != nil {
 		h.m.register(reg)
@@ -274,41 +292,65 @@ func (h *Hub) Publish(frames []Frame) {
 		}
 		h.m.in.WithLabelValues("worker").Inc()
 		h.deliver(f, false)
-		if h.pool == nil {
-			continue
-		}
 		h.relayMu.Lock()
-		select {
-		case h.relay <- f:
-			h.queued++
-			h.lastOf[f.SessionID] = h.queued
-		default:
-			h.m.dropped.WithLabelValues(DropRelayFull).Inc()
+		r := h.received[f.EventID]
+		if f.Kind == KindStart {
+			r.frames = 0 // a retried turn previews the event afresh
 		}
+		r.frames++
+		if h.pool != nil {
+			select {
+			case h.relay <- f:
+				h.queued++
+				r.last = h.queued
+			default:
+				h.m.dropped.WithLabelValues(DropRelayFull).Inc()
+			}
+		}
+		if len(h.received) >= maxReceived {
+			clear(h.received)
+		}
+		h.received[f.EventID] = r
+		h.advance()
 		h.relayMu.Unlock()
 	}
 }
 
-// Sync waits, at most until ctx ends or maxWait passes, until the frames of
-// a session queued so far have been relayed to the other replicas. The
-// ControlPlane calls it before committing a previewed event, so that other
-// replicas receive the last deltas before the commit notification.
-func (h *Hub) Sync(ctx context.Context, sessionID string, maxWait time.Duration) {
-	if h.pool == nil {
+// advance wakes the Sync calls waiting; relayMu is held.
+func (h *Hub) advance() {
+	close(h.progress)
+	h.progress = make(chan struct{})
+}
+
+// Sync waits, at most until ctx ends or maxWait passes, until this replica
+// has received the preview frames the worker sent of each wanted event and
+// relayed them to the other replicas. The ControlPlane calls it before
+// committing previewed events: a worker's frames and its commit travel on
+// different calls, and without it a subscriber could receive the commit's
+// notification before the last deltas.
+func (h *Hub) Sync(ctx context.Context, wants []Want, maxWait time.Duration) {
+	if len(wants) == 0 {
 		return
 	}
 	var timeout <-chan time.Time
 	for {
 		h.relayMu.Lock()
-		target, ok := h.lastOf[sessionID]
-		if !ok || h.published >= target {
-			if ok {
-				delete(h.lastOf, sessionID)
+		done := true
+		for _, w := range wants {
+			r := h.received[w.EventID]
+			if r.frames < w.Frames || h.published < r.last {
+				done = false
+				break
+			}
+		}
+		if done {
+			for _, w := range wants {
+				delete(h.received, w.EventID)
 			}
 			h.relayMu.Unlock()
 			return
 		}
-		wait := h.relayed
+		wait := h.progress
 		h.relayMu.Unlock()
 		if timeout == nil {
 			t := time.NewTimer(maxWait)
@@ -329,15 +371,7 @@ func (h *Hub) Sync(ctx context.Context, sessionID string, maxWait time.Duration)
 func (h *Hub) markPublished(n int) {
 	h.relayMu.Lock()
 	h.published += uint64(n)
-	if len(h.lastOf) > 10000 { // sessions that never committed a previewed event
-		for id, last := range h.lastOf {
-			if last <= h.published {
-				delete(h.lastOf, id)
-			}
-		}
-	}
-	close(h.relayed)
-	h.relayed = make(chan struct{})
+	h.advance()
 	h.relayMu.Unlock()
 }
 

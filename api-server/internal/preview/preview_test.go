@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,38 @@ func TestSubscriptionDropsConsistently(t *testing.T) {
 	if len(sub.C) != 0 || len(plain.C) != 0 {
 		t.Fatal("frames delivered after the commit or to a subscriber of other types")
 	}
+}
+
+// TestSyncWaitsForTheFramesTheWorkerSent: a commit that announces n
+// frames of its event waits until the Hub has received n (the worker's
+// frames travel on another call than its commit, and may arrive after
+// it), counting from the event's latest start, and gives up after maxWait
+// when they never come.
+func TestSyncWaitsForTheFramesTheWorkerSent(t *testing.T) {
+	t.Parallel()
+	h := NewHub(nil, nil, nil)
+	start := Frame{SessionID: "s", EventID: "e", Kind: KindStart, EventType: "agent.message"}
+	delta := Frame{SessionID: "s", EventID: "e", Kind: KindDelta, EventType: "agent.message", Text: "t"}
+	h.Publish([]Frame{start, delta, delta})
+	h.Publish([]Frame{start}) // a retried turn previews it afresh: 1 frame now
+	synced := make(chan struct{})
+	go func() {
+		h.Sync(context.Background(), []Want{{EventID: "e", Frames: 3}}, time.Minute)
+		close(synced)
+	}()
+	h.Publish([]Frame{delta})
+	select {
+	case <-synced:
+		t.Fatal("Sync returned with 2 of the 3 frames since the latest start received")
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.Publish([]Frame{delta})
+	<-synced // returns once the third arrives
+
+	begun := time.Now()
+	h.Sync(context.Background(), []Want{{EventID: "never", Frames: 1}}, 30*time.Millisecond)
+	if waited := time.Since(begun); waited < 30*time.Millisecond {
+		t.Fatalf("Sync for frames that never come returned after %v, want maxWait (30ms)", waited)
+	}
+	h.Sync(context.Background(), nil, time.Minute) // nothing previewed: no wait
 }

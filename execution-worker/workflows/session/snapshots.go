@@ -44,20 +44,6 @@ func (s *snapStore) SaveContextSnapshot(ctx context.Context, snap *agentruntime.
 	return decodeSnapshot(resp.GetSnapshot())
 }
 
-// pbEvents encodes events for the ControlPlane, as AppendWithTranscript
-// does: the summary request's span end carries its usage.
-func (s *cpStore) pbEvents(events []agentruntime.NewEvent) ([]*pb.NewEvent, error) {
-	out := make([]*pb.NewEvent, 0, len(events))
-	for _, e := range events {
-		body, err := json.Marshal(e.Body)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
-		}
-		out = append(out, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body), Usage: s.usageToPB(e.Usage)})
-	}
-	return out, nil
-}
-
 // latestSnapshot loads the session's context snapshot in force (nil: none).
 func latestSnapshot(ctx context.Context, c pb.ContextSnapshotsClient, sessionID string) (*agentruntime.ContextSnapshot, error) {
 	resp, err := c.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: sessionID})

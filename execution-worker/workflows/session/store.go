@@ -24,6 +24,23 @@ type cpStore struct {
 	// exhausted is the session's budget state as the last commit
 	// reported it (or GetRun, before the first).
 	exhausted atomic.Bool
+	// previews counts the preview frames the turn sent of each event
+	// (nil: the turn previews nothing).
+	previews PreviewCounter
+}
+
+// PreviewCounter reports how many preview frames were sent of the event
+// under a key, so the commit of that event can tell the api-server how many
+// to expect before it (pb.NewEvent.preview_frames).
+type PreviewCounter interface {
+	Frames(key string) uint32
+}
+
+// Previewer is a turn's preview sink: it previews events and counts what
+// it sent of each.
+type Previewer interface {
+	agentruntime.Previewer
+	PreviewCounter
 }
 
 var (
@@ -50,17 +67,34 @@ func (s *cpStore) usageToPB(u *model.Usage) *pb.ModelUsage {
 		WebSearchRequests: u.WebSearchRequests, WebFetchRequests: u.WebFetchRequests}
 }
 
+// pbEvents encodes events for the ControlPlane: a span end carries its
+// request's usage, a previewed event the number of frames previewed of it.
+func (s *cpStore) pbEvents(events []agentruntime.NewEvent) ([]*pb.NewEvent, error) {
+	out := make([]*pb.NewEvent, 0, len(events))
+	for _, e := range events {
+		body, err := json.Marshal(e.Body)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
+		}
+		ev := &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body), Usage: s.usageToPB(e.Usage)}
+		if s.previews != nil {
+			ev.PreviewFrames = s.previews.Frames(e.Key)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
 func (s *cpStore) AppendEvents(ctx context.Context, events []agentruntime.NewEvent) ([]string, error) {
 	return s.AppendWithTranscript(ctx, nil, events)
 }
 
 func (s *cpStore) AppendEvent(ctx context.Context, event agentruntime.NewEvent) (string, bool, error) {
-	body, err := json.Marshal(event.Body)
+	evs, err := s.pbEvents([]agentruntime.NewEvent{event})
 	if err != nil {
-		return "", false, fmt.Errorf("encode %s event: %w", event.Type, err)
+		return "", false, err
 	}
-	resp, err := s.cp.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: s.sessionID,
-		Events: []*pb.NewEvent{{Key: event.Key, Type: event.Type, Body: string(body), Usage: s.usageToPB(event.Usage)}}})
+	resp, err := s.cp.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: s.sessionID, Events: evs})
 	if err != nil {
 		return "", false, fmt.Errorf("append events: %w", err)
 	}
@@ -80,12 +114,9 @@ func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentru
 		}
 		req.Transcript = append(req.Transcript, &pb.TranscriptEntry{Key: m.Key, Body: string(body)})
 	}
-	for _, e := range events {
-		body, err := json.Marshal(e.Body)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s event: %w", e.Type, err)
-		}
-		req.Events = append(req.Events, &pb.NewEvent{Key: e.Key, Type: e.Type, Body: string(body), Usage: s.usageToPB(e.Usage)})
+	var err error
+	if req.Events, err = s.pbEvents(events); err != nil {
+		return nil, err
 	}
 	resp, err := s.cp.AppendEvents(ctx, req)
 	if err != nil {

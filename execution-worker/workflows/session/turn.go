@@ -69,7 +69,7 @@ type TurnActivities struct {
 	Manager      *sandbox.SessionManager
 	Model        model.Client
 	ModelID      string
-	Previews     func(sessionID string) agentruntime.Previewer // per-turn preview sink; nil: none
+	Previews     func(sessionID string) Previewer // per-turn preview sink; nil: none
 	MaxRounds    int
 	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
 	MCP agentruntime.MCPClient
@@ -278,7 +278,8 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
 	if a.Previews != nil {
-		core.Preview = a.Previews(sid)
+		p := a.Previews(sid)
+		core.Preview, store.previews = p, p
 	}
 	var once sessionfiles.Once
 	acquire := func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }

@@ -344,7 +344,14 @@ type NewEvent struct {
 	// span.model_request_end). The api-server adds it to the session's usage
 	// and list cost in the transaction that appends the event, and only when
 	// the event is newly appended, so a retry never counts it twice.
-	Usage         *ModelUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *ModelUsage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// For an event the worker previewed (agent.message, agent.thinking): how
+	// many preview frames of it the worker queued on its StreamPreviews
+	// stream (the event_start and the deltas after it). The api-server waits
+	// briefly until it has received and relayed that many before committing,
+	// so subscribers on every replica see the last deltas before the event.
+	// Zero: not previewed.
+	PreviewFrames uint32 `protobuf:"varint,5,opt,name=preview_frames,json=previewFrames,proto3" json:"preview_frames,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,6 +412,13 @@ func (x *NewEvent) GetUsage() *ModelUsage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *NewEvent) GetPreviewFrames() uint32 {
+	if x != nil {
+		return x.PreviewFrames
+	}
+	return 0
 }
 
 // ModelUsage is the token usage of one model request.
@@ -2888,12 +2902,13 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
 	"\fprocessed_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\x12\x18\n" +
-	"\aexisted\x18\b \x01(\bR\aexisted\"}\n" +
+	"\aexisted\x18\b \x01(\bR\aexisted\"\xa4\x01\n" +
 	"\bNewEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04body\x18\x03 \x01(\tR\x04body\x127\n" +
-	"\x05usage\x18\x04 \x01(\v2!.mango.controlplane.v1.ModelUsageR\x05usage\"\x87\x03\n" +
+	"\x05usage\x18\x04 \x01(\v2!.mango.controlplane.v1.ModelUsageR\x05usage\x12%\n" +
+	"\x0epreview_frames\x18\x05 \x01(\rR\rpreviewFrames\"\x87\x03\n" +
 	"\n" +
 	"ModelUsage\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
