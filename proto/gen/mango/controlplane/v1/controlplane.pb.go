@@ -2795,6 +2795,123 @@ func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
 	return 0
 }
 
+// WatchInterruptsRequest opens a worker's interrupt stream.
+type WatchInterruptsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifier of the worker process (as in RecordWorkerHeartbeatRequest),
+	// for the api-server's logs. Required.
+	WorkerId      string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchInterruptsRequest) Reset() {
+	*x = WatchInterruptsRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchInterruptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchInterruptsRequest) ProtoMessage() {}
+
+func (x *WatchInterruptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchInterruptsRequest.ProtoReflect.Descriptor instead.
+func (*WatchInterruptsRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *WatchInterruptsRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+// WatchInterruptsResponse is one interrupt committed for a running (or
+// rescheduling) session.
+type WatchInterruptsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session the interrupt was sent to.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier of the user.interrupt event ("sevt_...").
+	EventId string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// Position of the user.interrupt event in the session's log. A worker
+	// compares it with the last_seq of the GetRun its turn started from: an
+	// interrupt with a greater seq was committed after the turn loaded its
+	// run and is meant for it; one at or below it is meant for the turn only
+	// if it is among the turn's pending triggers (else an earlier turn
+	// already consumed it).
+	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchInterruptsResponse) Reset() {
+	*x = WatchInterruptsResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchInterruptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchInterruptsResponse) ProtoMessage() {}
+
+func (x *WatchInterruptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchInterruptsResponse.ProtoReflect.Descriptor instead.
+func (*WatchInterruptsResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *WatchInterruptsResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchInterruptsResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *WatchInterruptsResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // FinalizeSessionDeletionRequest asks to delete a fenced session's row.
 type FinalizeSessionDeletionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2806,7 +2923,7 @@ type FinalizeSessionDeletionRequest struct {
 
 func (x *FinalizeSessionDeletionRequest) Reset() {
 	*x = FinalizeSessionDeletionRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2935,7 @@ func (x *FinalizeSessionDeletionRequest) String() string {
 func (*FinalizeSessionDeletionRequest) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2948,7 @@ func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FinalizeSessionDeletionRequest) GetSessionId() string {
@@ -2853,7 +2970,7 @@ type FinalizeSessionDeletionResponse struct {
 
 func (x *FinalizeSessionDeletionResponse) Reset() {
 	*x = FinalizeSessionDeletionResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2982,7 @@ func (x *FinalizeSessionDeletionResponse) String() string {
 func (*FinalizeSessionDeletionResponse) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +2995,7 @@ func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
@@ -3090,7 +3207,14 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x15StreamPreviewsRequest\x12;\n" +
 	"\x06frames\x18\x01 \x03(\v2#.mango.controlplane.v1.PreviewFrameR\x06frames\"A\n" +
 	"\x16StreamPreviewsResponse\x12'\n" +
-	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived\"?\n" +
+	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived\"5\n" +
+	"\x16WatchInterruptsRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"e\n" +
+	"\x17WatchInterruptsResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"?\n" +
 	"\x1eFinalizeSessionDeletionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\";\n" +
@@ -3113,7 +3237,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
-	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x91\x0f\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x85\x10\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
 	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
@@ -3133,7 +3257,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x17FinalizeSessionDeletion\x125.mango.controlplane.v1.FinalizeSessionDeletionRequest\x1a6.mango.controlplane.v1.FinalizeSessionDeletionResponse\x12\x82\x01\n" +
 	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12y\n" +
 	"\x12GetTaskQueueHealth\x120.mango.controlplane.v1.GetTaskQueueHealthRequest\x1a1.mango.controlplane.v1.GetTaskQueueHealthResponse\x12o\n" +
-	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
+	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01\x12r\n" +
+	"\x0fWatchInterrupts\x12-.mango.controlplane.v1.WatchInterruptsRequest\x1a..mango.controlplane.v1.WatchInterruptsResponse0\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_mango_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -3148,7 +3273,7 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
 	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
@@ -3192,13 +3317,15 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*PreviewFrame)(nil),                    // 39: mango.controlplane.v1.PreviewFrame
 	(*StreamPreviewsRequest)(nil),           // 40: mango.controlplane.v1.StreamPreviewsRequest
 	(*StreamPreviewsResponse)(nil),          // 41: mango.controlplane.v1.StreamPreviewsResponse
-	(*FinalizeSessionDeletionRequest)(nil),  // 42: mango.controlplane.v1.FinalizeSessionDeletionRequest
-	(*FinalizeSessionDeletionResponse)(nil), // 43: mango.controlplane.v1.FinalizeSessionDeletionResponse
-	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
+	(*WatchInterruptsRequest)(nil),          // 42: mango.controlplane.v1.WatchInterruptsRequest
+	(*WatchInterruptsResponse)(nil),         // 43: mango.controlplane.v1.WatchInterruptsResponse
+	(*FinalizeSessionDeletionRequest)(nil),  // 44: mango.controlplane.v1.FinalizeSessionDeletionRequest
+	(*FinalizeSessionDeletionResponse)(nil), // 45: mango.controlplane.v1.FinalizeSessionDeletionResponse
+	(*timestamppb.Timestamp)(nil),           // 46: google.protobuf.Timestamp
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	44, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	44, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	46, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	46, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mango.controlplane.v1.NewEvent.usage:type_name -> mango.controlplane.v1.ModelUsage
 	0,  // 3: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 4: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
@@ -3215,20 +3342,20 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	3,  // 15: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
 	0,  // 16: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	6,  // 17: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	44, // 18: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	46, // 18: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
 	19, // 19: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
 	19, // 20: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	44, // 21: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	44, // 22: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	46, // 21: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	46, // 22: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
 	24, // 23: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 24: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 25: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 26: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	44, // 27: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	44, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	44, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	46, // 27: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	46, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	46, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
 	2,  // 30: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	44, // 31: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	46, // 31: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
 	39, // 32: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
 	7,  // 33: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
 	9,  // 34: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
@@ -3243,29 +3370,31 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	29, // 43: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
 	31, // 44: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
 	33, // 45: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	42, // 46: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	44, // 46: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
 	35, // 47: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
 	37, // 48: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
 	40, // 49: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	8,  // 50: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 51: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 52: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 53: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 54: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 55: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 56: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 57: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 58: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 59: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 60: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 61: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 62: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	43, // 63: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 64: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 65: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	41, // 66: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	50, // [50:67] is the sub-list for method output_type
-	33, // [33:50] is the sub-list for method input_type
+	42, // 50: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	8,  // 51: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 52: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 53: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 54: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 55: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 56: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 57: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 58: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 59: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 60: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 61: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 62: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 63: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	45, // 64: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 65: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 66: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	41, // 67: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	43, // 68: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	51, // [51:69] is the sub-list for method output_type
+	33, // [33:51] is the sub-list for method input_type
 	33, // [33:33] is the sub-list for extension type_name
 	33, // [33:33] is the sub-list for extension extendee
 	0,  // [0:33] is the sub-list for field type_name
@@ -3282,7 +3411,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const (
 	ControlPlane_RecordWorkerHeartbeat_FullMethodName   = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
 	ControlPlane_GetTaskQueueHealth_FullMethodName      = "/mango.controlplane.v1.ControlPlane/GetTaskQueueHealth"
 	ControlPlane_StreamPreviews_FullMethodName          = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
+	ControlPlane_WatchInterrupts_FullMethodName         = "/mango.controlplane.v1.ControlPlane/WatchInterrupts"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -127,6 +128,19 @@ type ControlPlaneClient interface {
 	// stream subscribers without storing them. The response is sent when the
 	// worker closes its side of the stream.
 	StreamPreviews(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse], error)
+	// WatchInterrupts streams to a worker the user.interrupt events admitted
+	// for running sessions, so that the worker running the session's turn
+	// cancels it at once instead of waiting for Temporal to deliver the
+	// cancellation in a heartbeat response. Each replica relays every
+	// interrupt committed on any replica (by a PostgreSQL NOTIFY sent in the
+	// committing transaction, so only committed interrupts are sent) to every
+	// stream it holds; a worker ignores interrupts of sessions whose turn it
+	// is not running. Delivery is best effort: an interrupt committed while
+	// the stream is down, or dropped because the stream fell behind, is not
+	// sent again, and the Session Workflow's cancellation of the turn still
+	// stops it. The stream stays open until the worker cancels it; a
+	// shutting-down api-server ends it with UNAVAILABLE (reconnect).
+	WatchInterrupts(ctx context.Context, in *WatchInterruptsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInterruptsResponse], error)
 }
 
 type controlPlaneClient struct {
@@ -310,6 +324,25 @@ func (c *controlPlaneClient) StreamPreviews(ctx context.Context, opts ...grpc.Ca
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlPlane_StreamPreviewsClient = grpc.ClientStreamingClient[StreamPreviewsRequest, StreamPreviewsResponse]
 
+func (c *controlPlaneClient) WatchInterrupts(ctx context.Context, in *WatchInterruptsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInterruptsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControlPlane_ServiceDesc.Streams[1], ControlPlane_WatchInterrupts_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchInterruptsRequest, WatchInterruptsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlane_WatchInterruptsClient = grpc.ServerStreamingClient[WatchInterruptsResponse]
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -389,6 +422,19 @@ type ControlPlaneServer interface {
 	// stream subscribers without storing them. The response is sent when the
 	// worker closes its side of the stream.
 	StreamPreviews(grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]) error
+	// WatchInterrupts streams to a worker the user.interrupt events admitted
+	// for running sessions, so that the worker running the session's turn
+	// cancels it at once instead of waiting for Temporal to deliver the
+	// cancellation in a heartbeat response. Each replica relays every
+	// interrupt committed on any replica (by a PostgreSQL NOTIFY sent in the
+	// committing transaction, so only committed interrupts are sent) to every
+	// stream it holds; a worker ignores interrupts of sessions whose turn it
+	// is not running. Delivery is best effort: an interrupt committed while
+	// the stream is down, or dropped because the stream fell behind, is not
+	// sent again, and the Session Workflow's cancellation of the turn still
+	// stops it. The stream stays open until the worker cancels it; a
+	// shutting-down api-server ends it with UNAVAILABLE (reconnect).
+	WatchInterrupts(*WatchInterruptsRequest, grpc.ServerStreamingServer[WatchInterruptsResponse]) error
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -449,6 +495,9 @@ func (UnimplementedControlPlaneServer) GetTaskQueueHealth(context.Context, *GetT
 }
 func (UnimplementedControlPlaneServer) StreamPreviews(grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamPreviews not implemented")
+}
+func (UnimplementedControlPlaneServer) WatchInterrupts(*WatchInterruptsRequest, grpc.ServerStreamingServer[WatchInterruptsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchInterrupts not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -766,6 +815,17 @@ func _ControlPlane_StreamPreviews_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlPlane_StreamPreviewsServer = grpc.ClientStreamingServer[StreamPreviewsRequest, StreamPreviewsResponse]
 
+func _ControlPlane_WatchInterrupts_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchInterruptsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControlPlaneServer).WatchInterrupts(m, &grpc.GenericServerStream[WatchInterruptsRequest, WatchInterruptsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlPlane_WatchInterruptsServer = grpc.ServerStreamingServer[WatchInterruptsResponse]
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -843,6 +903,11 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "StreamPreviews",
 			Handler:       _ControlPlane_StreamPreviews_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchInterrupts",
+			Handler:       _ControlPlane_WatchInterrupts_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "mango/controlplane/v1/controlplane.proto",
