@@ -21,6 +21,24 @@ import (
 // says where to look.
 const NotifyChannel = "mango_events"
 
+// InterruptChannel is the PostgreSQL channel on which every user.interrupt
+// that wakes a session's workflow is announced, in the transaction that
+// commits it, with an [Interrupt] as JSON. The api-server relays it to the
+// workers' interrupt streams (ControlPlane WatchInterrupts), so that only
+// committed interrupts reach a worker.
+const InterruptChannel = "mango_interrupts"
+
+// InterruptEventType is the type of the events announced on
+// InterruptChannel.
+const InterruptEventType = "user.interrupt"
+
+// Interrupt is the payload of a notification on InterruptChannel.
+type Interrupt struct {
+	SessionID string `json:"session_id"`
+	EventID   string `json:"event_id"`
+	Seq       int64  `json:"seq"`
+}
+
 // Session is a stored session. Agent is the session's agent snapshot as the
 // API returns it (owned by the api-server); StopReason is the JSON of the
 // last idle stop reason, or nil.
@@ -440,8 +458,15 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, last, len(fresh), cur.LastSeq)
 	}
 	for i, ev := range fresh {
-		out = append(out, Event{SessionID: sessionID, Seq: cur.LastSeq + int64(i) + 1, ID: ev.ID, Type: ev.Type,
+		seq := cur.LastSeq + int64(i) + 1
+		out = append(out, Event{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type,
 			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: &req.Now})
+		if wake && wakeKind == "interrupt" && ev.Type == InterruptEventType {
+			payload, _ := json.Marshal(Interrupt{SessionID: sessionID, EventID: ev.ID, Seq: seq})
+			if err := q.NotifyInterrupt(ctx, string(payload)); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	cur.LastSeq, cur.LastEventAt = last, &req.Now
 	return cur, inRequestOrder(out, req.Events), nil

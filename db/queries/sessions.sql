@@ -120,6 +120,9 @@ INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3);
 -- name: NotifySession :exec
 SELECT pg_notify('mango_events', sqlc.arg(payload)::text);
 
+-- name: NotifyInterrupt :exec
+SELECT pg_notify('mango_interrupts', sqlc.arg(payload)::text);
+
 -- name: EventSeqByID :one
 SELECT seq FROM events WHERE session_id = $1 AND id = $2;
 

@@ -259,6 +259,15 @@ func (q *Queries) EventsGetByKeys(ctx context.Context, arg EventsGetByKeysParams
 	return items, nil
 }
 
+const notifyInterrupt = `-- name: NotifyInterrupt :exec
+SELECT pg_notify('mango_interrupts', $1::text)
+`
+
+func (q *Queries) NotifyInterrupt(ctx context.Context, payload string) error {
+	_, err := q.db.Exec(ctx, notifyInterrupt, payload)
+	return err
+}
+
 const notifySession = `-- name: NotifySession :exec
 SELECT pg_notify('mango_events', $1::text)
 `
