@@ -24,6 +24,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/api-server/internal/interrupts"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/api-server/internal/pglisten"
@@ -81,10 +82,12 @@ type Server struct {
 	listener *pglisten.Listener
 	hub      *httpapi.Hub
 	previews *preview.Hub
-	relay    *outbox.Relay
-	cp       controlPlane
-	sweeper  *fileSweeper
-	unused   newConns
+	// interrupts relays committed interrupts to the workers' streams.
+	interrupts *interrupts.Hub
+	relay      *outbox.Relay
+	cp         controlPlane
+	sweeper    *fileSweeper
+	unused     newConns
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -149,13 +152,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		}
 		return id, err
 	}, 10*time.Second)
-	// One connection LISTENs for both hubs: commits wake event streams,
-	// previews arrive from the other replicas.
+	// One connection LISTENs for the hubs: commits wake event streams,
+	// previews arrive from the other replicas, committed interrupts go to
+	// the workers' interrupt streams.
 	s.listener = pglisten.New(pool.Config().ConnConfig, log.With("component", "pg-listener"))
 	s.hub = httpapi.NewHub(reg)
 	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
 	s.listener.Handle(db.NotifyChannel, s.hub)
 	s.listener.Handle(preview.Channel, s.previews)
+	s.interrupts = interrupts.NewHub(log.With("component", "interrupt-hub"), reg)
+	s.listener.Handle(interrupts.Channel, s.interrupts)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
@@ -183,7 +189,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	if err := s.cp.listen(cfg, store, files, s.previews, reg, log); err != nil {
+	if err := s.cp.listen(cfg, store, files, s.previews, s.interrupts, reg, log); err != nil {
 		return nil, err
 	}
 	ok = true

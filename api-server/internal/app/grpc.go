@@ -21,12 +21,13 @@ import (
 type controlPlane struct {
 	srv   *grpc.Server
 	ln    net.Listener
-	drain chan struct{} // closed by stop: ends the preview streams
+	drain chan struct{} // closed by stop: ends the preview and interrupt streams
 }
 
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
 // set, and binds MANGO_GRPC_ADDR.
-func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filestore.Blobs, previews controlplane.PreviewSink, reg prometheus.Registerer, log *slog.Logger) error {
+func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filestore.Blobs, previews controlplane.PreviewSink,
+	interrupts controlplane.InterruptSource, reg prometheus.Registerer, log *slog.Logger) error {
 	c.drain = make(chan struct{})
 	var tlsConf *tls.Config
 	if cfg.GRPCTLS != nil {
@@ -37,7 +38,8 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filesto
 	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
-		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
+		Interrupts: interrupts,
+		TLS:        tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate,
 	})
 	if err != nil {

@@ -49,6 +49,10 @@ type Deps struct {
 	Now func() time.Time
 	// Previews receives the preview frames workers stream; nil drops them.
 	Previews PreviewSink
+	// Interrupts hands WatchInterrupts the committed interrupts; nil
+	// refuses WatchInterrupts with UNAVAILABLE (workers rely on Temporal's
+	// cancellation alone).
+	Interrupts InterruptSource
 	// TLS, when not nil, makes NewGRPCServer serve over TLS with this
 	// configuration (tlsconf.Server.Config); nil serves plaintext.
 	TLS *tls.Config
@@ -89,15 +93,16 @@ const previewSyncWait = 200 * time.Millisecond
 type Server struct {
 	pb.UnimplementedControlPlaneServer
 
-	store    *db.Store
-	log      *slog.Logger
-	now      func() time.Time
-	metrics  *metrics
-	previews PreviewSink
-	drain    <-chan struct{}
-	prices   *usage.Table
-	secrets  *envelope.Keyring
-	files    filestore.Blobs
+	store      *db.Store
+	log        *slog.Logger
+	now        func() time.Time
+	metrics    *metrics
+	previews   PreviewSink
+	interrupts InterruptSource
+	drain      <-chan struct{}
+	prices     *usage.Table
+	secrets    *envelope.Keyring
+	files      filestore.Blobs
 }
 
 // New returns the ControlPlane service.
@@ -115,7 +120,7 @@ func New(d Deps) (*Server, error) {
 	if d.Prices == nil {
 		d.Prices = usage.DefaultTable()
 	}
-	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, drain: d.Drain, prices: d.Prices,
+	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, interrupts: d.Interrupts, drain: d.Drain, prices: d.Prices,
 		secrets: d.Secrets, files: d.Files}, nil
 }
 
