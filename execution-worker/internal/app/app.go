@@ -22,6 +22,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/metrics"
+	"github.com/mangohq/mango/execution-worker/interrupts"
 	"github.com/mangohq/mango/execution-worker/mcp"
 	"github.com/mangohq/mango/execution-worker/model/modelconfig"
 	"github.com/mangohq/mango/execution-worker/model/modelfiles"
@@ -125,11 +126,21 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	modelClient = modelfiles.Resolve(modelClient, fileOpener{files})
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
+	// And one interrupt stream: pushed interrupts stop running turns at
+	// once; without it Temporal's cancellation still does, a heartbeat
+	// round trip later.
+	var turns *interrupts.Registry
+	var watcher *interrupts.Watcher
+	if cfg.InterruptPush {
+		turns = interrupts.NewRegistry()
+		watcher = interrupts.NewWatcher(cp, cfg.WorkerID, turns, logger.With("component", "interrupts"))
+	}
 	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
-		Resources: &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
-		Outputs:   &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes}}
+		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
+		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
+		Interrupts: turns}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
@@ -137,6 +148,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		}
 		m := metrics.New(cfg.Sandbox, Version, previews)
 		turnActs.OnTurn = m.Turn
+		if watcher != nil {
+			m.WatchInterrupts(watcher)
+		}
 		metricsCtx, stopMetrics := context.WithCancel(ctx)
 		defer stopMetrics()
 		go m.Serve(metricsCtx, l, logger.With("component", "metrics"))
@@ -155,6 +169,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	defer stopReconcile()
 	go reconciler.Run(reconcileCtx)
 	go previews.Run(reconcileCtx)
+	if watcher != nil {
+		go watcher.Run(reconcileCtx)
+	}
 	var capabilities []string
 	if c, ok := provider.(sandbox.Capable); ok {
 		capabilities = c.Capabilities()

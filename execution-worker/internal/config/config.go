@@ -54,6 +54,7 @@ const (
 	EnvSandboxLocality        = sandbox.EnvLocality
 	EnvControlPlaneRetry      = "MANGO_CONTROLPLANE_RETRY"
 	EnvMetricsAddr            = "MANGO_METRICS_ADDR"
+	EnvInterruptPush          = "MANGO_INTERRUPT_PUSH"
 	EnvOutputsMaxFiles        = "MANGO_OUTPUTS_MAX_FILES"
 	EnvMCPAllowPrivate        = netguard.EnvAllowPrivate
 	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
@@ -237,6 +238,11 @@ type Config struct {
 	// retries them on another worker (MANGO_SHUTDOWN_GRACE, older name
 	// MANGO_SHUTDOWN_TIMEOUT; default 25s).
 	ShutdownGrace time.Duration
+	// InterruptPush keeps a WatchInterrupts stream open to the
+	// ControlPlane, so that an interrupt stops its running turn at once
+	// (MANGO_INTERRUPT_PUSH, default true). False relies on Temporal's
+	// cancellation alone, which arrives with a heartbeat response.
+	InterruptPush bool
 	// MetricsAddr, when set, is the host:port serving Prometheus metrics
 	// on /metrics (MANGO_METRICS_ADDR; empty: none).
 	MetricsAddr string
@@ -256,6 +262,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("model", string(c.Model)),
 		slog.String("model_base_url", c.ModelBaseURL),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("interrupt_push", c.InterruptPush),
 		slog.String("pprof_addr", c.PprofAddr),
 		slog.Bool("model_api_key_set", c.ModelAPIKey != ""),
 		slog.String("model_auth", string(c.ModelAuth)),
@@ -358,6 +365,7 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		ReconcileInterval:       p.duration(EnvReconcileInterval, time.Minute),
 		TaskQueuePrefix:         p.str(EnvTaskQueuePrefix, sessionwf.TaskQueuePrefix),
 		ReconcileGrace:          p.duration(EnvReconcileGrace, time.Minute),
+		InterruptPush:           p.get(EnvInterruptPush) == "" || p.boolean(EnvInterruptPush),
 	}
 	if p.get(EnvMetricsAddr) != "" {
 		c.MetricsAddr = p.hostPort(EnvMetricsAddr, "")

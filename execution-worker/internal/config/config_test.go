@@ -132,6 +132,7 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_TASK_QUEUE_PREFIX":          "prod-2",
 				"MANGO_RECONCILE_INTERVAL":         "30s",
 				"MANGO_RECONCILE_GRACE":            "2m",
+				"MANGO_INTERRUPT_PUSH":             "false",
 			},
 			check: func(t *testing.T, c *config.Config) {
 				want := config.Config{
@@ -626,6 +627,25 @@ func TestContextWindowConfig(t *testing.T) {
 				t.Errorf("%s=%s: error %v, want it to contain %q", env, v, err, want)
 			}
 		}
+	}
+}
+
+// TestInterruptPushConfig: the push is on by default, off when
+// MANGO_INTERRUPT_PUSH is false, and a bad value names the variable.
+func TestInterruptPushConfig(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": true, "1": true, "true": true, "0": false, "false": false} {
+		cfg, err := config.FromEnv(envFunc(map[string]string{"MANGO_INTERRUPT_PUSH": v}), registry())
+		if err != nil {
+			t.Fatalf("MANGO_INTERRUPT_PUSH=%q: %v", v, err)
+		}
+		if cfg.InterruptPush != want {
+			t.Errorf("MANGO_INTERRUPT_PUSH=%q: InterruptPush = %v, want %v", v, cfg.InterruptPush, want)
+		}
+	}
+	if _, err := config.FromEnv(envFunc(map[string]string{"MANGO_INTERRUPT_PUSH": "sometimes"}), registry()); err == nil ||
+		!strings.Contains(err.Error(), "MANGO_INTERRUPT_PUSH") {
+		t.Errorf("MANGO_INTERRUPT_PUSH=sometimes: error %v, want one naming the variable", err)
 	}
 }
 

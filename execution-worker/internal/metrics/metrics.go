@@ -42,7 +42,7 @@ func New(provider, version string, previews Previews) *Worker {
 		Registry: reg,
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mango_worker_turns_total",
-			Help: "RunTurn activities finished, by outcome (idle, parked, retry, terminated, gone, nothing, error).",
+			Help: "RunTurn activities finished, by outcome (idle, interrupted, parked, retry, terminated, gone, nothing, error).",
 		}, []string{"outcome"}),
 		turnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mango_worker_turn_duration_seconds",
@@ -77,6 +77,31 @@ func New(provider, version string, previews Previews) *Worker {
 		)
 	}
 	return w
+}
+
+// Interrupts reports the interrupt push's counters.
+type Interrupts interface {
+	Received() int64
+	Applied() int64
+	Connected() bool
+}
+
+// WatchInterrupts registers the interrupt push's metrics: interrupts
+// received on the stream, turns they stopped, and the stream's state.
+func (w *Worker) WatchInterrupts(in Interrupts) {
+	w.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mango_worker_interrupts_received_total",
+			Help: "Interrupts the api-server pushed on the interrupt stream (for any session)."}, func() float64 { return float64(in.Received()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mango_worker_interrupts_applied_total",
+			Help: "Running turns a pushed interrupt stopped before Temporal's cancellation arrived."}, func() float64 { return float64(in.Applied()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mango_worker_interrupt_stream_connected",
+			Help: "1 while the interrupt stream from the ControlPlane is open."}, func() float64 {
+			if in.Connected() {
+				return 1
+			}
+			return 0
+		}),
+	)
 }
 
 // Turn records a finished RunTurn.

@@ -7,10 +7,13 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/mangohq/mango/execution-worker/interrupts"
 )
 
 // TestInterruptedOnlyByARequestedCancel: only a cancellation Temporal
-// requested (the workflow cancelled the turn) ends a turn as interrupted.
+// requested (the workflow cancelled the turn), or a pushed interrupt meant
+// for the turn, ends a turn as interrupted.
 // A heartbeat answered "no such attempt" (the attempt timed out while
 // Temporal was down) also cancels the context; treating that as an
 // interrupt ended turns idle without their tool results.
@@ -22,6 +25,7 @@ func TestInterruptedOnlyByARequestedCancel(t *testing.T) {
 		want  bool
 	}{
 		{"cancel requested", temporal.NewCanceledError(), true},
+		{"pushed interrupt", interrupts.ErrInterrupted, true},
 		{"attempt unknown to the server", serviceerror.NewNotFound("invalid activityID or activity already timed out"), false},
 		{"worker shutting down", errors.New("worker is shutting down"), false},
 		{"plain cancel", nil, false},

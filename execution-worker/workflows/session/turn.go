@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
+	"github.com/mangohq/mango/execution-worker/interrupts"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfiles"
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -48,6 +50,11 @@ const (
 	TurnRetry   = "retry"      // transient model error: try again after RetryAfter
 	TurnStopped = "terminated" // unrecoverable
 	TurnGone    = "gone"       // the session was deleted: the workflow ends
+	// TurnInterrupted: a pushed interrupt stopped the turn before Temporal
+	// cancelled the activity; the turn ended idle as an interrupted one
+	// does, and More is set, so the workflow looks for queued work as after
+	// a cancelled turn.
+	TurnInterrupted = "interrupted"
 )
 
 // RunTurnResult is what RunTurn reports.
@@ -90,6 +97,10 @@ type TurnActivities struct {
 	// Outputs publishes what the agent left under /mnt/session/outputs
 	// before the session goes idle; nil publishes nothing.
 	Outputs *sessionfiles.Publisher
+	// Interrupts registers running turns so that interrupts the
+	// api-server pushes stop them at once; nil waits for Temporal's
+	// cancellation (a heartbeat round trip).
+	Interrupts *interrupts.Registry
 }
 
 // Register registers RunTurn, CheckLocality and HostGone on w.
@@ -243,6 +254,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		}
 	}
 	res.More = len(pending) > len(batch)
+	// From here the turn runs under a context a pushed interrupt cancels.
+	activityCtx := ctx
+	ctx, turn := a.Interrupts.Start(ctx, sid, run.GetLastSeq(), eventIDs(pending))
+	defer turn.Done()
 	if run.GetStatus() != pb.SessionStatus_SESSION_STATUS_RUNNING {
 		if err := a.complete(ctx, sid, turnKey+"/a"+fmt.Sprint(in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil); err != nil {
 			return nil, err
@@ -314,16 +329,30 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		return nil, temporal.NewApplicationErrorWithCause(abandonReason(ctx), "TurnAttemptAbandoned", runErr)
 	case ctx.Err() != nil:
 		// Interrupted: end the turn idle, and consume the interrupt.
-		interrupts := append([]*pb.Event(nil), batch...)
+		consumed := append([]*pb.Event(nil), batch...)
 		for _, t := range pending[len(batch):] {
 			if t.GetType() == "user.interrupt" {
-				interrupts = append(interrupts, t)
+				consumed = append(consumed, t)
 			}
 		}
-		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, interrupts...); err != nil {
+		if id, ok := turn.Interrupted(); ok && !slices.ContainsFunc(consumed, func(e *pb.Event) bool { return e.GetId() == id }) {
+			// Pushed, and committed after the turn loaded its run.
+			consumed = append(consumed, &pb.Event{Id: id})
+		}
+		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 			return nil, err
 		}
-		return nil, temporal.NewCanceledError("turn interrupted")
+		if interrupted(activityCtx) {
+			return nil, temporal.NewCanceledError("turn interrupted")
+		}
+		// Only the push stopped the turn: Temporal has not asked to cancel
+		// the activity, which therefore may not report "canceled"
+		// (Temporal refuses that answer); it reports the interrupted turn
+		// as a result. If the workflow's cancellation is requested
+		// meanwhile, the completed result still settles the activity; the
+		// turn's end was recorded once either way (keyed by turnKey).
+		res.Outcome, res.More = TurnInterrupted, true
+		return res, nil
 	default:
 		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
 	}
@@ -499,14 +528,25 @@ func (a *TurnActivities) bindingQueue(ctx context.Context, sid string) (string, 
 	return resp.GetBinding().GetTaskQueue(), nil
 }
 
-// interrupted reports whether the activity's cancellation is a
-// cancellation Temporal requested: the workflow cancelled the turn (a
-// user.interrupt, a deletion). A worker shutting down, or a heartbeat
-// answered "no such attempt" (the attempt timed out meanwhile), cancel the
-// context with other causes.
+// interrupted reports whether the turn's cancellation is an interrupt:
+// one Temporal requested (the workflow cancelled the turn: a
+// user.interrupt, a deletion) or a pushed user.interrupt meant for the
+// turn (interrupts.ErrInterrupted). A worker shutting down, or a
+// heartbeat answered "no such attempt" (the attempt timed out meanwhile),
+// cancel the context with other causes.
 func interrupted(ctx context.Context) bool {
 	var canceled *temporal.CanceledError
-	return errors.As(context.Cause(ctx), &canceled)
+	cause := context.Cause(ctx)
+	return errors.As(cause, &canceled) || errors.Is(cause, interrupts.ErrInterrupted)
+}
+
+// eventIDs lists the ids of evs.
+func eventIDs(evs []*pb.Event) []string {
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.GetId()
+	}
+	return ids
 }
 
 // abandonReason says why a cancelled attempt that was not interrupted ends.
