@@ -11,6 +11,10 @@
 //   - ask_client sends server-to-client requests during the call (ping,
 //     roots/list, sampling/createMessage, elicitation/create) and returns
 //     what happened, e.g. "ping=ok roots=error sampling=error elicitation=error".
+//
+// A server from [NewBlocking] also offers block, a call that waits until
+// the test calls [Server.Release] or the client cancels it, for tests of a
+// turn waiting on an MCP server.
 package mcptest
 
 import (
@@ -44,6 +48,13 @@ type Server struct {
 	calls []Call
 	inits int
 	lists int
+
+	// block: the server offers the block tool (NewBlocking).
+	block     bool
+	blocking  chan struct{} // one value per block call that started waiting
+	release   chan struct{} // closed by Release
+	releaseMu sync.Once
+	cancelled atomic.Int64
 }
 
 // Call is one tools/call the server answered.
@@ -60,6 +71,35 @@ func New(tb testing.TB) *Server {
 	s.start(tb, nil)
 	return s
 }
+
+// NewBlocking starts a Streamable HTTP server like New that also offers the
+// block tool: each call reports on Blocking that it is waiting, then waits
+// until Release or until the client cancels the call (counted by
+// Cancelled). Calls still waiting when tb ends are released.
+func NewBlocking(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{block: true, blocking: make(chan struct{}, 64), release: make(chan struct{})}
+	s.start(tb, nil)
+	tb.Cleanup(s.Release) // runs before the close start registered
+	return s
+}
+
+// Blocking receives a value each time a block call starts waiting.
+func (s *Server) Blocking() <-chan struct{} { return s.blocking }
+
+// Release ends every waiting block call, and makes later ones return at
+// once. It is idempotent.
+func (s *Server) Release() {
+	s.releaseMu.Do(func() {
+		if s.release != nil {
+			close(s.release)
+		}
+	})
+}
+
+// Cancelled counts the block calls that ended because the client cancelled
+// them (their request's context ended) rather than by Release.
+func (s *Server) Cancelled() int { return int(s.cancelled.Load()) }
 
 // NewLegacySSE starts a server speaking only the HTTP+SSE transport of MCP
 // 2024-11-05: a GET of URL opens the event stream whose first event names
@@ -190,6 +230,22 @@ func (s *Server) mcpServer() *mcp.Server {
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return text(askClient(ctx, req.Session)), nil, nil
 		})
+	if s.block {
+		mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "Waits until the test releases it or the call is cancelled."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				select {
+				case s.blocking <- struct{}{}:
+				default:
+				}
+				select {
+				case <-s.release:
+					return text("released"), nil, nil
+				case <-ctx.Done():
+					s.cancelled.Add(1)
+					return nil, nil, ctx.Err()
+				}
+			})
+	}
 	return srv
 }
 
