@@ -1,150 +1,473 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/mangohq/mango/api-server/internal/pglisten"
 	"github.com/mangohq/mango/db"
 )
 
-// Hub wakes SSE streams when their session's log changes. It handles
-// db.NotifyChannel on the api-server's one pglisten.Listener, so a commit
-// through any replica reaches streams on every replica: each notification
-// wakes every stream of its session on this replica once. A wake-up only
-// says "look again": streams re-read the authoritative log from their last
-// sequence number, so coalesced or lost notifications lose nothing. After
-// a gap in listening (start, reconnect) every stream is woken, covering
-// what was missed.
+// Hub shares each session's committed events among the SSE streams of that
+// session on this replica. It handles db.NotifyChannel on the api-server's
+// one pglisten.Listener, so a commit through any replica reaches streams on
+// every replica.
+//
+// Per session with open streams the Hub keeps one feed: on a notification
+// the feed reads the events after the last one it read, once, encodes each
+// as its SSE frame, once, and wakes the session's streams, which write those
+// shared frames. However many streams watch a session, a commit costs one
+// read of the log. A notification only says "look again": the feed reads
+// the authoritative log from its position, so coalesced or lost
+// notifications lose nothing, and after a gap in listening (start,
+// reconnect) every feed reads again.
+//
+// The feed keeps its frames until every live stream of the session has
+// written them, within bounds (feedMaxFrames, feedMaxBytes): a stream that
+// falls further behind is cut (see streamCut), so a slow client never holds
+// memory or delays the others. A stream that starts behind the feed (a
+// reconnect with Last-Event-ID) reads what it missed from the log itself,
+// then joins the feed.
 type Hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	mu    sync.Mutex
+	feeds map[string]*feed
 
+	ctx      context.Context // ends at Close: feeds stop reading
+	cancel   context.CancelFunc
 	done     chan struct{}
 	doneOnce sync.Once
-
-	// reads coalesces identical log reads: the streams of one session wake
-	// together and ask for the same events, which are read once.
-	reads singleflight.Group
+	log      *slog.Logger
+	// The feeds' bounds (feedMaxFrames, feedMaxBytes; smaller in tests).
+	maxFrames, maxBytes int
 
 	subscribers prometheus.Gauge
+	feedGauge   prometheus.Gauge
 	notified    prometheus.Counter
+	reads       prometheus.Counter
+	cuts        *prometheus.CounterVec
 }
+
+// Feed bounds: the frames a feed keeps for streams that have not written
+// them yet. Past either bound the streams furthest behind are cut.
+const (
+	feedMaxFrames = 4096
+	feedMaxBytes  = 16 << 20
+)
+
+// feedReadTimeout bounds one read of the log by a feed.
+const feedReadTimeout = 10 * time.Second
 
 // NewHub returns a Hub registering its metrics on reg; register it with
 // pglisten.Listener.Handle for db.NotifyChannel, and Close it at shutdown.
 func NewHub(reg prometheus.Registerer) *Hub {
-	h := &Hub{subs: map[string]map[chan struct{}]struct{}{}, done: make(chan struct{}),
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{feeds: map[string]*feed{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), log: slog.New(slog.DiscardHandler),
+		maxFrames: feedMaxFrames, maxBytes: feedMaxBytes,
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_stream_subscribers",
 			Help: "Open SSE event streams on this api-server.",
+		}),
+		feedGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mango_stream_feeds",
+			Help: "Sessions with open SSE event streams on this api-server (one log reader each).",
 		}),
 		notified: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mango_stream_notifications_total",
 			Help: "Commit notifications received from PostgreSQL.",
 		}),
+		reads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mango_stream_feed_reads_total",
+			Help: "Reads of a session's event log by its shared feed (one per wake-up, whatever the number of streams).",
+		}),
+		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_stream_cut_total",
+			Help: "SSE event streams ended by the server, by reason (slow: the client fell behind the feed's bounds; write_timeout: a write did not complete in time; read_error: the log could not be read).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(h.subscribers, h.notified)
+	reg.MustRegister(h.subscribers, h.feedGauge, h.notified, h.reads, h.cuts)
 	return h
 }
 
-// Subscribe registers interest in a session. The returned channel receives
-// (coalesced) wake-ups; cancel unregisters.
-func (h *Hub) Subscribe(sessionID string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	h.mu.Lock()
-	set := h.subs[sessionID]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		h.subs[sessionID] = set
+// SetLogger sets where the Hub logs failed reads (default: nowhere).
+func (h *Hub) SetLogger(log *slog.Logger) {
+	if log != nil {
+		h.log = log
 	}
-	set[ch] = struct{}{}
+}
+
+// eventLog is what a feed reads: *db.Store.
+type eventLog interface {
+	EventsAfter(ctx context.Context, sessionID string, seq int64, limit int) ([]db.Event, error)
+	SessionGet(ctx context.Context, id string) (*db.Session, error)
+}
+
+// frame is one committed event and its SSE frame, shared by every stream
+// of the session.
+type frame struct {
+	seq  int64
+	typ  string
+	id   string
+	data []byte // the whole frame: id:, event:, data: lines and the blank line
+}
+
+func encodeFrame(ev *db.Event) frame {
+	var b bytes.Buffer
+	writeFrame(&b, ev.ID, ev.Type, ev.JSON())
+	return frame{seq: ev.Seq, typ: ev.Type, id: ev.ID, data: b.Bytes()}
+}
+
+// feedState is where a feed stands.
+type feedState uint8
+
+const (
+	feedStarting feedState = iota // its position is not known yet
+	feedLive                      // reading on every notification
+	feedDeleted                   // the session is gone
+	feedFailed                    // the log could not be read: streams end, clients reconnect
+)
+
+// feed is one session's shared reader.
+type feed struct {
+	hub       *Hub
+	sessionID string
+	log       eventLog
+	wake      chan struct{} // buffered 1: a read is due
+	subs      int           // guarded by hub.mu
+
+	mu       sync.Mutex
+	state    feedState
+	head     int64 // seq of the newest event read
+	notified int64 // highest seq announced by a notification
+	recheck  bool  // a deletion or a gap in listening: ask the session
+	frames   []frame
+	bytes    int
+	watches  map[*Watch]struct{}
+	changed  chan struct{} // closed and replaced whenever frames or state move
+}
+
+// Watch is one stream's place in its session's feed.
+type Watch struct {
+	f    *feed
+	once sync.Once
+
+	// Guarded by f.mu.
+	pos  int64 // seq of the last event the stream wrote
+	live bool  // the stream has joined the feed (pos is within it)
+	cut  bool  // the feed moved past its bounds while the stream lagged
+}
+
+// Subscribe registers a stream of a session, reading through store when it
+// is the session's first on this replica. Close the Watch when the stream
+// ends.
+func (h *Hub) Subscribe(store eventLog, sessionID string) *Watch {
+	h.mu.Lock()
+	f := h.feeds[sessionID]
+	if f == nil {
+		f = &feed{hub: h, sessionID: sessionID, log: store, wake: make(chan struct{}, 1), changed: make(chan struct{}),
+			watches: map[*Watch]struct{}{}}
+		h.feeds[sessionID] = f
+		h.feedGauge.Inc()
+		f.wake <- struct{}{} // learn the position
+		go f.run()
+	}
+	f.subs++
 	h.mu.Unlock()
+	w := &Watch{f: f}
+	f.mu.Lock()
+	f.watches[w] = struct{}{}
+	f.mu.Unlock()
 	h.subscribers.Inc()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			h.mu.Lock()
-			delete(set, ch)
-			if len(set) == 0 {
-				delete(h.subs, sessionID)
-			}
-			h.mu.Unlock()
-			h.subscribers.Dec()
-		})
+	return w
+}
+
+// Close unregisters the stream; the session's feed stops with its last
+// stream. It is idempotent.
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		f, h := w.f, w.f.hub
+		f.mu.Lock()
+		delete(f.watches, w)
+		f.trim()
+		f.mu.Unlock()
+		h.mu.Lock()
+		f.subs--
+		if f.subs == 0 {
+			h.forget(f)
+			close(f.wake) // its reader returns
+		}
+		h.mu.Unlock()
+		h.subscribers.Dec()
+	})
+}
+
+// forget unregisters f unless a newer feed of its session replaced it
+// (after f failed); h.mu is held.
+func (h *Hub) forget(f *feed) {
+	if h.feeds[f.sessionID] == f {
+		delete(h.feeds, f.sessionID)
+		h.feedGauge.Dec()
 	}
 }
 
-func (h *Hub) wake(sessionID string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs[sessionID] {
-		select {
-		case ch <- struct{}{}:
-		default: // already pending: coalesce
+// watchStatus says what a stream should do next.
+type watchStatus uint8
+
+const (
+	watchWait    watchStatus = iota // write the frames (if any), then wait for the channel
+	watchBehind                     // read the events after pos from the log: the feed no longer has them
+	watchDeleted                    // the session is gone: send session.deleted and end
+	watchEnd                        // end the stream (cut, or the feed failed); the client reconnects
+)
+
+// Next returns the shared frames after pos (not to be modified), what to do
+// next, and a channel closed when there is more. pos is the seq of the last
+// event the stream wrote; the stream passes each frame's seq back as it
+// writes.
+func (w *Watch) Next(pos int64) ([]frame, watchStatus, <-chan struct{}) {
+	f := w.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.pos = pos
+	switch {
+	case w.cut || f.state == feedFailed:
+		return nil, watchEnd, nil
+	case f.state == feedDeleted:
+		return nil, watchDeleted, nil
+	case f.state == feedStarting:
+		return nil, watchWait, f.changed
+	case pos < f.head && (len(f.frames) == 0 || f.frames[0].seq > pos+1):
+		w.live = false
+		return nil, watchBehind, nil
+	}
+	w.live = true
+	i := len(f.frames)
+	for i > 0 && f.frames[i-1].seq > pos {
+		i--
+	}
+	return f.frames[i:], watchWait, f.changed
+}
+
+// Cut ends the stream from the feed's side (its write timed out); the
+// feed no longer keeps frames for it.
+func (w *Watch) Cut(reason string) {
+	f := w.f
+	f.mu.Lock()
+	if !w.cut {
+		w.cut = true
+		f.hub.cuts.WithLabelValues(reason).Inc()
+	}
+	f.trim()
+	f.mu.Unlock()
+}
+
+// run reads the session's log on every wake-up until the feed's last
+// stream leaves or the Hub closes.
+func (f *feed) run() {
+	for range f.wake {
+		if f.hub.ctx.Err() != nil {
+			f.fail()
+			return
+		}
+		if err := f.read(); err != nil {
+			if f.hub.ctx.Err() == nil {
+				f.hub.log.Warn("stream: read events", "session", f.sessionID, "err", err)
+				f.hub.cuts.WithLabelValues("read_error").Add(float64(f.streams()))
+			}
+			f.fail()
+			// The streams end and reconnect; a reconnect that finds this
+			// feed still registered waits for it to go.
+			f.hub.mu.Lock()
+			f.hub.forget(f)
+			f.hub.mu.Unlock()
+			for range f.wake { //nolint:revive // drain until the last stream closes the channel
+			}
+			return
 		}
 	}
 }
 
-func (h *Hub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, set := range h.subs {
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+func (f *feed) streams() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.watches)
 }
 
-// Notify handles a commit notification (payload "<session id>:<last
-// seq>", see db.NotifyChannel): it wakes the session's streams. It
-// implements pglisten.Handler.
+func (f *feed) fail() {
+	f.mu.Lock()
+	f.state = feedFailed
+	f.broadcast()
+	f.mu.Unlock()
+}
+
+// read brings the feed up to date: at the start it learns the session's
+// position; afterwards it reads the events after head, unless every
+// notification since the last read announced events already read.
+func (f *feed) read() error {
+	ctx, cancel := context.WithTimeout(f.hub.ctx, feedReadTimeout)
+	defer cancel()
+	f.mu.Lock()
+	state, head, notified, recheck := f.state, f.head, f.notified, f.recheck
+	f.recheck = false
+	f.mu.Unlock()
+	if state == feedStarting || recheck {
+		sess, err := f.log.SessionGet(ctx, f.sessionID)
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			f.mu.Lock()
+			f.state = feedDeleted
+			f.broadcast()
+			f.mu.Unlock()
+			return nil
+		case err != nil:
+			return err
+		case state == feedStarting:
+			f.mu.Lock()
+			f.state, f.head = feedLive, sess.LastSeq
+			f.notified = max(f.notified, sess.LastSeq)
+			f.broadcast()
+			f.mu.Unlock()
+			return nil
+		}
+		notified = max(notified, sess.LastSeq)
+	}
+	for head < notified {
+		f.hub.reads.Inc()
+		events, err := f.log.EventsAfter(ctx, f.sessionID, head, streamBatch)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		frames := make([]frame, len(events))
+		for i := range events {
+			frames[i] = encodeFrame(&events[i])
+		}
+		head = events[len(events)-1].Seq
+		f.mu.Lock()
+		f.frames = append(f.frames, frames...)
+		for i := range frames {
+			f.bytes += len(frames[i].data)
+		}
+		f.head = head
+		f.notified = max(f.notified, head)
+		notified = max(notified, f.notified)
+		f.trim()
+		f.broadcast()
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// broadcast wakes the streams; f.mu is held.
+func (f *feed) broadcast() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// trim drops the frames every live stream has written, then, past the
+// bounds, the oldest frames, cutting the streams that had not written
+// them; f.mu is held.
+func (f *feed) trim() {
+	low := f.head
+	for w := range f.watches {
+		if w.live && !w.cut {
+			low = min(low, w.pos)
+		}
+	}
+	n := 0
+	for n < len(f.frames) && f.frames[n].seq <= low {
+		n++
+	}
+	dropped := 0
+	for i := range f.frames[:n] {
+		dropped += len(f.frames[i].data)
+	}
+	for n < len(f.frames) && (len(f.frames)-n > f.hub.maxFrames || f.bytes-dropped > f.hub.maxBytes) {
+		dropped += len(f.frames[n].data)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	f.bytes -= dropped
+	kept := f.frames[n-1].seq
+	for w := range f.watches {
+		if w.live && !w.cut && w.pos < kept {
+			w.cut = true
+			f.hub.cuts.WithLabelValues("slow").Inc()
+		}
+	}
+	// Copy rather than reslice, so the dropped frames can be collected.
+	f.frames = append([]frame(nil), f.frames[n:]...)
+}
+
+// Notify handles a commit notification (payload "<session id>:<last seq>",
+// or "<session id>:deleted"; see db.NotifyChannel): the session's feed, if
+// this replica has one, reads what it has not read yet. It implements
+// pglisten.Handler.
 func (h *Hub) Notify(payload string) {
 	h.notified.Inc()
-	sessionID, _, _ := strings.Cut(payload, ":")
-	h.wake(sessionID)
+	sessionID, rest, _ := strings.Cut(payload, ":")
+	seq, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		seq = -1 // not a position (a deletion): ask the session
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.feeds[sessionID]; f != nil {
+		f.announce(seq)
+	}
 }
 
-// Gap wakes every stream: commits notified while nobody listened are found
-// by re-reading the log. It implements pglisten.Handler.
-func (h *Hub) Gap() { h.wakeAll() }
+// announce records a notification (seq -1: a deletion or a gap, ask the
+// session) and wakes the reader when there is something to read; hub.mu is
+// held.
+func (f *feed) announce(seq int64) {
+	f.mu.Lock()
+	due := seq < 0 || seq > f.notified
+	if seq < 0 {
+		f.recheck = true
+	} else {
+		f.notified = max(f.notified, seq)
+	}
+	f.mu.Unlock()
+	if due {
+		select {
+		case f.wake <- struct{}{}:
+		default: // a read is already due: it reads up to the newest
+		}
+	}
+}
+
+// Gap makes every feed read again: commits notified while nobody listened
+// are found in the log. It implements pglisten.Handler.
+func (h *Hub) Gap() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.feeds {
+		f.announce(-1)
+	}
+}
 
 // Done is closed by Close (at shutdown): streams end then, so that the
 // HTTP server can drain.
 func (h *Hub) Done() <-chan struct{} { return h.done }
 
-// Close ends every stream (see Done); it is idempotent.
-func (h *Hub) Close() { h.doneOnce.Do(func() { close(h.done) }) }
-
-// EventsAfter reads up to limit events of a session after seq, sharing one
-// database read among all streams asking for the same position at once.
-func (h *Hub) EventsAfter(ctx context.Context, store *db.Store, sessionID string, seq int64, limit int) ([]db.Event, error) {
-	key := sessionID + ":" + strconv.FormatInt(seq, 10) + ":" + strconv.Itoa(limit)
-	ch := h.reads.DoChan(key, func() (any, error) {
-		// Detached from any one caller, so a disconnecting client does not
-		// fail the read for the others.
-		readCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return store.EventsAfter(readCtx, sessionID, seq, limit)
+// Close ends every stream (see Done) and stops the feeds; it is idempotent.
+func (h *Hub) Close() {
+	h.doneOnce.Do(func() {
+		close(h.done)
+		h.cancel()
 	})
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.([]db.Event), nil
-	}
 }
 
 var _ pglisten.Handler = (*Hub)(nil)

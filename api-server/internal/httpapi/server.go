@@ -106,6 +106,9 @@ func New(deps Deps) *API {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
 	}
 	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended}
+	if deps.Hub != nil {
+		deps.Hub.SetLogger(deps.Logger)
+	}
 	if deps.Store != nil {
 		if err := deps.Registry.Register(newProviderCollector(a)); err != nil {
 			panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -54,8 +55,8 @@ func (a *API) eventStream(c echo.Context) error {
 
 	ctx := c.Request().Context()
 	// Subscribe before reading the position, so no commit falls between.
-	wake, unsubscribe := a.deps.Hub.Subscribe(id)
-	defer unsubscribe()
+	watch := a.deps.Hub.Subscribe(a.deps.Store, id)
+	defer watch.Close()
 	var sub *preview.Subscription
 	var previews <-chan preview.Frame // nil (never ready) without event_deltas
 	if len(deltas) > 0 && a.deps.Previews != nil {
@@ -85,21 +86,10 @@ func (a *API) eventStream(c echo.Context) error {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	c.Response().WriteHeader(http.StatusOK)
-	w := bufio.NewWriterSize(c.Response(), 32<<10)
-	flush := func() error {
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		c.Response().Flush()
+	out := &streamWriter{w: c.Response(), rc: http.NewResponseController(c.Response())}
+	if out.write([]byte(": connected\n\n")) != nil || out.flush() != nil {
 		return nil
 	}
-	if _, err := w.WriteString(": connected\n\n"); err != nil {
-		return nil
-	}
-	if err := flush(); err != nil {
-		return nil
-	}
-	woken := false
 	// writePreviews writes first (if any) and whatever else is queued, then
 	// flushes. Previews carry no id: they cannot be replayed.
 	var pending []preview.Frame
@@ -121,11 +111,12 @@ func (a *API) eventStream(c echo.Context) error {
 			return nil
 		}
 		for i := range pending {
-			if err := writePreview(w, &pending[i]); err != nil {
-				return err
-			}
+			writePreview(&out.scratch, &pending[i])
 		}
-		if err := flush(); err != nil {
+		if err := out.writeScratch(); err != nil {
+			return err
+		}
+		if err := out.flush(); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -133,6 +124,11 @@ func (a *API) eventStream(c echo.Context) error {
 			sub.Written(pending[i], now)
 		}
 		return nil
+	}
+	committed := func(id, typ string) {
+		if sub != nil && slices.Contains(previewableTypes, typ) {
+			sub.Committed(id)
+		}
 	}
 
 	heartbeat := time.NewTicker(a.heartbeatInterval())
@@ -142,13 +138,23 @@ func (a *API) eventStream(c echo.Context) error {
 		// caused it: write them first.
 		if previews != nil {
 			if err := writePreviews(nil); err != nil {
-				return nil
+				return out.end(watch)
 			}
 		}
-		// Drain everything committed after seq.
-		delivered := 0
-		for {
-			events, err := a.deps.Hub.EventsAfter(ctx, a.deps.Store, id, seq, streamBatch)
+		frames, status, changed := watch.Next(seq)
+		switch status {
+		case watchEnd:
+			return out.end(watch)
+		case watchDeleted:
+			body := fmt.Sprintf(`{"id":%q,"type":"session.deleted","processed_at":%q}`, ids.New(ids.Event), a.now().Format(time.RFC3339Nano))
+			writeFrame(&out.scratch, "", "session.deleted", []byte(body))
+			_ = out.writeScratch()
+			_ = out.flush()
+			return nil
+		case watchBehind:
+			// The feed no longer holds what this stream has not written (a
+			// reconnect with Last-Event-ID): read it from the log.
+			events, err := a.deps.Store.EventsAfter(ctx, id, seq, streamBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					a.deps.Logger.Warn("stream: read events", "session", id, "err", err)
@@ -156,33 +162,28 @@ func (a *API) eventStream(c echo.Context) error {
 				return nil // the client reconnects with Last-Event-ID
 			}
 			for i := range events {
-				if err := writeFrame(w, events[i].ID, events[i].Type, events[i].JSON()); err != nil {
-					return nil
-				}
-				if sub != nil && slices.Contains(previewableTypes, events[i].Type) {
-					sub.Committed(events[i].ID)
-				}
+				writeFrame(&out.scratch, events[i].ID, events[i].Type, events[i].JSON())
+				committed(events[i].ID, events[i].Type)
 				seq = events[i].Seq
 			}
-			delivered += len(events)
-			if len(events) < streamBatch {
-				break
+			if out.writeScratch() != nil || out.flush() != nil {
+				return out.end(watch)
 			}
+			continue
 		}
-		if delivered > 0 {
-			if err := flush(); err != nil {
-				return nil
+		if len(frames) > 0 {
+			for i := range frames {
+				if out.write(frames[i].data) != nil {
+					return out.end(watch)
+				}
+				committed(frames[i].id, frames[i].typ)
+				seq = frames[i].seq
 			}
-		} else if woken {
-			// A wake-up without new events may mean the session is gone.
-			if _, err := a.deps.Store.SessionGet(ctx, id); errors.Is(err, db.ErrNotFound) {
-				body := fmt.Sprintf(`{"id":%q,"type":"session.deleted","processed_at":%q}`, ids.New(ids.Event), a.now().Format(time.RFC3339Nano))
-				_ = writeFrame(w, "", "session.deleted", []byte(body))
-				_ = flush()
-				return nil
+			if out.flush() != nil {
+				return out.end(watch)
 			}
+			continue // more may have come meanwhile
 		}
-		woken = false
 	wait:
 		for {
 			select {
@@ -191,37 +192,99 @@ func (a *API) eventStream(c echo.Context) error {
 			case <-a.deps.Hub.Done():
 				return nil // shutting down; the client reconnects elsewhere
 			case <-heartbeat.C:
-				if _, err := w.WriteString(": ping\n\n"); err != nil {
-					return nil
+				if out.write([]byte(": ping\n\n")) != nil || out.flush() != nil {
+					return out.end(watch)
 				}
-				if err := flush(); err != nil {
-					return nil
-				}
-				break wait
-			case <-wake:
-				woken = true
+			case <-changed:
 				break wait
 			case f := <-previews:
 				// Nothing was committed: keep waiting without reading the log.
 				if err := writePreviews(&f); err != nil {
-					return nil
+					return out.end(watch)
 				}
 			}
 		}
 	}
 }
 
+// streamWriteTimeout bounds one write to a stream's client: a client that
+// stops reading is cut instead of holding the stream forever.
+const streamWriteTimeout = 30 * time.Second
+
+// streamCut is the comment a stream ends with when the server cuts it; the
+// client reconnects with Last-Event-ID and misses nothing.
+const streamCut = ": stream cut: this client fell behind the session's events; reconnect with Last-Event-ID to resume\n\n"
+
+// streamWriter writes a stream's frames straight to the response (the HTTP
+// server buffers them until flush), each write bounded by
+// streamWriteTimeout. scratch encodes the frames only this stream writes
+// (previews, replayed events); committed events arrive encoded, shared by
+// the session's streams.
+type streamWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	scratch bytes.Buffer
+	failed  error
+}
+
+func (s *streamWriter) write(b []byte) error {
+	if s.failed != nil {
+		return s.failed
+	}
+	// Not every ResponseWriter supports deadlines (tests' recorders do not).
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, s.failed = s.w.Write(b)
+	return s.failed
+}
+
+// writeScratch writes and empties scratch, releasing a large one.
+func (s *streamWriter) writeScratch() error {
+	err := s.write(s.scratch.Bytes())
+	if s.scratch.Cap() > 64<<10 {
+		s.scratch = bytes.Buffer{}
+	} else {
+		s.scratch.Reset()
+	}
+	return err
+}
+
+func (s *streamWriter) flush() error {
+	if s.failed != nil {
+		return s.failed
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	s.failed = s.rc.Flush()
+	return s.failed
+}
+
+// end finishes a stream that the server cuts or that failed to write: a
+// timed-out write is counted and unregisters the stream from the feed; a
+// stream the feed cut says so before ending.
+func (s *streamWriter) end(watch *Watch) error {
+	if s.failed != nil {
+		if errors.Is(s.failed, os.ErrDeadlineExceeded) {
+			watch.Cut("write_timeout")
+		}
+		return nil
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = s.write([]byte(streamCut))
+	_ = s.flush()
+	return nil
+}
+
 // writePreview writes an event_start or event_delta frame in the shapes of
 // the SDK's BetaManagedAgentsStartEvent and BetaManagedAgentsDeltaEvent.
-func writePreview(w *bufio.Writer, f *preview.Frame) error {
+func writePreview(w *bytes.Buffer, f *preview.Frame) {
 	var b []byte
 	if f.Kind == preview.KindStart {
 		b = fmt.Appendf(nil, `{"type":"event_start","event":{"id":%s,"type":%s}}`, jsonString(f.EventID), jsonString(f.EventType))
-		return writeFrame(w, "", "event_start", b)
+		writeFrame(w, "", "event_start", b)
+		return
 	}
 	b = fmt.Appendf(nil, `{"type":"event_delta","event_id":%s,"delta":{"type":"content_delta","content":{"type":"text","text":%s},"index":%d}}`,
 		jsonString(f.EventID), jsonString(f.Text), f.Index)
-	return writeFrame(w, "", "event_delta", b)
+	writeFrame(w, "", "event_delta", b)
 }
 
 func jsonString(s string) []byte {
@@ -237,26 +300,24 @@ func jsonString(s string) []byte {
 // it), and data is written one data: line per line, which clients join back
 // with LF. Event JSON holds no raw line break, and in JSON one could only be
 // whitespace, so the event always arrives whole.
-func writeFrame(w *bufio.Writer, id, typ string, data []byte) error {
-	// bufio.Writer errors are sticky: the last write reports any failure.
+func writeFrame(w *bytes.Buffer, id, typ string, data []byte) {
 	if id = sseFieldValue(id, "\r\n\x00"); id != "" {
-		_, _ = w.WriteString("id: ")
-		_, _ = w.WriteString(id)
-		_ = w.WriteByte('\n')
+		w.WriteString("id: ")
+		w.WriteString(id)
+		w.WriteByte('\n')
 	}
-	_, _ = w.WriteString("event: ")
-	_, _ = w.WriteString(sseFieldValue(typ, "\r\n"))
+	w.WriteString("event: ")
+	w.WriteString(sseFieldValue(typ, "\r\n"))
 	for {
 		line, rest, more := cutLine(data)
-		_, _ = w.WriteString("\ndata: ")
-		_, _ = w.Write(line)
+		w.WriteString("\ndata: ")
+		w.Write(line)
 		if !more {
 			break
 		}
 		data = rest
 	}
-	_, err := w.WriteString("\n\n")
-	return err
+	w.WriteString("\n\n")
 }
 
 // sseFieldValue returns v without the (ASCII) bytes in drop.
