@@ -6,7 +6,12 @@
 # open-loop rate (BENCH_RATE, default 50/s, for BENCH_DURATION, default
 # 20s), then one-bash-round turns with the fake model: 100 in a row on one
 # session, then BENCH_SESSIONS (default 8,32,64) concurrent sessions for
-# BENCH_TURN_DURATION (default 20s) each, printed as one table. Measure on
+# BENCH_TURN_DURATION (default 20s) each, printed as one table; then
+# user.interrupt -> session.status_idle, BENCH_INTERRUPTS (default 20)
+# times in each turn state (streaming the model, a sandbox tool, an MCP
+# call the bench's own MCP server holds; target p99 <= 250 ms). With
+# BENCH_WORKER_METRICS (the worker's /metrics URL) it also counts the
+# interrupts the worker's push applied. Measure on
 # a wiped dev stack (make dev-down; rm -rf .mango/dev; make dev-up): work
 # queued by earlier runs resumes on start and distorts the figures.
 set -euo pipefail
@@ -33,3 +38,4 @@ set +a
 go build -o .mango/mango-bench ./api-server/cmd/mango-bench
 .mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
 .mango/mango-bench -mode turns -turns 100 -sessions "${BENCH_SESSIONS:-8,32,64}" -duration "${BENCH_TURN_DURATION:-20s}"
+.mango/mango-bench -mode interrupts -interrupts "${BENCH_INTERRUPTS:-20}" -worker-metrics "${BENCH_WORKER_METRICS:-}"

@@ -4,7 +4,9 @@
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
 //	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
+//	mango-bench -mode fanout -fanout-streams 100,1000  # commit->SSE latency with many streams on one session, RSS per idle stream
 //	mango-bench -mode turns -turns 100 -sessions 8,32,64  # one-bash-round turns: one session, then 8, 32, 64 concurrent
+//	mango-bench -mode interrupts -interrupts 20   # user.interrupt -> idle while streaming, in a tool, on an MCP call
 //
 // It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
 // operation.
@@ -37,10 +39,16 @@ func run() error {
 	rate := flag.Float64("rate", 50, "operations per second for each measured operation")
 	duration := flag.Duration("duration", 20*time.Second, "measurement duration")
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up at the same rate")
-	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency; turns: agent turn latency (needs a worker)")
+	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency; turns: agent turn latency (needs a worker); interrupts: interrupt -> idle per turn state (needs a worker)")
 	turns := flag.Int("turns", 100, "turns mode: sequential turns measured")
 	streams := flag.Int("streams", 100, "events mode: open SSE streams on the measured session")
 	senders := flag.Int("senders", 16, "events mode: concurrent senders for the throughput run")
+	interrupts := flag.Int("interrupts", 20, "interrupts mode: interrupts measured in each turn state")
+	mcpListen := flag.String("mcp-listen", "127.0.0.1:0", "interrupts mode: address of the MCP server the bench serves (the worker must reach it)")
+	workerMetrics := flag.String("worker-metrics", "", "interrupts mode: the worker's /metrics URL, to report how many interrupts its push applied")
+	fanLevels := flag.String("fanout-streams", "100,1000", "fanout mode: comma-separated numbers of SSE streams on one session")
+	messages := flag.Int("messages", 100, "fanout mode: user messages sent at -message-rate while the streams watch")
+	msgRate := flag.Float64("message-rate", 20, "fanout mode: user messages per second")
 	levels := flag.String("sessions", "8,32,64", "turns mode: comma-separated numbers of concurrent sessions, each run for -duration")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
@@ -54,12 +62,23 @@ func run() error {
 	switch *mode {
 	case "events":
 		return runEvents(c, *rate, *duration, *streams, *senders)
+	case "fanout":
+		ls, err := parseLevels(*fanLevels)
+		if err != nil {
+			return err
+		}
+		return runFanout(c, ls, *messages, *msgRate)
 	case "turns":
 		ls, err := parseLevels(*levels)
 		if err != nil {
 			return err
 		}
 		return runTurns(c, *turns, ls, *duration)
+	case "interrupts":
+		if *interrupts < 1 {
+			return fmt.Errorf("-interrupts: %d, want at least 1", *interrupts)
+		}
+		return runInterrupts(c, *interrupts, *mcpListen, *workerMetrics)
 	}
 	if _, err := c.createAgent(); err != nil {
 		return err
@@ -181,7 +200,14 @@ func report(name string, d []time.Duration) {
 		return
 	}
 	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	fmt.Printf("%-13s n=%d p50=%v p90=%v p99=%v max=%v\n", name, len(d), q(0.50).Round(10*time.Microsecond),
-		q(0.90).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond))
+	q := func(p float64) time.Duration { return quantile(d, p).Round(10 * time.Microsecond) }
+	fmt.Printf("%-13s n=%d p50=%v p90=%v p99=%v max=%v\n", name, len(d), q(0.50), q(0.90), q(0.99), q(1))
+}
+
+// quantile is the p quantile (0..1) of sorted durations; 1 is the maximum.
+func quantile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }
