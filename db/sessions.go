@@ -37,6 +37,9 @@ type Interrupt struct {
 	SessionID string `json:"session_id"`
 	EventID   string `json:"event_id"`
 	Seq       int64  `json:"seq"`
+	// OutboxID is the outbox row whose signal tells the session's
+	// workflow of the same interrupt.
+	OutboxID int64 `json:"outbox_id"`
 }
 
 // Session is a stored session. Agent is the session's agent snapshot as the
@@ -449,10 +452,11 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		arg.Keys = append(arg.Keys, ev.Key)
 		arg.Pending = append(arg.Pending, ev.Pending)
 	}
-	last, err := q.EventsAppend(ctx, arg)
+	appended, err := q.EventsAppend(ctx, arg)
 	if err != nil {
 		return nil, nil, err
 	}
+	last := appended.LastSeq
 	if want := cur.LastSeq + int64(len(fresh)); last != want {
 		// The row lock makes this impossible; refuse rather than misnumber.
 		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, last, len(fresh), cur.LastSeq)
@@ -462,7 +466,7 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		out = append(out, Event{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type,
 			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: &req.Now})
 		if wake && wakeKind == "interrupt" && ev.Type == InterruptEventType {
-			payload, _ := json.Marshal(Interrupt{SessionID: sessionID, EventID: ev.ID, Seq: seq})
+			payload, _ := json.Marshal(Interrupt{SessionID: sessionID, EventID: ev.ID, Seq: seq, OutboxID: appended.OutboxID})
 			if err := q.NotifyInterrupt(ctx, string(payload)); err != nil {
 				return nil, nil, err
 			}

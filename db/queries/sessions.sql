@@ -63,7 +63,7 @@ WHERE session_id = sqlc.arg(session_id) AND event_key = ANY(sqlc.arg(keys)::text
 -- held by the caller: the session's last_seq (and status, when
 -- set_status, with the active time), the usage (when set_usage), the
 -- events numbered after the old last_seq in array order, the wake-up
--- outbox row (when wake) and the notification.
+-- outbox row (when wake; its id is returned, else 0) and the notification.
 WITH s AS (
     UPDATE sessions SET
         last_seq    = last_seq + cardinality(sqlc.arg(ids)::text[]),
@@ -90,7 +90,7 @@ WITH s AS (
     WHERE sqlc.arg(wake)::bool
     RETURNING id
 )
-SELECT s.last_seq::bigint AS last_seq
+SELECT s.last_seq::bigint AS last_seq, COALESCE((SELECT id FROM ob), 0)::bigint AS outbox_id
 FROM s, LATERAL (SELECT pg_notify('mango_events', sqlc.arg(session_id)::text || ':' || s.last_seq)) AS n;
 
 -- name: EventList :many

@@ -62,6 +62,9 @@ type Interrupt struct {
 	SessionID string
 	EventID   string
 	Seq       int64
+	// OutboxID names the Session Workflow signal of the same interrupt
+	// (WakeupSignal.outbox_id).
+	OutboxID int64
 }
 
 // Registry holds the turns running on this worker. The zero value is not
@@ -94,8 +97,9 @@ type Turn struct {
 	pending   map[string]bool
 	cancel    context.CancelCauseFunc
 
-	mu      sync.Mutex
-	eventID string // the interrupt that cancelled the turn
+	mu  sync.Mutex
+	by  Interrupt // the interrupt that cancelled the turn
+	hit bool
 }
 
 // Start registers a turn of sessionID that loaded its run at lastSeq with
@@ -144,12 +148,12 @@ func (t *Turn) Done() {
 	t.cancel(context.Canceled)
 }
 
-// Interrupted returns the id of the pushed interrupt that cancelled the
-// turn, if one did.
-func (t *Turn) Interrupted() (eventID string, ok bool) {
+// Interrupted returns the pushed interrupt that cancelled the turn, if one
+// did.
+func (t *Turn) Interrupted() (Interrupt, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.eventID, t.eventID != ""
+	return t.by, t.hit
 }
 
 // meant reports whether in is meant for t (the package comment's rule).
@@ -181,9 +185,9 @@ func (r *Registry) Deliver(in Interrupt) bool {
 // interrupt cancels t for in, once; r.mu is held.
 func (r *Registry) interrupt(t *Turn, in Interrupt) {
 	t.mu.Lock()
-	first := t.eventID == ""
+	first := !t.hit
 	if first {
-		t.eventID = in.EventID
+		t.by, t.hit = in, true
 	}
 	t.mu.Unlock()
 	if first {
@@ -287,6 +291,6 @@ func (w *Watcher) watch(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w.reg.Deliver(Interrupt{SessionID: msg.GetSessionId(), EventID: msg.GetEventId(), Seq: msg.GetSeq()})
+		w.reg.Deliver(Interrupt{SessionID: msg.GetSessionId(), EventID: msg.GetEventId(), Seq: msg.GetSeq(), OutboxID: msg.GetOutboxId()})
 	}
 }

@@ -44,9 +44,10 @@ func TestRegistryRule(t *testing.T) {
 			if got := r.Deliver(c.in); got != c.want {
 				t.Fatalf("Deliver(%+v) = %v, want %v", c.in, got, c.want)
 			}
-			id, ok := turn.Interrupted()
+			by, ok := turn.Interrupted()
+			id := by.EventID
 			if c.want {
-				if ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrInterrupted) || !ok || id != c.in.EventID {
+				if ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrInterrupted) || !ok || by != c.in {
 					t.Fatalf("turn after a meant interrupt: err %v, cause %v, interrupted (%q, %v); want cancelled by ErrInterrupted naming %s",
 						ctx.Err(), context.Cause(ctx), id, ok, c.in.EventID)
 				}
@@ -170,14 +171,14 @@ func TestWatcherReconnectsAndDelivers(t *testing.T) {
 	}
 	turnCtx, turn := reg.Start(context.Background(), "sesn_1", 5, nil)
 	defer turn.Done()
-	cp.send <- &pb.WatchInterruptsResponse{SessionId: "sesn_1", EventId: "sevt_i", Seq: 6}
+	cp.send <- &pb.WatchInterruptsResponse{SessionId: "sesn_1", EventId: "sevt_i", Seq: 6, OutboxId: 77}
 	select {
 	case <-turnCtx.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pushed interrupt did not cancel the turn within 10s")
 	}
-	if id, ok := turn.Interrupted(); !ok || id != "sevt_i" || w.Received() != 1 || w.Applied() != 1 {
-		t.Fatalf("after the push: interrupted (%q, %v), received %d, applied %d; want sevt_i, 1, 1", id, ok, w.Received(), w.Applied())
+	if by, ok := turn.Interrupted(); !ok || by.EventID != "sevt_i" || by.OutboxID != 77 || w.Received() != 1 || w.Applied() != 1 {
+		t.Fatalf("after the push: interrupted (%+v, %v), received %d, applied %d; want sevt_i (outbox 77), 1, 1", by, ok, w.Received(), w.Applied())
 	}
 	cancel()
 	<-done

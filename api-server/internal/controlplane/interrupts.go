@@ -39,7 +39,8 @@ func (s *Server) WatchInterrupts(req *pb.WatchInterruptsRequest, stream pb.Contr
 		case <-s.drain:
 			return status.Error(codes.Unavailable, "watch interrupts: api-server is shutting down, reconnect")
 		case in := <-sub.C():
-			if err := stream.Send(&pb.WatchInterruptsResponse{SessionId: in.SessionID, EventId: in.EventID, Seq: in.Seq}); err != nil {
+			if err := stream.Send(&pb.WatchInterruptsResponse{SessionId: in.SessionID, EventId: in.EventID, Seq: in.Seq,
+				OutboxId: in.OutboxID}); err != nil {
 				return err
 			}
 		}

@@ -113,6 +113,9 @@ func TestInterruptsAcrossReplicas(t *testing.T) {
 		if msg.GetSeq() != seq {
 			t.Fatalf("pushed seq = %d, want %d (the interrupt's position in the log)", msg.GetSeq(), seq)
 		}
+		if msg.GetOutboxId() <= 0 {
+			t.Fatalf("pushed outbox_id = %d, want the id of the interrupt's outbox row", msg.GetOutboxId())
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no interrupt on replica A's stream within 10s of its commit on replica B")
 	}
@@ -317,4 +320,32 @@ func TestInterruptFallbackWithoutPush(t *testing.T) {
 		t.Errorf("pushed interrupts received = %v with the push disabled, want 0", got)
 	}
 	e.checkUsable(t, id, events, 1)
+}
+
+// TestInterruptSignalAfterPushSparesNextTurn: the push stops a turn before
+// the Session Workflow receives the interrupt's signal; that late signal
+// must not cancel the session's next turn, here a message sent right after
+// the interrupt.
+func TestInterruptSignalAfterPushSparesNextTurn(t *testing.T) {
+	t.Parallel()
+	e := newInterruptEnv(t, nil)
+	e.waitMetric(t, "mango_worker_interrupt_stream_connected", 1)
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	for i := range 3 {
+		e.say(t, id, `#tool bash {"command":"sleep 29.5"}`)
+		until(t, events, "agent.tool_use", 30*time.Second)
+		// "Stop, and do this instead": the interrupt and at once a turn
+		// that outlives a few heartbeats, queued behind the interrupted one.
+		e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
+		e.say(t, id, `#tool bash {"command":"sleep 1.5; echo survived"}`)
+		if typ, _ := stopReason(last(until(t, events, "session.status_idle", 10*time.Second), "session.status_idle")); typ != "end_turn" {
+			t.Fatalf("round %d: interrupted stop reason %q, want end_turn", i, typ)
+		}
+		evs := until(t, events, "session.status_idle", 30*time.Second)
+		if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "survived" {
+			t.Fatalf("round %d: the turn after the interrupt ended with tool result %q, want %q: the interrupt's late signal cancelled it (events %v)",
+				i, got, "survived", typesOf(evs))
+		}
+	}
 }

@@ -167,7 +167,7 @@ WITH s AS (
     WHERE $16::bool
     RETURNING id
 )
-SELECT s.last_seq::bigint AS last_seq
+SELECT s.last_seq::bigint AS last_seq, COALESCE((SELECT id FROM ob), 0)::bigint AS outbox_id
 FROM s, LATERAL (SELECT pg_notify('mango_events', $1::text || ':' || s.last_seq)) AS n
 `
 
@@ -190,12 +190,17 @@ type EventsAppendParams struct {
 	Wake         bool
 }
 
+type EventsAppendRow struct {
+	LastSeq  int64
+	OutboxID int64
+}
+
 // One round trip for an append's writes, under the session's row lock
 // held by the caller: the session's last_seq (and status, when
 // set_status, with the active time), the usage (when set_usage), the
 // events numbered after the old last_seq in array order, the wake-up
-// outbox row (when wake) and the notification.
-func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int64, error) {
+// outbox row (when wake; its id is returned, else 0) and the notification.
+func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (EventsAppendRow, error) {
 	row := q.db.QueryRow(ctx, eventsAppend,
 		arg.SessionID,
 		arg.Ids,
@@ -214,9 +219,9 @@ func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (int
 		arg.WakeKind,
 		arg.Wake,
 	)
-	var last_seq int64
-	err := row.Scan(&last_seq)
-	return last_seq, err
+	var i EventsAppendRow
+	err := row.Scan(&i.LastSeq, &i.OutboxID)
+	return i, err
 }
 
 const eventsGetByKeys = `-- name: EventsGetByKeys :many

@@ -66,12 +66,30 @@ func TestRecordHistories(t *testing.T) {
 		"content": []any{map[string]any{"type": "text", "text": "found"}}})
 	waitIdle(park, 2)
 
-	// interrupt: a long bash command interrupted.
-	intr := srv.NewSession(t, "local")
-	sendMessage(t, srv, intr, `#tool bash {"command":"sleep 30"}`)
-	waitFor(t, srv, intr, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
-	sendEvent(t, srv, intr, map[string]any{"type": "user.interrupt"})
-	waitIdle(intr, 1)
+	// interrupt: a long bash command interrupted, stopped by the pushed
+	// interrupt (the activity completes with outcome interrupted)...
+	interrupt := func() string {
+		id := srv.NewSession(t, "local")
+		sendMessage(t, srv, id, `#tool bash {"command":"sleep 30"}`)
+		waitFor(t, srv, id, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
+		sendEvent(t, srv, id, map[string]any{"type": "user.interrupt"})
+		waitIdle(id, 1)
+		sendMessage(t, srv, id, "#reply after")
+		waitIdle(id, 2)
+		return id
+	}
+	pushed := interrupt()
+	// (interrupt_pushed_late_signal.json, recorded before
+	// pushedInterruptChange, keeps a late interrupt signal cancelling the
+	// next turn under replay: keep it.)
+	// ... and by Temporal's cancellation alone (the activity is cancelled).
+	stop()
+	noPush := maps.Clone(env)
+	noPush["MANGO_INTERRUPT_PUSH"] = "false"
+	stop = runWorker(t, noPush)
+	intr := interrupt()
+	stop()
+	stop = runWorker(t, env)
 
 	// retry and exhaustion.
 	retry := srv.NewSession(t, "local")
@@ -122,6 +140,7 @@ func TestRecordHistories(t *testing.T) {
 	export("turn", turn)
 	export("park_resume", park)
 	export("interrupt", intr)
+	export("interrupt_pushed", pushed)
 	export("retry", retry)
 	export("retries_exhausted", exhausted)
 	export("session_deleted", del)

@@ -67,6 +67,11 @@ type RunTurnResult struct {
 	TaskQueue string `json:"task_queue"`
 	// RetryAfter is the delay before a retry.
 	RetryAfter time.Duration `json:"retry_after"`
+	// InterruptOutboxID, with TurnInterrupted, names the wake-up signal
+	// of the pushed interrupt that stopped the turn
+	// (WakeupSignal.outbox_id): the workflow, receiving it after the
+	// turn ended, must not cancel the next turn with it.
+	InterruptOutboxID int64 `json:"interrupt_outbox_id,omitempty"`
 }
 
 // TurnActivities run turns. They hold the worker's model client, sandbox
@@ -335,9 +340,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 				consumed = append(consumed, t)
 			}
 		}
-		if id, ok := turn.Interrupted(); ok && !slices.ContainsFunc(consumed, func(e *pb.Event) bool { return e.GetId() == id }) {
-			// Pushed, and committed after the turn loaded its run.
-			consumed = append(consumed, &pb.Event{Id: id})
+		by, pushed := turn.Interrupted()
+		if pushed && !slices.ContainsFunc(consumed, func(e *pb.Event) bool { return e.GetId() == by.EventID }) {
+			// Committed after the turn loaded its run.
+			consumed = append(consumed, &pb.Event{Id: by.EventID})
 		}
 		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 			return nil, err
@@ -351,7 +357,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		// as a result. If the workflow's cancellation is requested
 		// meanwhile, the completed result still settles the activity; the
 		// turn's end was recorded once either way (keyed by turnKey).
-		res.Outcome, res.More = TurnInterrupted, true
+		res.Outcome, res.More, res.InterruptOutboxID = TurnInterrupted, true, by.OutboxID
 		return res, nil
 	default:
 		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)

@@ -28,6 +28,12 @@ const defaultHostQueueTimeout = 2 * time.Minute
 // usable) apart.
 const localityCheckChange = "locality-check"
 
+// pushedInterruptChange versions the handling of an interrupt signal whose
+// interrupt a worker's push already applied: before it the signal
+// cancelled whichever turn was running when it arrived (after the pushed
+// stop, the session's next one); since, it cancels nothing.
+const pushedInterruptChange = "pushed-interrupt"
+
 // SessionWorkflow runs a session's turns, one RunTurn activity per pending
 // trigger, in order. Wake-up signals (sent by the api-server after it
 // admits work) make it look for pending triggers; an interrupt signal
@@ -42,6 +48,9 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 	pending := true // started (or continued) because work may be waiting
 	attempt := 0
 	deleted := false
+	// Outbox ids of interrupts whose turn a worker's push already stopped
+	// (TurnInterrupted results): their signals, arriving later, are spent.
+	pushed := map[int64]bool{}
 
 	receive := func(sig *sessionv1.WakeupSignal, cancelTurn func()) {
 		switch sig.GetKind() {
@@ -51,10 +60,14 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 				cancelTurn()
 			}
 		case sessionv1.WakeupKind_WAKEUP_KIND_INTERRUPT:
+			pending = true
+			if id := sig.GetOutboxId(); id != 0 && pushed[id] &&
+				workflow.GetVersion(ctx, pushedInterruptChange, workflow.DefaultVersion, 1) == 1 {
+				return // its turn already ended: the running one is a later turn
+			}
 			if cancelTurn != nil {
 				cancelTurn()
 			}
-			pending = true
 		default:
 			pending = true
 		}
@@ -179,6 +192,9 @@ func SessionWorkflow(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) e
 			}
 			if res.TaskQueue != "" {
 				queue = res.TaskQueue
+			}
+			if res.Outcome == TurnInterrupted && res.InterruptOutboxID != 0 {
+				pushed[res.InterruptOutboxID] = true
 			}
 			if res.Outcome == TurnRetry {
 				attempt++

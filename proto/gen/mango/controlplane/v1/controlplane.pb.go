@@ -2856,7 +2856,13 @@ type WatchInterruptsResponse struct {
 	// run and is meant for it; one at or below it is meant for the turn only
 	// if it is among the turn's pending triggers (else an earlier turn
 	// already consumed it).
-	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Identifier of the api-server outbox row whose wake-up signal
+	// (WakeupSignal.outbox_id, kind interrupt) tells the Session Workflow of
+	// the same interrupt. A worker whose turn this interrupt stopped reports
+	// it with the turn's result, so that the workflow, receiving that
+	// signal after the turn ended, does not cancel the next turn with it.
+	OutboxId      int64 `protobuf:"varint,4,opt,name=outbox_id,json=outboxId,proto3" json:"outbox_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2908,6 +2914,13 @@ func (x *WatchInterruptsResponse) GetEventId() string {
 func (x *WatchInterruptsResponse) GetSeq() int64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *WatchInterruptsResponse) GetOutboxId() int64 {
+	if x != nil {
+		return x.OutboxId
 	}
 	return 0
 }
@@ -3209,12 +3222,13 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x16StreamPreviewsResponse\x12'\n" +
 	"\x0fframes_received\x18\x01 \x01(\x03R\x0eframesReceived\"5\n" +
 	"\x16WatchInterruptsRequest\x12\x1b\n" +
-	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"e\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x82\x01\n" +
 	"\x17WatchInterruptsResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x03R\x03seq\"?\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\toutbox_id\x18\x04 \x01(\x03R\boutboxId\"?\n" +
 	"\x1eFinalizeSessionDeletionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\";\n" +
