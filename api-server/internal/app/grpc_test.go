@@ -148,6 +148,38 @@ func TestShutdownEndsPreviewStreams(t *testing.T) {
 	}
 }
 
+// TestShutdownEndsInterruptStreams: a graceful stop ends the workers'
+// interrupt streams with UNAVAILABLE (they reconnect elsewhere) instead of
+// holding the drain until MANGO_SHUTDOWN_TIMEOUT.
+func TestShutdownEndsInterruptStreams(t *testing.T) {
+	t.Parallel()
+	const timeout = 60 * time.Second
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SHUTDOWN_TIMEOUT", timeout.String()))
+	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+srv.WorkerToken)
+	stream, err := pb.NewControlPlaneClient(conn).WatchInterrupts(ctx, &pb.WatchInterruptsRequest{WorkerId: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil { // subscribed
+		t.Fatalf("watch interrupts: %v", err)
+	}
+	start := time.Now()
+	if err := srv.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if took := time.Since(start); took > timeout/4 {
+		t.Errorf("shutdown with an open interrupt stream took %v, want far less than MANGO_SHUTDOWN_TIMEOUT=%v", took, timeout)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("interrupt stream after shutdown: %v, want Unavailable (reconnect)", err)
+	}
+}
+
 // TestShutdownClosesUnusedConnections: a connection that has not sent a
 // request (HTTP clients open such connections speculatively) does not
 // hold a graceful stop: without the fix, http.Server.Shutdown waits five
