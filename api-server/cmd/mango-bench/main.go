@@ -4,6 +4,7 @@
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
 //	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
+//	mango-bench -mode fanout -fanout-streams 100,1000  # commit->SSE latency with many streams on one session, RSS per idle stream
 //	mango-bench -mode turns -turns 100 -sessions 8,32,64  # one-bash-round turns: one session, then 8, 32, 64 concurrent
 //	mango-bench -mode interrupts -interrupts 20   # user.interrupt -> idle while streaming, in a tool, on an MCP call
 //
@@ -45,6 +46,9 @@ func run() error {
 	interrupts := flag.Int("interrupts", 20, "interrupts mode: interrupts measured in each turn state")
 	mcpListen := flag.String("mcp-listen", "127.0.0.1:0", "interrupts mode: address of the MCP server the bench serves (the worker must reach it)")
 	workerMetrics := flag.String("worker-metrics", "", "interrupts mode: the worker's /metrics URL, to report how many interrupts its push applied")
+	fanLevels := flag.String("fanout-streams", "100,1000", "fanout mode: comma-separated numbers of SSE streams on one session")
+	messages := flag.Int("messages", 100, "fanout mode: user messages sent at -message-rate while the streams watch")
+	msgRate := flag.Float64("message-rate", 20, "fanout mode: user messages per second")
 	levels := flag.String("sessions", "8,32,64", "turns mode: comma-separated numbers of concurrent sessions, each run for -duration")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
@@ -58,6 +62,12 @@ func run() error {
 	switch *mode {
 	case "events":
 		return runEvents(c, *rate, *duration, *streams, *senders)
+	case "fanout":
+		ls, err := parseLevels(*fanLevels)
+		if err != nil {
+			return err
+		}
+		return runFanout(c, ls, *messages, *msgRate)
 	case "turns":
 		ls, err := parseLevels(*levels)
 		if err != nil {
@@ -190,7 +200,14 @@ func report(name string, d []time.Duration) {
 		return
 	}
 	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	fmt.Printf("%-13s n=%d p50=%v p90=%v p99=%v max=%v\n", name, len(d), q(0.50).Round(10*time.Microsecond),
-		q(0.90).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond))
+	q := func(p float64) time.Duration { return quantile(d, p).Round(10 * time.Microsecond) }
+	fmt.Printf("%-13s n=%d p50=%v p90=%v p99=%v max=%v\n", name, len(d), q(0.50), q(0.90), q(0.99), q(1))
+}
+
+// quantile is the p quantile (0..1) of sorted durations; 1 is the maximum.
+func quantile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }

@@ -84,11 +84,9 @@ func row(name string, d []time.Duration, elapsed time.Duration, errs int64) {
 		return
 	}
 	slices.Sort(d)
-	q := func(p float64) time.Duration {
-		return d[min(len(d)-1, int(p*float64(len(d))))].Round(100 * time.Microsecond)
-	}
+	q := func(p float64) time.Duration { return quantile(d, p).Round(100 * time.Microsecond) }
 	fmt.Printf("%-22s %7d %8.1f %9v %9v %9v %9v %7d\n", name, len(d), float64(len(d))/elapsed.Seconds(),
-		q(0.50), q(0.90), q(0.99), d[len(d)-1].Round(100*time.Microsecond), errs)
+		q(0.50), q(0.90), q(0.99), q(1), errs)
 }
 
 // turnBench creates the sessions of a turns run.
