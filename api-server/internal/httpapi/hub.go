@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,6 +143,10 @@ type feed struct {
 	wake      chan struct{} // buffered 1: a read is due
 	subs      int           // guarded by hub.mu
 
+	// snap is what streams read, without locking: the fields below as of
+	// the last change.
+	snap atomic.Pointer[feedSnapshot]
+
 	mu       sync.Mutex
 	state    feedState
 	head     int64 // seq of the newest event read
@@ -153,15 +158,22 @@ type feed struct {
 	changed  chan struct{} // closed and replaced whenever frames or state move
 }
 
+// feedSnapshot is a feed's state as streams read it; it never changes.
+type feedSnapshot struct {
+	state   feedState
+	head    int64
+	frames  []frame
+	changed <-chan struct{} // closed when a newer snapshot has more
+}
+
 // Watch is one stream's place in its session's feed.
 type Watch struct {
 	f    *feed
 	once sync.Once
 
-	// Guarded by f.mu.
-	pos  int64 // seq of the last event the stream wrote
-	live bool  // the stream has joined the feed (pos is within it)
-	cut  bool  // the feed moved past its bounds while the stream lagged
+	pos  atomic.Int64 // seq of the last event the stream wrote
+	live atomic.Bool  // the stream has joined the feed (pos is within it)
+	cut  atomic.Bool  // the feed moved past its bounds while the stream lagged
 }
 
 // Subscribe registers a stream of a session, reading through store when it
@@ -173,6 +185,7 @@ func (h *Hub) Subscribe(store eventLog, sessionID string) *Watch {
 	if f == nil {
 		f = &feed{hub: h, sessionID: sessionID, log: store, wake: make(chan struct{}, 1), changed: make(chan struct{}),
 			watches: map[*Watch]struct{}{}}
+		f.publish()
 		h.feeds[sessionID] = f
 		h.feedGauge.Inc()
 		f.wake <- struct{}{} // learn the position
@@ -196,6 +209,7 @@ func (w *Watch) Close() {
 		f.mu.Lock()
 		delete(f.watches, w)
 		f.trim()
+		f.publish()
 		f.mu.Unlock()
 		h.mu.Lock()
 		f.subs--
@@ -230,29 +244,28 @@ const (
 // Next returns the shared frames after pos (not to be modified), what to do
 // next, and a channel closed when there is more. pos is the seq of the last
 // event the stream wrote; the stream passes each frame's seq back as it
-// writes.
+// writes. Next takes no lock: the streams of a session all call it at once
+// when a commit wakes them.
 func (w *Watch) Next(pos int64) ([]frame, watchStatus, <-chan struct{}) {
-	f := w.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	w.pos = pos
+	w.pos.Store(pos)
+	sn := w.f.snap.Load()
 	switch {
-	case w.cut || f.state == feedFailed:
+	case w.cut.Load() || sn.state == feedFailed:
 		return nil, watchEnd, nil
-	case f.state == feedDeleted:
+	case sn.state == feedDeleted:
 		return nil, watchDeleted, nil
-	case f.state == feedStarting:
-		return nil, watchWait, f.changed
-	case pos < f.head && (len(f.frames) == 0 || f.frames[0].seq > pos+1):
-		w.live = false
+	case sn.state == feedStarting:
+		return nil, watchWait, sn.changed
+	case pos < sn.head && (len(sn.frames) == 0 || sn.frames[0].seq > pos+1):
+		w.live.Store(false)
 		return nil, watchBehind, nil
 	}
-	w.live = true
-	i := len(f.frames)
-	for i > 0 && f.frames[i-1].seq > pos {
+	w.live.Store(true)
+	i := len(sn.frames)
+	for i > 0 && sn.frames[i-1].seq > pos {
 		i--
 	}
-	return f.frames[i:], watchWait, f.changed
+	return sn.frames[i:], watchWait, sn.changed
 }
 
 // Cut ends the stream from the feed's side (its write timed out); the
@@ -260,11 +273,11 @@ func (w *Watch) Next(pos int64) ([]frame, watchStatus, <-chan struct{}) {
 func (w *Watch) Cut(reason string) {
 	f := w.f
 	f.mu.Lock()
-	if !w.cut {
-		w.cut = true
+	if !w.cut.Swap(true) {
 		f.hub.cuts.WithLabelValues(reason).Inc()
 	}
 	f.trim()
+	f.publish()
 	f.mu.Unlock()
 }
 
@@ -367,10 +380,18 @@ func (f *feed) read() error {
 	return nil
 }
 
-// broadcast wakes the streams; f.mu is held.
+// broadcast publishes the feed's state and wakes the streams; f.mu is
+// held.
 func (f *feed) broadcast() {
 	close(f.changed)
 	f.changed = make(chan struct{})
+	f.publish()
+}
+
+// publish makes the feed's state what streams read, without waking them
+// (nothing they wait for changed); f.mu is held.
+func (f *feed) publish() {
+	f.snap.Store(&feedSnapshot{state: f.state, head: f.head, frames: f.frames, changed: f.changed})
 }
 
 // trim drops the frames every live stream has written, then, past the
@@ -379,8 +400,8 @@ func (f *feed) broadcast() {
 func (f *feed) trim() {
 	low := f.head
 	for w := range f.watches {
-		if w.live && !w.cut {
-			low = min(low, w.pos)
+		if w.live.Load() && !w.cut.Load() {
+			low = min(low, w.pos.Load())
 		}
 	}
 	n := 0
@@ -401,8 +422,7 @@ func (f *feed) trim() {
 	f.bytes -= dropped
 	kept := f.frames[n-1].seq
 	for w := range f.watches {
-		if w.live && !w.cut && w.pos < kept {
-			w.cut = true
+		if w.live.Load() && w.pos.Load() < kept && !w.cut.Swap(true) {
 			f.hub.cuts.WithLabelValues("slow").Inc()
 		}
 	}

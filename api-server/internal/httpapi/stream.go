@@ -225,14 +225,28 @@ type streamWriter struct {
 	rc      *http.ResponseController
 	scratch bytes.Buffer
 	failed  error
+	// deadline is the write deadline set last; it is moved on at most once
+	// a second (setting it costs more than a write).
+	deadline time.Time
+}
+
+// extend moves the write deadline to streamWriteTimeout from now, unless
+// it was moved less than a second ago.
+func (s *streamWriter) extend() {
+	now := time.Now()
+	if s.deadline.Sub(now) > streamWriteTimeout-time.Second {
+		return
+	}
+	s.deadline = now.Add(streamWriteTimeout)
+	// Not every ResponseWriter supports deadlines (tests' recorders do not).
+	_ = s.rc.SetWriteDeadline(s.deadline)
 }
 
 func (s *streamWriter) write(b []byte) error {
 	if s.failed != nil {
 		return s.failed
 	}
-	// Not every ResponseWriter supports deadlines (tests' recorders do not).
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	s.extend()
 	_, s.failed = s.w.Write(b)
 	return s.failed
 }
@@ -252,7 +266,7 @@ func (s *streamWriter) flush() error {
 	if s.failed != nil {
 		return s.failed
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	s.extend()
 	s.failed = s.rc.Flush()
 	return s.failed
 }
@@ -268,8 +282,9 @@ func (s *streamWriter) end(watch *Watch) error {
 		return nil
 	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = s.write([]byte(streamCut))
-	_ = s.flush()
+	if _, err := s.w.Write([]byte(streamCut)); err == nil {
+		_ = s.rc.Flush()
+	}
 	return nil
 }
 
