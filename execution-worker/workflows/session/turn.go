@@ -259,9 +259,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		}
 	}
 	res.More = len(pending) > len(batch)
-	// From here the turn runs under a context a pushed interrupt cancels.
-	activityCtx := ctx
-	ctx, turn := a.Interrupts.Start(ctx, sid, run.GetLastSeq(), eventIDs(pending))
+	// The turn's work runs under a context a pushed interrupt cancels
+	// (registered now, so that one pushed since GetRun counts); the
+	// bookkeeping around it keeps the activity's.
+	turnCtx, turn := a.Interrupts.Start(ctx, sid, run.GetLastSeq(), eventIDs(pending))
 	defer turn.Done()
 	if run.GetStatus() != pb.SessionStatus_SESSION_STATUS_RUNNING {
 		if err := a.complete(ctx, sid, turnKey+"/a"+fmt.Sprint(in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil); err != nil {
@@ -308,7 +309,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		materialize = func(ctx context.Context, sb sandbox.Sandbox) error { return a.Resources.Materialize(ctx, sid, sb) }
 	}
 	// File sources of content blocks are read on behalf of this session.
-	result, runErr := core.Run(modelfiles.WithSession(ctx, sid), &agentruntime.Run{
+	result, runErr := core.Run(modelfiles.WithSession(turnCtx, sid), &agentruntime.Run{
 		TurnKey: turnKey, SessionID: sid, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Anchor: anchor, Snapshot: snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
@@ -325,14 +326,14 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	switch {
 	case runErr == nil:
-	case ctx.Err() != nil && !interrupted(ctx):
+	case turnCtx.Err() != nil && !interrupted(turnCtx):
 		// The attempt was abandoned, not interrupted: the worker shut down
 		// and its grace ran out, or Temporal no longer knows this attempt
 		// (it timed out while Temporal or this worker was unreachable, and
 		// another attempt runs the turn). This attempt fails; the next one
 		// resumes from the transcript and the tool journal.
 		return nil, temporal.NewApplicationErrorWithCause(abandonReason(ctx), "TurnAttemptAbandoned", runErr)
-	case ctx.Err() != nil:
+	case turnCtx.Err() != nil:
 		// Interrupted: end the turn idle, and consume the interrupt.
 		consumed := append([]*pb.Event(nil), batch...)
 		for _, t := range pending[len(batch):] {
@@ -348,7 +349,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 			return nil, err
 		}
-		if interrupted(activityCtx) {
+		if interrupted(ctx) {
 			return nil, temporal.NewCanceledError("turn interrupted")
 		}
 		// Only the push stopped the turn: Temporal has not asked to cancel
