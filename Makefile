@@ -15,7 +15,7 @@ PKGS    := $(foreach m,$(MODULES),github.com/mangohq/mango/$(m)/...)
 export GOWORK := $(ROOT)/go.work
 export PATH   := $(BIN):$(PATH)
 
-.PHONY: help tools build images generate verify lint test test-faults fuzz dev dev-up dev-down dev-status dev-env-init \
+.PHONY: help tools build images generate verify lint test test-faults test-soak fuzz dev dev-up dev-down dev-status dev-env-init \
         stack-up stack-down stack-status test-stack-up test-stack-down migrate bench clean
 
 help: ## Show this help
@@ -59,6 +59,9 @@ test: ## Full test run: tools, test stack, go vet, go test, deploy (chart, compo
 
 test-faults: ## Fault-injection suite: real processes, crashes of worker, api-server, PostgreSQL and Temporal mid-turn
 	@scripts/faults.sh
+
+test-soak: ## Soak: 1,000 idle SSE streams + 32 sessions doing turns for MANGO_SOAK (default 5m); RSS slopes (make test runs 60s)
+	@scripts/soak.sh
 
 fuzz: ## Run each fuzz target for MANGO_FUZZ_TIME (default 10s); FUZZ="FuzzA FuzzB" picks targets
 	@scripts/fuzz.sh $(FUZZ)

@@ -8,6 +8,7 @@
 #       file, and the container end-to-end run (make images + testcontainers)
 #   2b. scripts/fuzz.sh: each fuzz target for MANGO_FUZZ_TIME (default 10s)
 #   2c. scripts/faults.sh: the fault-injection suite (its own processes)
+#   2d. scripts/soak.sh with MANGO_SOAK=60s: the short soak (its own processes)
 #   3. scripts/dev-smoke.sh --fresh-clone (make dev-up in a copy of the tree
 #      without bin/ or .mango/, quickstart, make dev-down)
 #   4. make verify (generated code up to date, buf lint)
@@ -130,6 +131,7 @@ step "go test" go_test "$@"
 step "deploy: chart, compose, containers e2e" deploy_test
 step "fuzz" "${REPO_ROOT}/scripts/fuzz.sh"
 step "fault injection" "${REPO_ROOT}/scripts/faults.sh"
+step "soak (short)" env MANGO_SOAK=60s "${REPO_ROOT}/scripts/soak.sh"
 step "dev smoke (fresh clone)" "${REPO_ROOT}/scripts/dev-smoke.sh" --fresh-clone
 step "live gates skip" live_gates
 step "make verify" "$MAKE" --no-print-directory verify

@@ -62,6 +62,16 @@ func (p *proc) start(t *testing.T) {
 	p.mu.Unlock()
 }
 
+// pid is the process id of the running process (0 before start).
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // kill sends SIGKILL to the process (not to the commands it started: the
 // local sandbox's children outlive it, as they would on a real host) and
 // waits for it to be gone.

@@ -23,6 +23,7 @@ type system struct {
 	sandboxes                          string // the local worker's sandbox root
 	runID                              string // labels the docker worker's containers
 	cli                                anthropic.Client
+	apiURL, apiKey                     string // the api-server's base URL and API key, for raw HTTP
 	startAPI                           func()
 	startWorker                        func(*proc)
 }
@@ -97,6 +98,7 @@ func startSystem(t *testing.T, withDocker bool) *system {
 		t.Cleanup(func() { s.dockerWorker.stop(t) })
 		t.Cleanup(func() { removeContainers(s.runID) })
 	}
+	s.apiURL, s.apiKey = "http://"+httpAddr, apiKey
 	s.cli = anthropic.NewClient(option.WithBaseURL("http://"+httpAddr), option.WithAPIKey(apiKey),
 		option.WithMaxRetries(0), option.WithRequestTimeout(10*time.Second))
 	return s

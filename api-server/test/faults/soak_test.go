@@ -1,0 +1,348 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+)
+
+// Shape of the soak.
+const (
+	soakActive       = 32   // sessions doing one-tool turns back to back
+	soakIdleSessions = 50   // sessions nobody writes to during the run
+	soakIdleStreams  = 1000 // SSE streams on the idle sessions, spread evenly
+)
+
+// TestSoak runs, for MANGO_SOAK (a duration: 60s inside make test, 5m in
+// make test-soak), soakIdleStreams idle SSE streams plus soakActive
+// sessions doing one-bash-tool turns back to back, each watched by a
+// stream, against real processes with the configuration an operator gets.
+// It checks that no turn fails, that every stream of an active session
+// received exactly the session's events (its ids equal the session's list,
+// in order), that every idle stream is still open and delivers a final
+// event, and that the api-server's and the worker's resident memory stay
+// flat after warm-up: the least-squares slope of RSS over the second half
+// of the run is reported, and growth over that half must stay small.
+func TestSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("MANGO_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("the soak runs with MANGO_SOAK=<duration> (make test-soak: 5m; make test: 60s)")
+	}
+	sys := startSystem(t, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	agent, err := sys.cli.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "soak",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"},
+		Tools: []anthropic.BetaAgentNewParamsToolUnion{{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := sys.cli.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "soak-" + randHex(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSession := func() string {
+		s, err := sys.cli.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+			Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+
+	// The idle streams, opened first: raw HTTP, as a dashboard's would be.
+	base, key := sys.apiURL, sys.apiKey
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: soakIdleStreams + 64, MaxIdleConnsPerHost: soakIdleStreams + 64}}
+	idleIDs := make([]string, soakIdleSessions)
+	for i := range idleIDs {
+		idleIDs[i] = newSession()
+	}
+	idle := make([]*rawStream, soakIdleStreams)
+	for i := range idle {
+		if idle[i], err = openRawStream(ctx, hc, base, key, idleIDs[i%soakIdleSessions]); err != nil {
+			t.Fatalf("idle stream %d: %v", i, err)
+		}
+	}
+
+	// The active sessions, each watched by a stream recording ids.
+	type active struct {
+		id    string
+		seen  *rawStream
+		turns int
+		err   error
+	}
+	act := make([]*active, soakActive)
+	for i := range act {
+		a := &active{id: newSession()}
+		if a.seen, err = openRawStream(ctx, hc, base, key, a.id); err != nil {
+			t.Fatalf("stream of session %s: %v", a.id, err)
+		}
+		act[i] = a
+	}
+
+	// Memory, sampled every second.
+	var samples []rssSample
+	var sampling sync.WaitGroup
+	stopSampling := make(chan struct{})
+	sampling.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		start := time.Now()
+		for {
+			api, apiErr := rss(sys.api.pid())
+			worker, workerErr := rss(sys.local.pid())
+			if apiErr == nil && workerErr == nil {
+				samples = append(samples, rssSample{at: time.Since(start), api: api, worker: worker})
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+
+	var turns atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for _, a := range act {
+		wg.Go(func() {
+			for a.err == nil && time.Now().Before(deadline) {
+				if a.err = soakTurn(ctx, sys.cli, a.id, a.seen); a.err == nil {
+					a.turns++
+					turns.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stopSampling)
+	sampling.Wait()
+	for _, a := range act {
+		if a.err != nil {
+			t.Errorf("session %s: turn %d: %v", a.id, a.turns+1, a.err)
+		}
+	}
+	t.Logf("%d turns in %v (%.1f turns/s) on %d sessions beside %d idle streams", turns.Load(), d, float64(turns.Load())/d.Seconds(), soakActive, soakIdleStreams)
+
+	// Every active stream saw exactly the session's events.
+	for _, a := range act {
+		want := listIDs(t, sys.cli, a.id)
+		if got := a.seen.waitIDs(len(want), 30*time.Second); !slices.Equal(got, want) {
+			t.Errorf("session %s: the stream delivered %d events, the session lists %d; first difference at %d", a.id, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	// Every idle stream is alive: one more event each reaches it.
+	for _, id := range idleIDs {
+		if _, err := sys.cli.Beta.Sessions.Events.Send(ctx, id, anthropic.BetaSessionEventSendParams{
+			Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserInterrupt: &anthropic.BetaManagedAgentsUserInterruptEventParams{}}}}); err != nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+	}
+	for i, s := range idle {
+		if err := s.waitFor("user.interrupt", 1, 30*time.Second); err != nil {
+			t.Errorf("idle stream %d of session %s: %v", i, s.sessionID, err)
+		}
+	}
+
+	// Memory after warm-up: the second half of the run.
+	half := samples[len(samples)/2:]
+	if len(half) < 10 {
+		t.Fatalf("only %d memory samples in the second half of the run", len(half))
+	}
+	for _, p := range []struct {
+		name string
+		of   func(rssSample) float64
+	}{{"api-server", func(s rssSample) float64 { return float64(s.api) }}, {"worker", func(s rssSample) float64 { return float64(s.worker) }}} {
+		slope, mean := fitSlope(half, p.of)
+		growth := slope * (half[len(half)-1].at - half[0].at).Seconds()
+		t.Logf("%s RSS after warm-up: mean %.1f MB, slope %+.1f KB/min (%+.1f MB over the %v measured)",
+			p.name, mean/(1<<20), slope*60/1024, growth/(1<<20), (half[len(half)-1].at - half[0].at).Round(time.Second))
+		// A leak of a few KB per turn shows as megabytes here; GC cycles
+		// alone move RSS by a few percent.
+		if growth > 0.15*mean {
+			t.Errorf("%s RSS grew %.1f MB (%.0f%% of its mean %.1f MB) over the second half of the run: not flat", p.name, growth/(1<<20), 100*growth/mean, mean/(1<<20))
+		}
+	}
+}
+
+// soakTurn runs one one-bash-tool turn on a session and waits for its idle.
+func soakTurn(ctx context.Context, cli anthropic.Client, id string, seen *rawStream) error {
+	idles := seen.count("session.status_idle")
+	if _, err := cli.Beta.Sessions.Events.Send(ctx, id, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
+			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{
+				Text: `#tool bash {"command":"true"}`}}}}}}}); err != nil {
+		return err
+	}
+	return seen.waitFor("session.status_idle", idles+1, 60*time.Second)
+}
+
+// listIDs lists a session's event ids, oldest first.
+func listIDs(t *testing.T, cli anthropic.Client, id string) []string {
+	t.Helper()
+	var out []string
+	iter := cli.Beta.Sessions.Events.ListAutoPaging(context.Background(), id, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
+	for iter.Next() {
+		out = append(out, iter.Current().ID)
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("list events of %s: %v", id, err)
+	}
+	return out
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// rawStream is an SSE stream read line by line, as a dashboard would: it
+// records the ids of the events and counts them by type.
+type rawStream struct {
+	sessionID string
+	mu        sync.Mutex
+	ids       []string
+	types     map[string]int
+	ended     error
+	ch        chan struct{} // closed and replaced on every line
+}
+
+// openRawStream opens a stream of a session and returns once the server
+// has subscribed it (its ": connected" comment): every event committed
+// from then on reaches it.
+func openRawStream(ctx context.Context, hc *http.Client, base, key, sessionID string) (*rawStream, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/sessions/"+sessionID+"/events/stream", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("x-api-key", key)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("first line %q (%v), want the \": connected\" comment", line, err)
+	}
+	s := &rawStream{sessionID: sessionID, types: map[string]int{}, ch: make(chan struct{})}
+	go func() {
+		defer func() { _ = resp.Body.Close() }()
+		for {
+			line, err := r.ReadString('\n')
+			s.mu.Lock()
+			if err != nil {
+				s.ended = err
+			} else if typ, ok := strings.CutPrefix(line, "event: "); ok {
+				s.types[strings.TrimSpace(typ)]++
+			} else if id, ok := strings.CutPrefix(line, "id: "); ok {
+				s.ids = append(s.ids, strings.TrimSpace(id))
+			}
+			close(s.ch)
+			s.ch = make(chan struct{})
+			s.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return s, nil
+}
+
+func (s *rawStream) count(typ string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.types[typ]
+}
+
+// waitFor waits until the stream has delivered n events of type typ.
+func (s *rawStream) waitFor(typ string, n int, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		got, ended, ch := s.types[typ], s.ended, s.ch
+		s.mu.Unlock()
+		switch {
+		case got >= n:
+			return nil
+		case ended != nil:
+			return fmt.Errorf("stream ended after %d %s: %v", got, typ, ended)
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return fmt.Errorf("%d %s within %v, want %d", got, typ, timeout, n)
+		}
+	}
+}
+
+// waitIDs returns the ids delivered once there are n, or when timeout
+// passes.
+func (s *rawStream) waitIDs(n int, timeout time.Duration) []string {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		ids, ch := slices.Clone(s.ids), s.ch
+		s.mu.Unlock()
+		if len(ids) >= n {
+			return ids
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return ids
+		}
+	}
+}
+
+type rssSample struct {
+	at          time.Duration
+	api, worker int64
+}
+
+// rss reads a process's resident set size from /proc.
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// fitSlope is the least-squares slope (per second) and the mean of of(s)
+// over samples.
+func fitSlope(samples []rssSample, of func(rssSample) float64) (slope, mean float64) {
+	var sx, sy, sxx, sxy float64
+	n := float64(len(samples))
+	for _, s := range samples {
+		x, y := s.at.Seconds(), of(s)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx), sy / n
+}
