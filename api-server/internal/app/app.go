@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	// previews arrive from the other replicas, committed interrupts go to
 	// the workers' interrupt streams.
 	s.listener = pglisten.New(pool.Config().ConnConfig, log.With("component", "pg-listener"))
-	s.hub = httpapi.NewHub(reg)
+	s.hub = httpapi.NewHub(reg, cfg.StreamMaxLag)
 	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
 	s.listener.Handle(db.NotifyChannel, s.hub)
 	s.listener.Handle(preview.Channel, s.previews)
@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		orphanBlobs: cfg.FilesS3 == nil}
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
-		Hub: s.hub, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
+		Hub: s.hub, HeartbeatInterval: cfg.StreamPingInterval, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
 		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
 	})

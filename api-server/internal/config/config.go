@@ -68,6 +68,13 @@ type Config struct {
 	HostGoneAfter time.Duration
 	// MaxBodyBytes caps request bodies (MANGO_MAX_BODY_BYTES).
 	MaxBodyBytes int64
+	// StreamMaxLag is how many events an SSE stream may fall behind its
+	// session before it is cut (MANGO_STREAM_MAX_LAG, default 4096); the
+	// client resumes with Last-Event-ID.
+	StreamMaxLag int
+	// StreamPingInterval spaces the `: ping` comments that keep idle SSE
+	// streams open through proxies (MANGO_STREAM_PING_INTERVAL, default 15s).
+	StreamPingInterval time.Duration
 	// ShutdownTimeout bounds graceful shutdown (MANGO_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
 	// AutoMigrate applies migrations at startup (MANGO_AUTO_MIGRATE).
@@ -109,22 +116,24 @@ const DefaultFilesMaxBytes = 500 << 20
 func Load(getenv func(string) string) (*Config, error) {
 	r := reader{getenv: getenv}
 	c := &Config{
-		DatabaseURL:       r.str("MANGO_DATABASE_URL", ""),
-		TemporalHostPort:  r.str("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:7233"),
-		TemporalNamespace: r.str("MANGO_TEMPORAL_NAMESPACE", "default"),
-		HTTPAddr:          r.str("MANGO_HTTP_ADDR", "127.0.0.1:8080"),
-		GRPCAddr:          r.str("MANGO_GRPC_ADDR", "127.0.0.1:8081"),
-		APIKey:            r.str("MANGO_API_KEY", ""),
-		WorkerToken:       r.str("MANGO_WORKER_TOKEN", ""),
-		DefaultSandbox:    strings.ToLower(r.str("MANGO_SANDBOX", "local")),
-		TaskQueuePrefix:   r.str("MANGO_TASK_QUEUE_PREFIX", "mango"),
-		MaxBodyBytes:      r.size("MANGO_MAX_BODY_BYTES", 32<<20),
-		DatabaseMaxConns:  int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
-		ShutdownTimeout:   r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
-		HostGoneAfter:     r.duration("MANGO_HOST_GONE_AFTER", 2*time.Minute),
-		AutoMigrate:       r.boolean("MANGO_AUTO_MIGRATE", false),
-		RequireLiveWorker: r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
-		LogFormat:         r.str("MANGO_LOG_FORMAT", "text"),
+		DatabaseURL:        r.str("MANGO_DATABASE_URL", ""),
+		TemporalHostPort:   r.str("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:7233"),
+		TemporalNamespace:  r.str("MANGO_TEMPORAL_NAMESPACE", "default"),
+		HTTPAddr:           r.str("MANGO_HTTP_ADDR", "127.0.0.1:8080"),
+		GRPCAddr:           r.str("MANGO_GRPC_ADDR", "127.0.0.1:8081"),
+		APIKey:             r.str("MANGO_API_KEY", ""),
+		WorkerToken:        r.str("MANGO_WORKER_TOKEN", ""),
+		DefaultSandbox:     strings.ToLower(r.str("MANGO_SANDBOX", "local")),
+		TaskQueuePrefix:    r.str("MANGO_TASK_QUEUE_PREFIX", "mango"),
+		MaxBodyBytes:       r.size("MANGO_MAX_BODY_BYTES", 32<<20),
+		StreamMaxLag:       int(r.size("MANGO_STREAM_MAX_LAG", 4096)),
+		StreamPingInterval: r.duration("MANGO_STREAM_PING_INTERVAL", 15*time.Second),
+		DatabaseMaxConns:   int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
+		ShutdownTimeout:    r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
+		HostGoneAfter:      r.duration("MANGO_HOST_GONE_AFTER", 2*time.Minute),
+		AutoMigrate:        r.boolean("MANGO_AUTO_MIGRATE", false),
+		RequireLiveWorker:  r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
+		LogFormat:          r.str("MANGO_LOG_FORMAT", "text"),
 
 		FilesMaxBytes:        r.size("MANGO_FILES_MAX_BYTES", DefaultFilesMaxBytes),
 		FilesDownloadUploads: r.boolean("MANGO_FILES_DOWNLOAD_UPLOADS", false),
@@ -153,6 +162,12 @@ func Load(getenv func(string) string) (*Config, error) {
 	}
 	if c.HostGoneAfter > 0 && (c.HostGoneAfter < time.Second || c.HostGoneAfter > 24*time.Hour) {
 		r.fail("MANGO_HOST_GONE_AFTER", "must be between 1s and 24h")
+	}
+	if c.StreamMaxLag < 16 || c.StreamMaxLag > 1_000_000 {
+		r.fail("MANGO_STREAM_MAX_LAG", "must be a number of events from 16 to 1000000")
+	}
+	if c.StreamPingInterval < time.Second || c.StreamPingInterval > 5*time.Minute {
+		r.fail("MANGO_STREAM_PING_INTERVAL", "must be between 1s and 5m")
 	}
 	if c.MaxBodyBytes < 1024 {
 		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")

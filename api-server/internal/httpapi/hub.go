@@ -57,7 +57,8 @@ type Hub struct {
 }
 
 // Feed bounds: the frames a feed keeps for streams that have not written
-// them yet. Past either bound the streams furthest behind are cut.
+// them yet (the frame count is MANGO_STREAM_MAX_LAG). Past either bound
+// the streams furthest behind are cut.
 const (
 	feedMaxFrames = 4096
 	feedMaxBytes  = 16 << 20
@@ -66,12 +67,16 @@ const (
 // feedReadTimeout bounds one read of the log by a feed.
 const feedReadTimeout = 10 * time.Second
 
-// NewHub returns a Hub registering its metrics on reg; register it with
+// NewHub returns a Hub registering its metrics on reg, cutting streams
+// more than maxLag events behind (0: feedMaxFrames); register it with
 // pglisten.Listener.Handle for db.NotifyChannel, and Close it at shutdown.
-func NewHub(reg prometheus.Registerer) *Hub {
+func NewHub(reg prometheus.Registerer, maxLag int) *Hub {
+	if maxLag <= 0 {
+		maxLag = feedMaxFrames
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{feeds: map[string]*feed{}, ctx: ctx, cancel: cancel, done: make(chan struct{}), log: slog.New(slog.DiscardHandler),
-		maxFrames: feedMaxFrames, maxBytes: feedMaxBytes,
+		maxFrames: maxLag, maxBytes: feedMaxBytes,
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_stream_subscribers",
 			Help: "Open SSE event streams on this api-server.",

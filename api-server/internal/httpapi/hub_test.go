@@ -90,7 +90,7 @@ func seqs(fs []frame) []int64 {
 // read costs no read at all.
 func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry())
+	h := NewHub(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	log.add(2) // before the streams: not sent to them
@@ -135,7 +135,7 @@ func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 // with watchEnd) while the streams keeping up receive every event.
 func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry())
+	h := NewHub(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	h.maxFrames = 8
 	log := &memLog{}
@@ -182,7 +182,7 @@ func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 // itself, then joins the feed.
 func TestStreamBehindTheFeedReadsWhatItMissed(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry())
+	h := NewHub(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	log.add(10)
@@ -203,7 +203,7 @@ func TestStreamBehindTheFeedReadsWhatItMissed(t *testing.T) {
 // read.
 func TestFeedSeesDeletionAndGaps(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry())
+	h := NewHub(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	w := h.Subscribe(log, "sesn_a")
@@ -227,7 +227,7 @@ func TestFeedSeesDeletionAndGaps(t *testing.T) {
 // Close ends every stream (Done).
 func TestHubForgetsFeedsAndCloses(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry())
+	h := NewHub(prometheus.NewRegistry(), 0)
 	log := &memLog{}
 	a, b := h.Subscribe(log, "sesn_a"), h.Subscribe(log, "sesn_a")
 	a.Close()
