@@ -7,6 +7,11 @@
 # 20s), then one-bash-round turns with the fake model: 100 in a row on one
 # session, then BENCH_SESSIONS (default 8,32,64) concurrent sessions for
 # BENCH_TURN_DURATION (default 20s) each, printed as one table; then
+# commit -> SSE client latency with BENCH_FANOUT_STREAMS (default 1000,100)
+# streams on one session, 100 commits at 20/s (p50/p99/max, every delivery
+# counted; targets p99 < 50 ms at 1,000 and < 10 ms at 100) and the
+# api-server's RSS per idle stream (measured on the first level; target
+# <= 32 KB); then
 # user.interrupt -> session.status_idle, BENCH_INTERRUPTS (default 20)
 # times in each turn state (streaming the model, a sandbox tool, an MCP
 # call the bench's own MCP server holds; target p99 <= 250 ms). With
@@ -38,4 +43,8 @@ set +a
 go build -o .mango/mango-bench ./api-server/cmd/mango-bench
 .mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
 .mango/mango-bench -mode turns -turns 100 -sessions "${BENCH_SESSIONS:-8,32,64}" -duration "${BENCH_TURN_DURATION:-20s}"
+# Commit -> SSE with many streams on one session; the commits are timed by
+# their own NOTIFY, read from the dev database.
+eval "$("${REPO_ROOT}/scripts/stack.sh" env dev)"
+.mango/mango-bench -mode fanout -fanout-streams "${BENCH_FANOUT_STREAMS:-1000,100}"
 .mango/mango-bench -mode interrupts -interrupts "${BENCH_INTERRUPTS:-20}" -worker-metrics "${BENCH_WORKER_METRICS:-}"
