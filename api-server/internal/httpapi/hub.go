@@ -273,6 +273,9 @@ func (w *Watch) Next(pos int64) ([]frame, watchStatus, <-chan struct{}) {
 	return sn.frames[i:], watchWait, sn.changed
 }
 
+// wasCut reports whether the feed cut the stream.
+func (w *Watch) wasCut() bool { return w.cut.Load() }
+
 // Cut ends the stream from the feed's side (its write timed out); the
 // feed no longer keeps frames for it.
 func (w *Watch) Cut(reason string) {
