@@ -3,7 +3,7 @@
 // not earlier ones finished, so slow responses cannot hide queueing).
 //
 //	mango-bench -rate 50 -duration 20s            # agent create + get
-//	mango-bench -mode events -streams 100         # event append throughput, commit->SSE latency
+//	mango-bench -mode events -senders 16          # event append throughput
 //	mango-bench -mode fanout -fanout-streams 100,1000  # commit->SSE latency with many streams on one session, RSS per idle stream
 //	mango-bench -mode turns -turns 100 -sessions 8,32,64  # one-bash-round turns: one session, then 8, 32, 64 concurrent
 //	mango-bench -mode interrupts -interrupts 20   # user.interrupt -> idle while streaming, in a tool, on an MCP call
@@ -41,7 +41,6 @@ func run() error {
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up at the same rate")
 	mode := flag.String("mode", "agents", "agents: create+get latency; events: append throughput and stream latency; turns: agent turn latency (needs a worker); interrupts: interrupt -> idle per turn state (needs a worker)")
 	turns := flag.Int("turns", 100, "turns mode: sequential turns measured")
-	streams := flag.Int("streams", 100, "events mode: open SSE streams on the measured session")
 	senders := flag.Int("senders", 16, "events mode: concurrent senders for the throughput run")
 	interrupts := flag.Int("interrupts", 20, "interrupts mode: interrupts measured in each turn state")
 	mcpListen := flag.String("mcp-listen", "127.0.0.1:0", "interrupts mode: address of the MCP server the bench serves (the worker must reach it)")
@@ -61,7 +60,7 @@ func run() error {
 	}}
 	switch *mode {
 	case "events":
-		return runEvents(c, *rate, *duration, *streams, *senders)
+		return runEvents(c, *duration, *senders)
 	case "fanout":
 		ls, err := parseLevels(*fanLevels)
 		if err != nil {
