@@ -209,3 +209,57 @@ func waitMetric(t *testing.T, srv *testserver.Server, line string, timeout time.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestStreamsEndWhenClientsLeave: streams whose clients close their
+// connections are unregistered at once, without waiting for a write to
+// fail (pings are 15 s apart here); an idle stream sends `: ping`
+// comments at MANGO_STREAM_PING_INTERVAL.
+func TestStreamsEndWhenClientsLeave(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	id := newSession(t, srv)
+	const n = 20
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conn, _ := openSSE(t, srv, id)
+		defer func() { _ = conn.Close() }()
+		conns[i] = conn
+	}
+	waitMetric(t, srv, fmt.Sprintf("mango_stream_subscribers %d", n), 10*time.Second)
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	waitMetric(t, srv, "mango_stream_subscribers 0", 5*time.Second)
+	waitMetric(t, srv, "mango_stream_feeds 0", 5*time.Second)
+
+	pinging := testserver.Start(t, testserver.WithEnv("MANGO_STREAM_PING_INTERVAL", "1s"))
+	conn, body := openSSE(t, pinging, newSession(t, pinging))
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for line := ""; !strings.HasPrefix(line, ": ping"); {
+		var err error
+		if line, err = body.ReadString('\n'); err != nil {
+			t.Fatalf("idle stream: %v before a ping", err)
+		}
+	}
+}
+
+// openSSE opens a session's stream on a raw connection and returns it
+// with the response body.
+func openSSE(t *testing.T, srv *testserver.Server, sessionID string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.BaseURL+"/v1/sessions/"+sessionID+"/events/stream", nil)
+	req.Header.Set("x-api-key", srv.APIKey)
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream of %s: %v, %v", sessionID, resp, err)
+	}
+	return conn, bufio.NewReader(resp.Body)
+}
