@@ -317,7 +317,12 @@ type streamWriter struct {
 func openStream(c echo.Context) (context.Context, *streamWriter, bool) {
 	resp := c.Response()
 	rc := http.NewResponseController(resp)
-	conn, brw, err := rc.Hijack()
+	var conn net.Conn
+	var brw *bufio.ReadWriter
+	err := errors.ErrUnsupported // an HTTP/1.0 client cannot read chunks
+	if c.Request().ProtoAtLeast(1, 1) {
+		conn, brw, err = rc.Hijack()
+	}
 	if err != nil {
 		resp.Header().Set("Connection", "keep-alive")
 		resp.WriteHeader(http.StatusOK)

@@ -263,3 +263,32 @@ func openSSE(t *testing.T, srv *testserver.Server, sessionID string) (net.Conn, 
 	}
 	return conn, bufio.NewReader(resp.Body)
 }
+
+// TestStreamToHTTP10Client: an HTTP/1.0 client, which cannot read chunked
+// responses, gets its stream through the HTTP server (not hijacked),
+// delimited by the connection's end.
+func TestStreamToHTTP10Client(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t)
+	id := newSession(t, srv)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(conn, "GET /v1/sessions/%s/events/stream HTTP/1.0\r\nHost: mango\r\nx-api-key: %s\r\n\r\n", id, srv.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, &http.Request{Method: http.MethodGet})
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP/1.0 stream: %v, %v", resp, err)
+	}
+	if len(resp.TransferEncoding) != 0 {
+		t.Fatalf("HTTP/1.0 response with Transfer-Encoding %v, want none", resp.TransferEncoding)
+	}
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+		t.Fatalf("first line %q (%v), want the connected comment", line, err)
+	}
+}
