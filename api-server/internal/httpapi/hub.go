@@ -391,9 +391,10 @@ func (f *feed) read() error {
 // broadcast publishes the feed's state and wakes the streams; f.mu is
 // held.
 func (f *feed) broadcast() {
-	close(f.changed)
+	woken := f.changed
 	f.changed = make(chan struct{})
-	f.publish()
+	f.publish() // before the wake-up, so the woken streams read the new state
+	close(woken)
 }
 
 // publish makes the feed's state what streams read, without waking them

@@ -114,18 +114,45 @@ func TestSoak(t *testing.T) {
 	})
 
 	var turns atomic.Int64
+	var latMu sync.Mutex
+	var lat []time.Duration
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for _, a := range act {
 		wg.Go(func() {
 			for a.err == nil && time.Now().Before(deadline) {
+				start := time.Now()
 				if a.err = soakTurn(ctx, sys.cli, a.id, a.seen); a.err == nil {
 					a.turns++
 					turns.Add(1)
+					latMu.Lock()
+					lat = append(lat, time.Since(start))
+					latMu.Unlock()
 				}
 			}
 		})
 	}
+	// Halfway through, a few new sessions start under the load: their
+	// first turns must not wait behind the busy sessions (they did, for a
+	// minute, while the worker polled only its sticky queue).
+	time.Sleep(d / 2)
+	late := make([]time.Duration, 4)
+	var lateWG sync.WaitGroup
+	for i := range late {
+		id := newSession()
+		seen, err := openRawStream(ctx, hc, base, key, id)
+		if err != nil {
+			t.Fatalf("stream of late session %s: %v", id, err)
+		}
+		lateWG.Go(func() {
+			start := time.Now()
+			if err := soakTurn(ctx, sys.cli, id, seen); err != nil {
+				t.Errorf("late session %s: first turn: %v", id, err)
+			}
+			late[i] = time.Since(start)
+		})
+	}
+	lateWG.Wait()
 	wg.Wait()
 	close(stopSampling)
 	sampling.Wait()
@@ -135,6 +162,15 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	t.Logf("%d turns in %v (%.1f turns/s) on %d sessions beside %d idle streams", turns.Load(), d, float64(turns.Load())/d.Seconds(), soakActive, soakIdleStreams)
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		median := lat[len(lat)/2]
+		slowest := slices.Max(late)
+		t.Logf("turn median %v; first turns of sessions started under load %v", median, late)
+		if slowest > 10*median+5*time.Second {
+			t.Errorf("a session started under load waited %v for its first turn, over 10x the median turn (%v) + 5s: new sessions starve", slowest, median)
+		}
+	}
 
 	// Every active stream saw exactly the session's events.
 	for _, a := range act {
@@ -186,7 +222,12 @@ func soakTurn(ctx context.Context, cli anthropic.Client, id string, seen *rawStr
 				Text: `#tool bash {"command":"true"}`}}}}}}}); err != nil {
 		return err
 	}
-	return seen.waitFor("session.status_idle", idles+1, 60*time.Second)
+	if err := seen.waitFor("session.status_idle", idles+1, 60*time.Second); err != nil {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return fmt.Errorf("%w (the stream delivered %d events: %v)", err, len(seen.ids), seen.types)
+	}
+	return nil
 }
 
 // listIDs lists a session's event ids, oldest first.
