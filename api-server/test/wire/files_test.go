@@ -48,12 +48,20 @@ func uploadCSV(t *testing.T, client anthropic.Client, name string) *anthropic.Be
 // filesClient is a ControlPlane Files client with the worker token.
 func filesClient(t *testing.T, srv *testserver.Server) (pb.FilesClient, context.Context) {
 	t.Helper()
+	conn, ctx := workerConn(t, srv)
+	return pb.NewFilesClient(conn), ctx
+}
+
+// workerConn connects to srv's ControlPlane as a worker does: the
+// connection (closed when t ends) and a context carrying the worker token.
+func workerConn(t *testing.T, srv *testserver.Server) (*grpc.ClientConn, context.Context) {
+	t.Helper()
 	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewFilesClient(conn), metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
+	return conn, metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
 }
 
 // publish stores an output of a session through the ControlPlane.

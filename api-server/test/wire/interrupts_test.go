@@ -14,8 +14,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -26,12 +24,8 @@ import (
 // does and returns it once the server has subscribed it (headers read).
 func watchInterrupts(t *testing.T, srv *testserver.Server) grpc.ServerStreamingClient[pb.WatchInterruptsResponse] {
 	t.Helper()
-	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken))
+	conn, ctx := workerConn(t, srv)
+	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	st, err := pb.NewControlPlaneClient(conn).WatchInterrupts(ctx, &pb.WatchInterruptsRequest{WorkerId: "wire-test"})
 	if err != nil {

@@ -20,8 +20,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
@@ -208,12 +206,8 @@ type producer struct {
 
 func newProducer(t *testing.T, srv *testserver.Server) *producer {
 	t.Helper()
-	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken))
+	conn, ctx := workerConn(t, srv)
+	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	st, err := pb.NewControlPlaneClient(conn).StreamPreviews(ctx)
 	if err != nil {

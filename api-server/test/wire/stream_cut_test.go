@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
@@ -122,12 +118,7 @@ func cmpErr(errs ...error) error {
 // through the ControlPlane, as a worker would.
 func appendLarge(t *testing.T, srv *testserver.Server, sessionID string, n, size int) {
 	t.Helper()
-	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
+	conn, ctx := workerConn(t, srv)
 	cp := pb.NewControlPlaneClient(conn)
 	text := strings.Repeat("x", size)
 	for i := range n {
