@@ -73,18 +73,12 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/sessions/"+sessionID+"/events/stream", nil)
-			req.Header.Set("x-api-key", c.key)
-			resp, err := hc.Do(req)
+			resp, err := c.openStream(ctx, hc, sessionID)
 			if err != nil {
 				connected <- err
 				return
 			}
 			defer func() { _ = resp.Body.Close() }()
-			if resp.StatusCode != http.StatusOK {
-				connected <- fmt.Errorf("stream: status %d", resp.StatusCode)
-				return
-			}
 			r := bufio.NewReader(resp.Body)
 			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
 				connected <- fmt.Errorf("stream: first line %q, %v", line, err)
@@ -205,6 +199,25 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 		fmt.Println("  ", e)
 	}
 	return nil
+}
+
+// openStream opens a session's SSE stream through hc (a stream outlives
+// the client's request timeout, so not through c.http).
+func (c *client) openStream(ctx context.Context, hc *http.Client, sessionID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/sessions/"+sessionID+"/events/stream", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("x-api-key", c.key)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("stream of %s: status %d", sessionID, resp.StatusCode)
+	}
+	return resp, nil
 }
 
 // newBareSession creates an agent, an environment and a session on them.

@@ -196,18 +196,9 @@ func userMessage(text string) string {
 
 // eventTypes streams a session and delivers the type of each event.
 func (c *client) eventTypes(ctx context.Context, id string) (<-chan string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/sessions/"+id+"/events/stream", nil)
+	resp, err := c.openStream(ctx, http.DefaultClient, id)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("x-api-key", c.key)
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("stream: status %d", resp.StatusCode)
 	}
 	out := make(chan string, 1024)
 	go func() {

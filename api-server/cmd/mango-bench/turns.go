@@ -172,17 +172,9 @@ func (s *benchSession) turn(c *client) (time.Duration, error) {
 
 // idleEvents streams a session and signals each session.status_idle.
 func (c *client) idleEvents(ctx context.Context, id string) (<-chan struct{}, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/sessions/"+id+"/events/stream", nil)
+	resp, err := c.openStream(ctx, http.DefaultClient, id)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("x-api-key", c.key)
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("stream: status %d", resp.StatusCode)
 	}
 	out := make(chan struct{}, 16)
 	go func() {
