@@ -135,9 +135,8 @@ func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 // with watchEnd) while the streams keeping up receive every event.
 func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 0)
+	h := NewHub(prometheus.NewRegistry(), 8)
 	defer h.Close()
-	h.maxFrames = 8
 	log := &memLog{}
 	slow, fast := h.Subscribe(log, "sesn_a"), h.Subscribe(log, "sesn_a")
 	defer slow.Close()
@@ -209,6 +208,7 @@ func TestFeedSeesDeletionAndGaps(t *testing.T) {
 	w := h.Subscribe(log, "sesn_a")
 	defer w.Close()
 	started(t, w)
+	w.Next(0) // the stream joins the feed, as a real one does before waiting
 	log.add(2) // committed while nobody listened
 	h.Gap()
 	if frames, _ := next(t, w, 0); len(frames) != 2 {
