@@ -208,7 +208,7 @@ func TestFeedSeesDeletionAndGaps(t *testing.T) {
 	w := h.Subscribe(log, "sesn_a")
 	defer w.Close()
 	started(t, w)
-	w.Next(0) // the stream joins the feed, as a real one does before waiting
+	w.Next(0)  // the stream joins the feed, as a real one does before waiting
 	log.add(2) // committed while nobody listened
 	h.Gap()
 	if frames, _ := next(t, w, 0); len(frames) != 2 {
