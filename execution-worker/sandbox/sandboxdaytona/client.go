@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 // maxErrorBody bounds how much of an error response is kept.

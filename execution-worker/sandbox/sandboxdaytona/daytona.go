@@ -66,8 +66,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // Labels set on every sandbox.

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 // Router request headers (sandbox-router's proxy/headers.go).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 // apiError is a non-2xx answer of the lifecycle server or of execd.

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // execDir holds the pid, cancellation, stdin and output files of commands.

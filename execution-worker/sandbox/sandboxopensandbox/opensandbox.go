@@ -46,8 +46,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
 )
 
 // Name is the name the provider is registered under.

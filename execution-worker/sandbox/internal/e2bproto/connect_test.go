@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 func stream(frames ...[]byte) *bytes.Reader { return bytes.NewReader(bytes.Join(frames, nil)) }

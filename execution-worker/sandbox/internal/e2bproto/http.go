@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 // APIError is a non-success HTTP answer.

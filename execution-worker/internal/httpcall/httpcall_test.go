@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/execution-worker/sandbox/internal/httpcall"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 func TestRetry(t *testing.T) {
