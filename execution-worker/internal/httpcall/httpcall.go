@@ -1,7 +1,8 @@
-// Package httpcall holds what the hand-written HTTP clients of the remote
-// sandbox adapters share: the retry loop with capped exponential backoff
-// and Retry-After, Retry-After parsing, request bodies (JSON, and streams
-// that can be sent once), and the error of a non-2xx answer.
+// Package httpcall holds what the worker's HTTP clients share: the retry
+// loop with capped exponential backoff and Retry-After, the one
+// Retry-After parser (the remote sandbox adapters and the model client),
+// request bodies (JSON, and streams that can be sent once), and the error
+// of a non-2xx answer.
 package httpcall
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -69,28 +71,43 @@ func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, 
 	}
 }
 
-// RetryAfter parses a Retry-After header (seconds or an HTTP date); 0
-// when absent or invalid.
-func RetryAfter(v string) time.Duration {
-	d, _ := ParseRetryAfter(v)
+// RetryAfter returns the wait an answer's headers h ask for, read by
+// [RetryAfterHeader] at time.Now; 0 when they ask for none.
+func RetryAfter(h http.Header) time.Duration {
+	d, _ := RetryAfterHeader(h, time.Now())
 	return d
 }
 
-// ParseRetryAfter parses a Retry-After header like [RetryAfter]; ok is
-// false when it is absent or invalid, which tells those apart from a
-// server asking for no wait ("0", or a date already past).
-func ParseRetryAfter(v string) (d time.Duration, ok bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
+// RetryAfterHeader returns the wait an answer's headers h ask for at now:
+// retry-after-ms (milliseconds) when it asks for a positive wait, else
+// Retry-After as seconds (fractions allowed) or an HTTP date. ok is false
+// when neither is present and valid, which tells that apart from a server
+// asking for no wait ("0", or a date already past).
+func RetryAfterHeader(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	if d, ok := parseDelay(h.Get("retry-after-ms"), time.Millisecond); ok && d > 0 {
+		return d, true
 	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if d, ok := parseDelay(v, time.Second); ok {
+		return d, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t)), true
+		return max(0, t.Sub(now)), true
 	}
 	return 0, false
+}
+
+// parseDelay parses v as a finite, non-negative number of units; a wait
+// too long for a Duration is the longest one.
+func parseDelay(v string, unit time.Duration) (time.Duration, bool) {
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+		return 0, false
+	}
+	if d := n * float64(unit); d < math.MaxInt64 {
+		return time.Duration(d), true
+	}
+	return math.MaxInt64, true
 }
 
 // JSONBody returns a request body function for v: a fresh reader for every

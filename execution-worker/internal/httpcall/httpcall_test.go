@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,27 +75,47 @@ func TestRetryMaxWait(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	if d := httpcall.RetryAfter("3"); d != 3*time.Second {
-		t.Errorf("seconds = %v", d)
-	}
-	if d := httpcall.RetryAfter(time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)); d < 59*time.Minute {
-		t.Errorf("date = %v", d)
-	}
-	for _, v := range []string{"", "soon", "-1", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)} {
-		if d := httpcall.RetryAfter(v); d != 0 {
-			t.Errorf("RetryAfter(%q) = %v, want 0", v, d)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
+	for _, tt := range []struct {
+		ms, after string
+		want      time.Duration
+		ok        bool
+	}{
+		{after: "3", want: 3 * time.Second, ok: true},
+		{after: " 2 ", want: 2 * time.Second, ok: true},
+		{after: "1.5", want: 1500 * time.Millisecond, ok: true},
+		{after: "0", want: 0, ok: true},
+		{after: date(time.Hour), want: time.Hour, ok: true},
+		{after: date(-time.Hour), want: 0, ok: true}, // past: no wait, but asked
+		{after: "1e30", want: math.MaxInt64, ok: true},
+		{ms: "1500", after: "2", want: 1500 * time.Millisecond, ok: true},
+		{ms: "2.5", want: 2500 * time.Microsecond, ok: true},
+		{ms: "0", after: "2", want: 2 * time.Second, ok: true}, // no positive wait: Retry-After decides
+		{ms: "soon", after: "2", want: 2 * time.Second, ok: true},
+		{ms: "0"},
+		{after: ""},
+		{after: "soon"},
+		{after: "-1"},
+		{after: "NaN"},
+		{after: "Inf"},
+	} {
+		h := http.Header{}
+		if tt.ms != "" {
+			h.Set("retry-after-ms", tt.ms)
+		}
+		if tt.after != "" {
+			h.Set("Retry-After", tt.after)
+		}
+		if d, ok := httpcall.RetryAfterHeader(h, now); d != tt.want || ok != tt.ok {
+			t.Errorf("RetryAfterHeader(retry-after-ms %q, Retry-After %q) = %v, %v; want %v, %v", tt.ms, tt.after, d, ok, tt.want, tt.ok)
 		}
 	}
-	for v, want := range map[string]bool{"2": true, "0": true, " 2 ": true, "": false, "soon": false, "-1": false} {
-		if _, ok := httpcall.ParseRetryAfter(v); ok != want {
-			t.Errorf("ParseRetryAfter(%q) ok = %v, want %v", v, ok, want)
-		}
+	if d := httpcall.RetryAfter(http.Header{"Retry-After": {time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)}}); d < 59*time.Minute || d > time.Hour {
+		t.Errorf("RetryAfter(date in an hour) = %v, want about 1h", d)
 	}
-	if d, ok := httpcall.ParseRetryAfter("2"); !ok || d != 2*time.Second {
-		t.Errorf("ParseRetryAfter(2) = %v, %v; want 2s, true", d, ok)
-	}
-	if d, ok := httpcall.ParseRetryAfter(time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)); !ok || d != 0 {
-		t.Errorf("ParseRetryAfter(past date) = %v, %v; want 0, true", d, ok)
+	if d := httpcall.RetryAfter(http.Header{"Retry-After": {"soon"}}); d != 0 {
+		t.Errorf("RetryAfter(soon) = %v, want 0", d)
 	}
 }
 

@@ -69,13 +69,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/model"
 )
 
@@ -413,7 +413,7 @@ func (c *Client) statusError(status int, h http.Header, raw string) error {
 		e.Retryable = false
 	}
 	if e.Retryable {
-		e.RetryAfter = retryAfter(h, time.Now())
+		e.RetryAfter = httpcall.RetryAfter(h)
 	}
 	if id := h.Get("request-id"); id != "" {
 		e.Message += " (request-id " + id + ")"
@@ -438,32 +438,6 @@ func defaultType(status int) string {
 	default:
 		return "invalid_request_error"
 	}
-}
-
-// retryAfter reads retry-after-ms or Retry-After (seconds or an HTTP date).
-// The SDK parses them too, but only for its own retries.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("retry-after"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 func (c *Client) redact(s string) string {

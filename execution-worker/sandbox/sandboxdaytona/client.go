@@ -123,7 +123,7 @@ func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &httpcall.StatusError{
+		return nil, httpcall.RetryAfter(resp.Header), &httpcall.StatusError{
 			Service: "daytona", Method: req.method, Target: redact(req.url), Status: resp.StatusCode, Body: string(b),
 			MessageKeys: []string{"message", "error"},
 		}

@@ -156,7 +156,7 @@ func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header.Get("Retry-After")), &httpcall.StatusError{
+		return nil, httpcall.RetryAfter(resp.Header), &httpcall.StatusError{
 			Service: "sandbox router", Method: req.method, Target: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
 			MessageKeys: []string{"detail", "message"},
 		}

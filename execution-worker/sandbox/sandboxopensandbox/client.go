@@ -126,7 +126,7 @@ func (p *Provider) attempt(ctx context.Context, op string, r request) (resp *htt
 	}
 	retryable := resp.StatusCode == http.StatusTooManyRequests ||
 		(resp.StatusCode >= 500 && !r.onlyRetry429)
-	wait = min(httpcall.RetryAfter(resp.Header.Get("Retry-After")), httpcall.MaxWait)
+	wait = min(httpcall.RetryAfter(resp.Header), httpcall.MaxWait)
 	return nil, r.idempotent && retryable, wait, readAPIError(op, resp)
 }
 

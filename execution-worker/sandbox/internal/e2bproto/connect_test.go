@@ -3,7 +3,9 @@ package e2bproto
 import (
 	"bytes"
 	"errors"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
@@ -51,12 +53,12 @@ func TestReadProcessStream(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	// send reads Retry-After with httpcall.ParseRetryAfter.
-	if d, ok := httpcall.ParseRetryAfter("2"); !ok || d.Seconds() != 2 {
-		t.Errorf("ParseRetryAfter(2) = %v, %v", d, ok)
+	// send reads Retry-After with httpcall.RetryAfterHeader.
+	if d, ok := httpcall.RetryAfterHeader(http.Header{"Retry-After": {"2"}}, time.Now()); !ok || d.Seconds() != 2 {
+		t.Errorf("RetryAfterHeader(2) = %v, %v", d, ok)
 	}
-	if _, ok := httpcall.ParseRetryAfter("soon"); ok {
-		t.Error("ParseRetryAfter(soon) parsed")
+	if _, ok := httpcall.RetryAfterHeader(http.Header{"Retry-After": {"soon"}}, time.Now()); ok {
+		t.Error("RetryAfterHeader(soon) parsed")
 	}
 	c := Config{}.withDefaults()
 	for i := range 20 {

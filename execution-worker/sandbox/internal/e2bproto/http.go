@@ -132,7 +132,7 @@ func (c *Config) attempt(ctx context.Context, op string, class retryClass, build
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	wait = c.backoff(retry)
-	if ra, ok := httpcall.ParseRetryAfter(resp.Header.Get("Retry-After")); ok {
+	if ra, ok := httpcall.RetryAfterHeader(resp.Header, time.Now()); ok {
 		wait = min(ra, c.RetryAfterMax)
 	}
 	return nil, retryableStatus(class, resp.StatusCode), wait, &APIError{Op: op, Status: resp.StatusCode, Message: errorMessage(body)}
