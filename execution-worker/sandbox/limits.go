@@ -14,6 +14,12 @@ const (
 	EnvMaxOutput   = "MANGO_SANDBOX_MAX_OUTPUT"
 )
 
+// Default command limits of every provider, for the limits not set.
+const (
+	DefaultExecTimeout = 2 * time.Minute
+	DefaultMaxOutput   = 1 << 20 // 1 MiB
+)
+
 // Limits are a provider's default command limits. Zero means "not set"
 // (the provider's own default applies).
 type Limits struct {

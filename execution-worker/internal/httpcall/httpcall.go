@@ -22,6 +22,14 @@ import (
 // unless a [Policy] sets its own cap.
 const MaxWait = 30 * time.Second
 
+// Defaults of the retry settings of the worker's HTTP clients: the first
+// backoff, its cap, and the retries after the first try.
+const (
+	DefaultBase    = 200 * time.Millisecond
+	DefaultMax     = 5 * time.Second
+	DefaultRetries = 4
+)
+
 // Policy bounds the retries of one call.
 type Policy struct {
 	// Base is the first backoff; it doubles up to Max. With Base 0, fn

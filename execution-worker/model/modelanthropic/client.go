@@ -60,6 +60,7 @@
 package modelanthropic
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -75,6 +76,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/model"
 )
@@ -152,10 +154,7 @@ type Client struct {
 
 // New validates cfg and returns a client.
 func New(cfg Config) (*Client, error) {
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(cfg.BaseURL, DefaultBaseURL)
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("modelanthropic: base URL %q: want http(s)://host[:port][/path]", base)
@@ -171,8 +170,8 @@ func New(cfg Config) (*Client, error) {
 		endpoint: base + "/v1/messages",
 		apiKey:   cfg.APIKey,
 		model:    cfg.Model,
-		maxBytes: cfg.MaxResponseBytes,
-		timeout:  cfg.Timeout,
+		maxBytes: defaults.Positive(cfg.MaxResponseBytes, DefaultMaxResponseBytes),
+		timeout:  defaults.Positive(cfg.Timeout, DefaultTimeout),
 	}
 	switch strings.ToLower(cfg.Auth) {
 	case "", AuthXAPIKey:
@@ -180,12 +179,6 @@ func New(cfg Config) (*Client, error) {
 		c.bearer = true
 	default:
 		return nil, fmt.Errorf("modelanthropic: auth %q: want %q or %q", cfg.Auth, AuthXAPIKey, AuthBearer)
-	}
-	if c.maxBytes <= 0 {
-		c.maxBytes = DefaultMaxResponseBytes
-	}
-	if c.timeout <= 0 {
-		c.timeout = DefaultTimeout
 	}
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {

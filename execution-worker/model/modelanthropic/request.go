@@ -1,12 +1,14 @@
 package modelanthropic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/model"
 )
 
@@ -19,15 +21,12 @@ func (c *Client) params(req *model.Request) (anthropic.MessageNewParams, error) 
 	if req == nil {
 		return anthropic.MessageNewParams{}, &model.Error{Type: "invalid_request_error", Message: "request is nil"}
 	}
-	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(req.MaxTokens)}
-	if c.model != "" {
-		p.Model = anthropic.Model(c.model)
+	p := anthropic.MessageNewParams{
+		Model:     anthropic.Model(cmp.Or(c.model, req.Model)),
+		MaxTokens: defaults.Positive(int64(req.MaxTokens), DefaultMaxTokens),
 	}
 	if p.Model == "" {
 		return p, &model.Error{Type: "invalid_request_error", Message: "no model id: set the agent's model or MANGO_MODEL_ID"}
-	}
-	if p.MaxTokens <= 0 {
-		p.MaxTokens = DefaultMaxTokens
 	}
 	if req.ThinkingBudget > 0 {
 		p.Thinking.OfEnabled = &anthropic.ThinkingConfigEnabledParam{BudgetTokens: int64(req.ThinkingBudget)}

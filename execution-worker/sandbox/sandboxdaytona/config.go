@@ -1,6 +1,7 @@
 package sandboxdaytona
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -31,8 +34,8 @@ const (
 const (
 	DefaultAPIURL           = "https://app.daytona.io/api"
 	DefaultAutoPauseMinutes = 15
-	DefaultExecTimeout      = 2 * time.Minute
-	DefaultMaxOutput        = 1 << 20
+	DefaultExecTimeout      = sandbox.DefaultExecTimeout
+	DefaultMaxOutput        = sandbox.DefaultMaxOutput
 	DefaultStartTimeout     = 5 * time.Minute
 )
 
@@ -141,39 +144,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 func (c Config) withDefaults() Config {
-	if c.APIURL == "" {
-		c.APIURL = DefaultAPIURL
-	}
-	c.APIURL = strings.TrimRight(c.APIURL, "/")
-	switch {
-	case c.AutoPauseMinutes == 0:
-		c.AutoPauseMinutes = DefaultAutoPauseMinutes
-	case c.AutoPauseMinutes < 0:
-		c.AutoPauseMinutes = 0
-	}
-	if c.ExecTimeout <= 0 {
-		c.ExecTimeout = DefaultExecTimeout
-	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = DefaultMaxOutput
-	}
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = DefaultStartTimeout
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = 250 * time.Millisecond
-	}
-	if c.RetryBase <= 0 {
-		c.RetryBase = 200 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 5 * time.Second
-	}
-	if c.Retries <= 0 {
-		c.Retries = 4
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	c.APIURL = strings.TrimRight(cmp.Or(c.APIURL, DefaultAPIURL), "/")
+	c.AutoPauseMinutes = defaults.Limit(c.AutoPauseMinutes, DefaultAutoPauseMinutes)
+	c.ExecTimeout = defaults.Positive(c.ExecTimeout, DefaultExecTimeout)
+	c.MaxOutput = defaults.Positive(c.MaxOutput, DefaultMaxOutput)
+	c.StartTimeout = defaults.Positive(c.StartTimeout, DefaultStartTimeout)
+	c.PollInterval = defaults.Positive(c.PollInterval, 250*time.Millisecond)
+	c.RetryBase = defaults.Positive(c.RetryBase, httpcall.DefaultBase)
+	c.RetryMax = defaults.Positive(c.RetryMax, httpcall.DefaultMax)
+	c.Retries = defaults.Positive(c.Retries, httpcall.DefaultRetries)
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	return c
 }

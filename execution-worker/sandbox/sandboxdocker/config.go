@@ -1,6 +1,7 @@
 package sandboxdocker
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -34,8 +36,8 @@ const (
 	DefaultMemory      = 1 << 30 // 1 GiB
 	DefaultPids        = 512
 	DefaultNetwork     = "none"
-	DefaultExecTimeout = 2 * time.Minute
-	DefaultMaxOutput   = 1 << 20 // 1 MiB
+	DefaultExecTimeout = sandbox.DefaultExecTimeout
+	DefaultMaxOutput   = sandbox.DefaultMaxOutput
 )
 
 // Config configures the provider. The zero value of a field means its
@@ -168,36 +170,13 @@ func checkNetwork(v string) error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Image == "" {
-		c.Image = DefaultImage
-	}
-	switch {
-	case c.CPUs == 0:
-		c.CPUs = DefaultCPUs
-	case c.CPUs < 0:
-		c.CPUs = 0
-	}
-	switch {
-	case c.Memory == 0:
-		c.Memory = DefaultMemory
-	case c.Memory < 0:
-		c.Memory = 0
-	}
-	switch {
-	case c.Pids == 0:
-		c.Pids = DefaultPids
-	case c.Pids < 0:
-		c.Pids = 0
-	}
-	if c.Network == "" {
-		c.Network = DefaultNetwork
-	}
-	if c.ExecTimeout <= 0 {
-		c.ExecTimeout = DefaultExecTimeout
-	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = DefaultMaxOutput
-	}
+	c.Image = cmp.Or(c.Image, DefaultImage)
+	c.CPUs = defaults.Limit(c.CPUs, DefaultCPUs)
+	c.Memory = defaults.Limit(c.Memory, DefaultMemory)
+	c.Pids = defaults.Limit(c.Pids, DefaultPids)
+	c.Network = cmp.Or(c.Network, DefaultNetwork)
+	c.ExecTimeout = defaults.Positive(c.ExecTimeout, DefaultExecTimeout)
+	c.MaxOutput = defaults.Positive(c.MaxOutput, DefaultMaxOutput)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package sandboxk8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -39,8 +42,8 @@ const (
 	DefaultNamespace    = "default"
 	DefaultRuntimePort  = 8888
 	DefaultReadyTimeout = 5 * time.Minute
-	DefaultExecTimeout  = 2 * time.Minute
-	DefaultMaxOutput    = 1 << 20
+	DefaultExecTimeout  = sandbox.DefaultExecTimeout
+	DefaultMaxOutput    = sandbox.DefaultMaxOutput
 	DefaultPageSize     = 100
 )
 
@@ -222,39 +225,17 @@ func (c Config) restConfig() (*rest.Config, error) {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
 	c.RouterURL = strings.TrimRight(c.RouterURL, "/")
-	if c.RuntimePort <= 0 {
-		c.RuntimePort = DefaultRuntimePort
-	}
-	if c.ReadyTimeout <= 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
-	if c.ExecTimeout <= 0 {
-		c.ExecTimeout = DefaultExecTimeout
-	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = DefaultMaxOutput
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = 250 * time.Millisecond
-	}
-	if c.RetryBase <= 0 {
-		c.RetryBase = 200 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 5 * time.Second
-	}
-	if c.Retries <= 0 {
-		c.Retries = 4
-	}
-	if c.PageSize <= 0 {
-		c.PageSize = DefaultPageSize
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	c.RuntimePort = defaults.Positive(c.RuntimePort, DefaultRuntimePort)
+	c.ReadyTimeout = defaults.Positive(c.ReadyTimeout, DefaultReadyTimeout)
+	c.ExecTimeout = defaults.Positive(c.ExecTimeout, DefaultExecTimeout)
+	c.MaxOutput = defaults.Positive(c.MaxOutput, DefaultMaxOutput)
+	c.PollInterval = defaults.Positive(c.PollInterval, 250*time.Millisecond)
+	c.RetryBase = defaults.Positive(c.RetryBase, httpcall.DefaultBase)
+	c.RetryMax = defaults.Positive(c.RetryMax, httpcall.DefaultMax)
+	c.Retries = defaults.Positive(c.Retries, httpcall.DefaultRetries)
+	c.PageSize = defaults.Positive(c.PageSize, DefaultPageSize)
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	return c
 }

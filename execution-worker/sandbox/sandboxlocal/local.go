@@ -82,8 +82,8 @@ const (
 
 // Defaults for a zero [Config] field or an unset variable.
 const (
-	DefaultExecTimeout = 2 * time.Minute
-	DefaultMaxOutput   = 1 << 20
+	DefaultExecTimeout = sandbox.DefaultExecTimeout
+	DefaultMaxOutput   = sandbox.DefaultMaxOutput
 )
 
 // DefaultRoot returns the default directory holding the workspaces,

@@ -1,6 +1,7 @@
 package sandboxopensandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -28,8 +31,8 @@ const (
 	DefaultImage        = "ubuntu:24.04"
 	DefaultCPU          = "1"
 	DefaultMemory       = "1Gi"
-	DefaultExecTimeout  = 2 * time.Minute
-	DefaultMaxOutput    = 1 << 20
+	DefaultExecTimeout  = sandbox.DefaultExecTimeout
+	DefaultMaxOutput    = sandbox.DefaultMaxOutput
 	DefaultReadyTimeout = 3 * time.Minute
 )
 
@@ -107,39 +110,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Image == "" {
-		c.Image = DefaultImage
-	}
-	if c.CPU == "" {
-		c.CPU = DefaultCPU
-	}
-	if c.Memory == "" {
-		c.Memory = DefaultMemory
-	}
-	if c.ExecTimeout <= 0 {
-		c.ExecTimeout = DefaultExecTimeout
-	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = DefaultMaxOutput
-	}
-	if c.ReadyTimeout <= 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = 100 * time.Millisecond
-	}
-	if c.RetryBase <= 0 {
-		c.RetryBase = 200 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 5 * time.Second
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
-	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	c.Image = cmp.Or(c.Image, DefaultImage)
+	c.CPU = cmp.Or(c.CPU, DefaultCPU)
+	c.Memory = cmp.Or(c.Memory, DefaultMemory)
+	c.ExecTimeout = defaults.Positive(c.ExecTimeout, DefaultExecTimeout)
+	c.MaxOutput = defaults.Positive(c.MaxOutput, DefaultMaxOutput)
+	c.ReadyTimeout = defaults.Positive(c.ReadyTimeout, DefaultReadyTimeout)
+	c.PollInterval = defaults.Positive(c.PollInterval, 100*time.Millisecond)
+	c.RetryBase = defaults.Positive(c.RetryBase, httpcall.DefaultBase)
+	c.RetryMax = defaults.Positive(c.RetryMax, httpcall.DefaultMax)
+	c.MaxAttempts = defaults.Positive(c.MaxAttempts, 1+httpcall.DefaultRetries)
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	return c
 }
 

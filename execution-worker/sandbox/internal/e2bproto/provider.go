@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -41,12 +42,12 @@ const (
 // Defaults of [Config].
 const (
 	DefaultIdleTimeout   = 15 * time.Minute
-	DefaultExecTimeout   = 2 * time.Minute
-	DefaultMaxOutput     = 1 << 20
+	DefaultExecTimeout   = sandbox.DefaultExecTimeout
+	DefaultMaxOutput     = sandbox.DefaultMaxOutput
 	DefaultEnvdUser      = "user"
-	DefaultRetryAttempts = 5
-	DefaultRetryBase     = 200 * time.Millisecond
-	DefaultRetryMax      = 5 * time.Second
+	DefaultRetryAttempts = 1 + httpcall.DefaultRetries
+	DefaultRetryBase     = httpcall.DefaultBase
+	DefaultRetryMax      = httpcall.DefaultMax
 	DefaultRetryAfterMax = 30 * time.Second
 )
 
@@ -109,9 +110,7 @@ func (c Config) withDefaults() Config {
 	c.RetryBase = cmp.Or(c.RetryBase, DefaultRetryBase)
 	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
 	c.RetryAfterMax = cmp.Or(c.RetryAfterMax, DefaultRetryAfterMax)
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	return c
 }
 
