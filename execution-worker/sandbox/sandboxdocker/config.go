@@ -125,12 +125,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	if limits.ExecTimeout > 0 {
-		cfg.ExecTimeout = limits.ExecTimeout
-	}
-	if limits.MaxOutput > 0 {
-		cfg.MaxOutput = limits.MaxOutput
-	}
+	cfg.ExecTimeout, cfg.MaxOutput = limits.ExecTimeout, limits.MaxOutput
 	return cfg, nil
 }
 

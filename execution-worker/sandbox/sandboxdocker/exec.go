@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -99,14 +100,8 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = s.p.cfg.ExecTimeout
-	}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = s.p.cfg.MaxOutput
-	}
+	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
+	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
 	token := newToken()
 	opts := client.ExecCreateOptions{
 		AttachStdin:  req.Stdin != nil,

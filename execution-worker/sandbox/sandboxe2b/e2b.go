@@ -29,6 +29,7 @@
 package sandboxe2b
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,12 +132,8 @@ func ParseCommon(getenv func(string) string, cfg *e2bproto.Config, idleVar strin
 	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
 		errs = append(errs, err)
 	} else {
-		if limits.ExecTimeout > 0 {
-			cfg.ExecTimeout = limits.ExecTimeout
-		}
-		if limits.MaxOutput > 0 {
-			cfg.MaxOutput = limits.MaxOutput
-		}
+		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
+		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	return errs
 }

@@ -48,6 +48,7 @@
 package sandboxlocal
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -67,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -136,12 +138,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
 		errs = append(errs, err)
 	} else {
-		if limits.ExecTimeout > 0 {
-			cfg.ExecTimeout = limits.ExecTimeout
-		}
-		if limits.MaxOutput > 0 {
-			cfg.MaxOutput = limits.MaxOutput
-		}
+		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
+		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -545,14 +543,8 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = s.p.execTimeout
-	}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = s.p.maxOutput
-	}
+	timeout := defaults.Positive(req.Timeout, s.p.execTimeout)
+	limit := defaults.Positive(req.MaxOutput, s.p.maxOutput)
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

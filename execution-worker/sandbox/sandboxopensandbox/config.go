@@ -96,12 +96,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
 		errs = append(errs, err)
 	} else {
-		if limits.ExecTimeout > 0 {
-			cfg.ExecTimeout = limits.ExecTimeout
-		}
-		if limits.MaxOutput > 0 {
-			cfg.MaxOutput = limits.MaxOutput
-		}
+		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
+		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

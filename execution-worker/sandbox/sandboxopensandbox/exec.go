@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
@@ -211,14 +212,8 @@ func (s *remote) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.Ex
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = s.p.cfg.ExecTimeout
-	}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = s.p.cfg.MaxOutput
-	}
+	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
+	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
 	prefix := execDir + "/" + newToken()
 	stdin := "/dev/null"
 	if req.Stdin != nil {

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -388,14 +389,8 @@ func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*san
 	if err := s.touch(ctx); err != nil {
 		return nil, err
 	}
-	timeout := req.Timeout
-	if timeout <= 0 {
-		timeout = s.p.cfg.ExecTimeout
-	}
-	limit := req.MaxOutput
-	if limit <= 0 {
-		limit = s.p.cfg.MaxOutput
-	}
+	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
+	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
 	prefix := path.Join(s.stateDir(), newToken())
 	stdinFile := ""
 	if req.Stdin != nil {

@@ -54,6 +54,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -111,12 +112,8 @@ func (sh *Shell) Command(ctx context.Context, req sandbox.ExecRequest) (*sandbox
 	if err := sh.usable(ctx); err != nil {
 		return nil, err
 	}
-	if req.Timeout <= 0 {
-		req.Timeout = sh.DefaultTimeout
-	}
-	if req.MaxOutput <= 0 {
-		req.MaxOutput = sh.DefaultMaxOutput
-	}
+	req.Timeout = defaults.Positive(req.Timeout, sh.DefaultTimeout)
+	req.MaxOutput = defaults.Positive(req.MaxOutput, sh.DefaultMaxOutput)
 	res, err := sh.Exec(ctx, req)
 	switch {
 	case err == nil:
