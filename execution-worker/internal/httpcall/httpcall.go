@@ -1,8 +1,9 @@
 // Package httpcall holds what the worker's HTTP clients share: the retry
 // loop with capped exponential backoff and Retry-After, the one
 // Retry-After parser (the remote sandbox adapters and the model client),
-// request bodies (JSON, and streams that can be sent once), and the error
-// of a non-2xx answer.
+// request bodies (JSON, and streams that can be sent once), and the errors
+// of a non-2xx answer ([StatusError] names the request, [OpError] the
+// operation).
 package httpcall
 
 import (

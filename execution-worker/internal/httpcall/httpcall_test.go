@@ -167,3 +167,28 @@ func TestStatusError(t *testing.T) {
 		t.Errorf("StatusOf(other error) = %d, want 0", s)
 	}
 }
+
+func TestOpError(t *testing.T) {
+	long := strings.Repeat("x", 400)
+	for _, tt := range []struct {
+		err  httpcall.OpError
+		want string
+	}{
+		{httpcall.OpError{Op: "get thing", Status: 404, Message: " gone \n"}, "get thing: HTTP 404: gone"},
+		{httpcall.OpError{Op: "get thing", Status: 404, Code: "SANDBOX_NOT_FOUND", Message: "gone"}, "get thing: HTTP 404: SANDBOX_NOT_FOUND: gone"},
+		{httpcall.OpError{Op: "get thing", Status: 500, Message: "busy", Attempts: 3}, "get thing: HTTP 500, giving up after 3 attempts: busy"},
+		{httpcall.OpError{Op: "get thing", Status: 502}, "get thing: HTTP 502"},
+		{httpcall.OpError{Op: "get thing", Status: 500, Message: long}, "get thing: HTTP 500: " + long[:300] + "..."},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%+v: error = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+	err := fmt.Errorf("wrapped: %w", &httpcall.OpError{Op: "get", Status: 404, Code: "SANDBOX_NOT_FOUND"})
+	if s, c := httpcall.StatusOf(err), httpcall.CodeOf(err); s != 404 || c != "SANDBOX_NOT_FOUND" {
+		t.Errorf("StatusOf, CodeOf = %d, %q; want 404, SANDBOX_NOT_FOUND", s, c)
+	}
+	if c := httpcall.CodeOf(errors.New("boom")); c != "" {
+		t.Errorf("CodeOf(other error) = %q, want empty", c)
+	}
+}

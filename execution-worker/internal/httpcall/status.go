@@ -43,11 +43,63 @@ func (e *StatusError) message() string {
 	return strings.TrimSpace(e.Body)
 }
 
-// StatusOf returns the HTTP status of the *StatusError in err's chain, or 0.
+// OpError is a non-2xx answer to the operation Op, for the clients whose
+// errors name what was being done rather than the request:
+// "get sandbox: HTTP 404: not found".
+type OpError struct {
+	Op     string
+	Status int
+	// Code is the service's error code, when it sends one; it starts the
+	// message.
+	Code    string
+	Message string
+	// Attempts is how many tries ran out the retries (0: the call was
+	// not retried).
+	Attempts int
+}
+
+// maxOpMessage bounds the message an OpError quotes.
+const maxOpMessage = 300
+
+func (e *OpError) Error() string {
+	msg := e.Message
+	if e.Code != "" {
+		msg = e.Code + ": " + msg
+	}
+	msg = strings.TrimSpace(msg)
+	if len(msg) > maxOpMessage {
+		msg = msg[:maxOpMessage] + "..."
+	}
+	s := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
+	if e.Attempts > 0 {
+		s += fmt.Sprintf(", giving up after %d attempts", e.Attempts)
+	}
+	if msg == "" {
+		return s
+	}
+	return s + ": " + msg
+}
+
+// StatusOf returns the HTTP status of the *StatusError or *OpError in
+// err's chain, or 0.
 func StatusOf(err error) int {
 	var se *StatusError
 	if errors.As(err, &se) {
 		return se.Status
 	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return oe.Status
+	}
 	return 0
+}
+
+// CodeOf returns the service's error code of the *OpError in err's chain,
+// or "".
+func CodeOf(err error) string {
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return oe.Code
+	}
+	return ""
 }

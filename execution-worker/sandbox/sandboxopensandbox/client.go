@@ -7,49 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
-// apiError is a non-2xx answer of the lifecycle server or of execd.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	Op      string
-	// Attempts is how many tries ran out the retries (0: the call was
-	// not retried).
-	Attempts int
-}
-
-func (e *apiError) Error() string {
-	msg := e.Message
-	if e.Code != "" {
-		msg = e.Code + ": " + msg
-	}
-	if e.Attempts > 0 {
-		return fmt.Sprintf("%s: HTTP %d, giving up after %d attempts: %s", e.Op, e.Status, e.Attempts, strings.TrimSpace(msg))
-	}
-	return fmt.Sprintf("%s: HTTP %d: %s", e.Op, e.Status, strings.TrimSpace(msg))
-}
-
-func statusOf(err error) int {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
-
-func codeOf(err error) string {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.Code
-	}
-	return ""
-}
+// statusOf and codeOf read the non-2xx answer (an *httpcall.OpError) in
+// an error.
+var (
+	statusOf = httpcall.StatusOf
+	codeOf   = httpcall.CodeOf
+)
 
 // request is one HTTP call.
 type request struct {
@@ -67,7 +35,7 @@ type request struct {
 // do sends r, retrying idempotent calls on 5xx and 429 with capped
 // exponential backoff (honouring Retry-After up to [httpcall.MaxWait]). It
 // returns the response of the final attempt when it is a 2xx, else an
-// *apiError, which counts the attempts when the retries ran out.
+// *httpcall.OpError, which counts the attempts when the retries ran out.
 func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response, error) {
 	policy := httpcall.Policy{
 		Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.MaxAttempts - 1,
@@ -79,7 +47,7 @@ func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response
 		resp, again, wait, err = p.attempt(ctx, op, r)
 		return again, wait, err
 	})
-	var ae *apiError
+	var ae *httpcall.OpError
 	if gaveUp && attempts > 1 && errors.As(err, &ae) {
 		ae.Attempts = attempts
 	}
@@ -89,7 +57,7 @@ func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response
 	return resp, nil
 }
 
-// attempt sends r once. A non-2xx answer is an *apiError; again reports
+// attempt sends r once. A non-2xx answer is an *httpcall.OpError; again reports
 // that r may retry it, after wait when the server said so.
 func (p *Provider) attempt(ctx context.Context, op string, r request) (resp *http.Response, again bool, wait time.Duration, err error) {
 	var body io.Reader
@@ -133,7 +101,7 @@ func (p *Provider) attempt(ctx context.Context, op string, r request) (resp *htt
 func readAPIError(op string, resp *http.Response) error {
 	defer func() { _ = resp.Body.Close() }()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &apiError{Status: resp.StatusCode, Op: op}
+	e := &httpcall.OpError{Status: resp.StatusCode, Op: op}
 	var body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`

@@ -9,44 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
-// APIError is a non-success HTTP answer.
-type APIError struct {
-	Op      string
-	Status  int
-	Message string
-	// Attempts is how many tries ran out the retries (0: the call was
-	// not retried).
-	Attempts int
-}
-
-func (e *APIError) Error() string {
-	msg := strings.TrimSpace(e.Message)
-	if len(msg) > 300 {
-		msg = msg[:300] + "..."
-	}
-	status := fmt.Sprintf("%s: HTTP %d", e.Op, e.Status)
-	if e.Attempts > 0 {
-		status += fmt.Sprintf(", giving up after %d attempts", e.Attempts)
-	}
-	if msg == "" {
-		return status
-	}
-	return status + ": " + msg
-}
-
-func statusOf(err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
+// statusOf returns the status of the non-2xx answer (an
+// *httpcall.OpError) in err, or 0.
+var statusOf = httpcall.StatusOf
 
 // retryClass says which answers a call may retry.
 type retryClass int
@@ -83,7 +53,7 @@ func (c *Config) backoff(attempt int) time.Duration {
 
 // send performs the request built by build, retrying per class with capped
 // exponential backoff (honouring Retry-After up to RetryAfterMax). A
-// non-2xx final answer is returned as *APIError with the body consumed;
+// non-2xx final answer is returned as *httpcall.OpError with the body consumed;
 // either error counts the attempts when the retries ran out.
 func (c *Config) send(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error)) (*http.Response, error) {
 	// attempt supplies every wait (jittered backoff or Retry-After), so
@@ -97,7 +67,7 @@ func (c *Config) send(ctx context.Context, op string, class retryClass, build fu
 		return again, wait, err
 	})
 	if gaveUp && attempts > 1 {
-		var ae *APIError
+		var ae *httpcall.OpError
 		if errors.As(err, &ae) {
 			ae.Attempts = attempts
 		} else {
@@ -111,7 +81,7 @@ func (c *Config) send(ctx context.Context, op string, class retryClass, build fu
 }
 
 // attempt sends the request built by build once; retry is the 0-based
-// number of earlier tries. A non-2xx answer is an *APIError; again reports
+// number of earlier tries. A non-2xx answer is an *httpcall.OpError; again reports
 // that class may retry the failure after wait.
 func (c *Config) attempt(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error), retry int) (resp *http.Response, again bool, wait time.Duration, err error) {
 	if err := ctx.Err(); err != nil {
@@ -135,7 +105,7 @@ func (c *Config) attempt(ctx context.Context, op string, class retryClass, build
 	if ra, ok := httpcall.RetryAfterHeader(resp.Header, time.Now()); ok {
 		wait = min(ra, c.RetryAfterMax)
 	}
-	return nil, retryableStatus(class, resp.StatusCode), wait, &APIError{Op: op, Status: resp.StatusCode, Message: errorMessage(body)}
+	return nil, retryableStatus(class, resp.StatusCode), wait, &httpcall.OpError{Op: op, Status: resp.StatusCode, Message: errorMessage(body)}
 }
 
 // errorMessage extracts message from an {code, message} error body.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
 
 // answering returns a server that answers the first len(statuses)
@@ -83,9 +85,9 @@ func TestSendRetries(t *testing.T) {
 				}
 				_ = resp.Body.Close()
 			} else {
-				var ae *APIError
+				var ae *httpcall.OpError
 				if !errors.As(err, &ae) || ae.Status != tc.status || ae.Attempts != tc.attempts {
-					t.Fatalf("send = %v, want an APIError with status %d and %d attempts counted", err, tc.status, tc.attempts)
+					t.Fatalf("send = %v, want an OpError with status %d and %d attempts counted", err, tc.status, tc.attempts)
 				}
 			}
 			if got := int(n.Load()); got != tc.requests {
