@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -55,6 +56,19 @@ func LimitsFromEnv(getenv func(string) string) (Limits, error) {
 		l.MaxOutput = int(n)
 	}
 	return l, errors.Join(errs...)
+}
+
+// ReadLimits reads [LimitsFromEnv] into a provider's configuration: each
+// variable that is set replaces the value at execTimeout or maxOutput. On
+// an error (LimitsFromEnv's) nothing is replaced.
+func ReadLimits(getenv func(string) string, execTimeout *time.Duration, maxOutput *int) error {
+	l, err := LimitsFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	*execTimeout = cmp.Or(l.ExecTimeout, *execTimeout)
+	*maxOutput = cmp.Or(l.MaxOutput, *maxOutput)
+	return nil
 }
 
 func parseSize(v string) (int64, error) {

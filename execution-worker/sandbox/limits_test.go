@@ -40,3 +40,26 @@ func TestLimitsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestReadLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		timeout, output string
+		wantTimeout     time.Duration
+		wantOutput      int
+		wantErr         bool
+	}{
+		{"", "", time.Minute, 100, false},         // unset: the config keeps its values
+		{"30s", "", 30 * time.Second, 100, false}, // each set variable replaces one
+		{"", "1k", time.Minute, 1 << 10, false},
+		{"30s", "lots", time.Minute, 100, true}, // an error replaces nothing
+	}
+	for _, tc := range tests {
+		env := map[string]string{sandbox.EnvExecTimeout: tc.timeout, sandbox.EnvMaxOutput: tc.output}
+		timeout, output := time.Minute, 100
+		err := sandbox.ReadLimits(func(k string) string { return env[k] }, &timeout, &output)
+		if (err != nil) != tc.wantErr || timeout != tc.wantTimeout || output != tc.wantOutput {
+			t.Errorf("ReadLimits(%q, %q) = %v, %d, %v; want %v, %d, error %v", tc.timeout, tc.output, timeout, output, err, tc.wantTimeout, tc.wantOutput, tc.wantErr)
+		}
+	}
+}

@@ -121,11 +121,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Labels = labels
 	}
-	limits, err := sandbox.LimitsFromEnv(getenv)
-	if err != nil {
+	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		return Config{}, err
 	}
-	cfg.ExecTimeout, cfg.MaxOutput = limits.ExecTimeout, limits.MaxOutput
 	return cfg, nil
 }
 

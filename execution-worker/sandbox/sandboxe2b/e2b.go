@@ -29,7 +29,6 @@
 package sandboxe2b
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,11 +128,8 @@ func ParseCommon(getenv func(string) string, cfg *e2bproto.Config, idleVar strin
 		}
 		cfg.IdleTimeout = d
 	}
-	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		errs = append(errs, err)
-	} else {
-		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
-		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	return errs
 }

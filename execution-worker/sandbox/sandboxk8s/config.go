@@ -160,10 +160,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvKubeconfig, cfg.Kubeconfig, err))
 		}
 	}
-	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		errs = append(errs, err)
-	} else {
-		cfg.ExecTimeout, cfg.MaxOutput = limits.ExecTimeout, limits.MaxOutput
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

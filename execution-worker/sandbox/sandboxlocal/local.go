@@ -48,7 +48,6 @@
 package sandboxlocal
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -135,11 +134,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Root = v
 	}
-	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		errs = append(errs, err)
-	} else {
-		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
-		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

@@ -93,11 +93,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.UseServerProxy = b
 	}
-	if limits, err := sandbox.LimitsFromEnv(getenv); err != nil {
+	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		errs = append(errs, err)
-	} else {
-		cfg.ExecTimeout = cmp.Or(limits.ExecTimeout, cfg.ExecTimeout)
-		cfg.MaxOutput = cmp.Or(limits.MaxOutput, cfg.MaxOutput)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
