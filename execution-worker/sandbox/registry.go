@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,23 @@ import (
 // known names) by [Registry.Lookup] when no provider is registered under the
 // requested name.
 var ErrUnknownProvider = errors.New("unknown sandbox provider")
+
+// FromEnv returns a [Factory] New function for a provider that newProvider
+// builds from the configuration configFromEnv reads, without contacting
+// the backend.
+func FromEnv[C any, P Provider](configFromEnv func(getenv func(string) string) (C, error), newProvider func(C) (P, error)) func(context.Context, func(string) string) (Provider, error) {
+	return func(_ context.Context, getenv func(string) string) (Provider, error) {
+		cfg, err := configFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		p, err := newProvider(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
 
 // Registry maps provider names to factories. The zero value is an empty
 // registry ready to use; a Registry is safe for concurrent use.

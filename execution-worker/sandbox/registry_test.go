@@ -163,3 +163,33 @@ func TestBuiltinProviders(t *testing.T) {
 		})
 	}
 }
+
+func TestFromEnv(t *testing.T) {
+	t.Parallel()
+	configFromEnv := func(getenv func(string) string) (string, error) {
+		if v := getenv("NAME"); v != "" {
+			return v, nil
+		}
+		return "", errors.New("NAME is required")
+	}
+	refuse := errors.New("refused")
+	newProvider := func(name string) (*namedProvider, error) {
+		if name == "bad" {
+			return nil, refuse
+		}
+		return &namedProvider{name: name}, nil
+	}
+	newFn := sandbox.FromEnv(configFromEnv, newProvider)
+	env := map[string]string{"NAME": "fake"}
+	p, err := newFn(t.Context(), func(k string) string { return env[k] })
+	if err != nil || p.Name() != "fake" {
+		t.Fatalf("New with NAME=fake = %v, %v; want the provider named fake", p, err)
+	}
+	if p, err := newFn(t.Context(), func(string) string { return "" }); p != nil || err == nil || err.Error() != "NAME is required" {
+		t.Errorf("New without NAME = %v, %v; want no provider and the configuration's error", p, err)
+	}
+	env["NAME"] = "bad"
+	if p, err := newFn(t.Context(), func(k string) string { return env[k] }); p != nil || !errors.Is(err, refuse) {
+		t.Errorf("New refused by newProvider = %v, %v; want a nil Provider and its error", p, err)
+	}
+}

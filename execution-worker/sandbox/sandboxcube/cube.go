@@ -24,7 +24,6 @@
 package sandboxcube
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -56,13 +55,7 @@ const DefaultDomain = "cube.app"
 // Factory is the registry entry of the cube provider.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{},
-	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
-		cfg, err := ConfigFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg)
-	},
+	New:    sandbox.FromEnv(ConfigFromEnv, New),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

@@ -2,7 +2,6 @@ package sandboxdaytona
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,13 +86,7 @@ type Config struct {
 // not contact the service.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{RunsOnHost: false, HostBound: false},
-	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
-		cfg, err := ConfigFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg)
-	},
+	New:    sandbox.FromEnv(ConfigFromEnv, New),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

@@ -29,7 +29,6 @@
 package sandboxe2b
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -64,13 +63,7 @@ const (
 // the worker's host.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{},
-	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
-		cfg, err := ConfigFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg)
-	},
+	New:    sandbox.FromEnv(ConfigFromEnv, New),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

@@ -72,13 +72,7 @@ const DefaultRoot = "/workspace"
 // worker's host.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{},
-	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
-		cfg, err := ConfigFromEnv(getenv)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg)
-	},
+	New:    sandbox.FromEnv(ConfigFromEnv, New),
 }
 
 // Provider is the OpenSandbox provider. It is safe for concurrent use.
