@@ -46,9 +46,12 @@ type OutboxStats struct {
 // lost; delivery is at least once, and the lease must exceed the time one
 // delivery may take for it to be exactly once while nothing crashes.
 
-// OutboxClaimDue claims up to limit due rows for lease, oldest first.
-func (s *Store) OutboxClaimDue(ctx context.Context, limit int, lease time.Duration) ([]OutboxRow, error) {
-	rows, err := s.q.OutboxClaimDue(ctx, dbsqlc.OutboxClaimDueParams{LeaseSeconds: lease.Seconds(), RowLimit: int32(min(limit, math.MaxInt32))})
+// OutboxClaimDue claims up to limit due rows for lease, oldest first. A
+// row never attempted is claimed only once it has been due for fresh: until
+// then it is left to the direct delivery that follows its commit.
+func (s *Store) OutboxClaimDue(ctx context.Context, limit int, lease, fresh time.Duration) ([]OutboxRow, error) {
+	rows, err := s.q.OutboxClaimDue(ctx, dbsqlc.OutboxClaimDueParams{LeaseSeconds: lease.Seconds(), FreshSeconds: fresh.Seconds(),
+		RowLimit: int32(min(limit, math.MaxInt32))})
 	if err != nil {
 		return nil, mapErr("claim outbox rows", err)
 	}

@@ -54,7 +54,7 @@ func TestOutboxClaimLeaseRescheduleDelete(t *testing.T) {
 		t.Errorf("claimed rows = %+v; want oldest first, kind wakeup, provider local, 0 attempts", rows)
 	}
 	// Leased rows are invisible to every other claim.
-	again, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	again, err := store.OutboxClaimDue(ctx, 10, time.Minute, 0)
 	if err != nil || len(again) != 1 || again[0].SessionID != "sesn_b" {
 		t.Fatalf("OutboxClaimDue() during the lease = %+v, %v; want only sesn_b's row", again, err)
 	}
@@ -68,13 +68,43 @@ func TestOutboxClaimLeaseRescheduleDelete(t *testing.T) {
 	if err := store.OutboxDelete(ctx, rows[1].ID); err != nil {
 		t.Errorf("OutboxDelete of a deleted row = %v, want nil", err)
 	}
-	due, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	due, err := store.OutboxClaimDue(ctx, 10, time.Minute, 0)
 	if err != nil || len(due) != 1 || due[0].ID != rows[0].ID || due[0].Attempts != 1 {
 		t.Fatalf("OutboxClaimDue() after reschedule = %+v, %v; want row %d with 1 attempt", due, err, rows[0].ID)
 	}
 	st, err = store.OutboxStats(ctx)
 	if err != nil || st.Depth != 2 || st.OldestAge <= 0 {
 		t.Fatalf("OutboxStats() = %+v, %v; want depth 2 and a positive age", st, err)
+	}
+}
+
+// TestOutboxClaimDueLeavesFreshRows: a row never attempted is left to the
+// direct delivery while it is fresh; one already attempted (rescheduled)
+// is claimed as soon as it is due.
+func TestOutboxClaimDueLeavesFreshRows(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	wakeSession(t, store, "sesn_fresh", 1)
+	wakeSession(t, store, "sesn_retried", 1)
+	retried, err := store.OutboxClaimForSession(ctx, "sesn_retried", time.Minute)
+	if err != nil || len(retried) != 1 {
+		t.Fatalf("OutboxClaimForSession(sesn_retried) = %+v, %v; want its row", retried, err)
+	}
+	if err := store.OutboxReschedule(ctx, retried[0].ID, "temporal unavailable", 0); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := store.OutboxClaimDue(ctx, 10, time.Minute, time.Hour)
+	if err != nil || len(rows) != 1 || rows[0].SessionID != "sesn_retried" {
+		t.Fatalf("OutboxClaimDue(fresh 1h) = %+v, %v; want only the rescheduled row of sesn_retried", rows, err)
+	}
+	// Once due for longer than fresh, the untried row is the poll's too.
+	if _, err := store.Pool().Exec(ctx, `UPDATE outbox SET next_attempt_at = now() - interval '2 hours' WHERE session_id = 'sesn_fresh'`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = store.OutboxClaimDue(ctx, 10, time.Minute, time.Hour)
+	if err != nil || len(rows) != 1 || rows[0].SessionID != "sesn_fresh" {
+		t.Fatalf("OutboxClaimDue(fresh 1h) after 2h = %+v, %v; want sesn_fresh's row", rows, err)
 	}
 }
 
@@ -86,7 +116,7 @@ func TestOutboxClaimMissingSessionHasNoProvider(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO outbox (session_id, kind) VALUES ('sesn_gone', 'wakeup')`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := store.OutboxClaimDue(ctx, 10, time.Minute)
+	rows, err := store.OutboxClaimDue(ctx, 10, time.Minute, 0)
 	if err != nil || len(rows) != 1 || rows[0].Provider != "" {
 		t.Fatalf("OutboxClaimDue() = %+v, %v; want one row with an empty provider", rows, err)
 	}
@@ -109,7 +139,7 @@ func TestOutboxConcurrentClaimsNeverShareARow(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				rows, err := store.OutboxClaimDue(ctx, 3, time.Minute)
+				rows, err := store.OutboxClaimDue(ctx, 3, time.Minute, 0)
 				if err != nil {
 					t.Errorf("OutboxClaimDue: %v", err)
 					return

@@ -6,11 +6,16 @@
 -- deleted only after Temporal accepted the signal; a failure reschedules
 -- it; a claimer that dies leaves the row due again when its lease ends.
 
+-- A row never attempted is the direct path's (the api-server delivers it
+-- right after its commit) for fresh_seconds after it became due; the poll
+-- leaves it alone meanwhile, so it does not take fresh rows from the
+-- direct path and deliver them one after another behind older ones.
 -- name: OutboxClaimDue :many
 WITH due AS (
     SELECT o.id
     FROM outbox o
     WHERE o.next_attempt_at <= now()
+      AND (o.attempts > 0 OR o.next_attempt_at <= now() - make_interval(secs => sqlc.arg(fresh_seconds)::float8))
     ORDER BY o.next_attempt_at, o.id
     LIMIT sqlc.arg(row_limit)
     FOR UPDATE SKIP LOCKED

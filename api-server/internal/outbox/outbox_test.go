@@ -239,6 +239,41 @@ func TestDirectDelivery(t *testing.T) {
 	}
 }
 
+// TestPollLeavesFreshRowsToTheDirectPath: the relay's poll does not claim
+// a row the direct delivery after its commit is about to send (it used to,
+// and under load then signalled such rows one after another, seconds
+// late); after an overflow of the direct queue (Kick) it claims it at once.
+func TestPollLeavesFreshRowsToTheDirectPath(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	tc := temporaltest.Dial(t, temporaltest.Shared(t))
+	reg := prometheus.NewRegistry()
+	opts := fastOptions(reg)
+	opts.DirectGrace = time.Hour
+	relay := outbox.New(store, tc, opts)
+	id := newSessionID(t)
+	createSession(t, store, id)
+	wake(t, store, id, "wakeup") // committed, not delivered directly
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = relay.Run(ctx); close(done) }()
+	defer func() { stop(); <-done }()
+	// A pass refreshes the depth gauge after its claim: the row was seen.
+	waitFor(t, 5*time.Second, "a poll pass that leaves the row", func() bool { return gauge(t, reg, "mango_outbox_depth") == 1 })
+	if rows := outboxRows(t, store); len(rows) != 1 || rows[0].attempts != 0 {
+		t.Fatalf("outbox after a poll = %+v; want the fresh row untouched", rows)
+	}
+	if got := testutil.ToFloat64(deliveries(t, reg, "ok", "relay")); got != 0 {
+		t.Fatalf("relay deliveries = %v; want 0 while the row is fresh", got)
+	}
+	relay.Kick()
+	waitFor(t, 10*time.Second, "the kicked relay to deliver the row", func() bool { return len(outboxRows(t, store)) == 0 })
+	if got := testutil.ToFloat64(deliveries(t, reg, "ok", "relay")); got != 1 {
+		t.Errorf("relay deliveries = %v; want 1", got)
+	}
+}
+
 // TestRelaysDoNotDoubleDeliver runs two relays (two replicas) on one
 // database: every row is signalled exactly once.
 func TestRelaysDoNotDoubleDeliver(t *testing.T) {
@@ -335,6 +370,7 @@ func fastOptions(reg prometheus.Registerer) outbox.Options {
 		Lease:         10 * time.Second,
 		SignalTimeout: time.Second,
 		DirectTimeout: time.Second,
+		DirectGrace:   time.Millisecond,
 		BackoffBase:   50 * time.Millisecond,
 		BackoffMax:    300 * time.Millisecond,
 		Cooldown:      100 * time.Millisecond,

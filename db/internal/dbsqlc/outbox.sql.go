@@ -16,8 +16,9 @@ WITH due AS (
     SELECT o.id
     FROM outbox o
     WHERE o.next_attempt_at <= now()
+      AND (o.attempts > 0 OR o.next_attempt_at <= now() - make_interval(secs => $2::float8))
     ORDER BY o.next_attempt_at, o.id
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 UPDATE outbox
@@ -30,6 +31,7 @@ RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.a
 
 type OutboxClaimDueParams struct {
 	LeaseSeconds float64
+	FreshSeconds float64
 	RowLimit     int32
 }
 
@@ -49,8 +51,12 @@ type OutboxClaimDueRow struct {
 // its signal is in flight without holding a transaction open. A row is
 // deleted only after Temporal accepted the signal; a failure reschedules
 // it; a claimer that dies leaves the row due again when its lease ends.
+// A row never attempted is the direct path's (the api-server delivers it
+// right after its commit) for fresh_seconds after it became due; the poll
+// leaves it alone meanwhile, so it does not take fresh rows from the
+// direct path and deliver them one after another behind older ones.
 func (q *Queries) OutboxClaimDue(ctx context.Context, arg OutboxClaimDueParams) ([]OutboxClaimDueRow, error) {
-	rows, err := q.db.Query(ctx, outboxClaimDue, arg.LeaseSeconds, arg.RowLimit)
+	rows, err := q.db.Query(ctx, outboxClaimDue, arg.LeaseSeconds, arg.FreshSeconds, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
