@@ -15,9 +15,10 @@ import (
 // It logs whether the connection uses TLS.
 func temporalOptions(cfg *config.Config, log *slog.Logger) (client.Options, error) {
 	opts := client.Options{
-		HostPort:  cfg.TemporalHostPort,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
+		HostPort:          cfg.TemporalHostPort,
+		Namespace:         cfg.TemporalNamespace,
+		Logger:            tlog.NewStructuredLogger(log.With("component", "temporal")),
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: grpcCompression(cfg.TemporalGzip)},
 	}
 	if cfg.TemporalTLS != nil {
 		tlsConf, err := cfg.TemporalTLS.Config()
@@ -26,6 +27,16 @@ func temporalOptions(cfg *config.Config, log *slog.Logger) (client.Options, erro
 		}
 		opts.ConnectionOptions.TLS = tlsConf
 	}
-	log.Info("temporal transport", "hostport", cfg.TemporalHostPort, "namespace", cfg.TemporalNamespace, "tls", cfg.TemporalTLS)
+	log.Info("temporal transport", "hostport", cfg.TemporalHostPort, "namespace", cfg.TemporalNamespace, "tls", cfg.TemporalTLS, "gzip", cfg.TemporalGzip)
 	return opts, nil
+}
+
+// grpcCompression is gzip when asked for, else none. The SDK's default,
+// gzip on every request and answer, cost Temporal and both services
+// about 2 ms of CPU per turn on loopback.
+func grpcCompression(gzip bool) client.GrpcCompression {
+	if gzip {
+		return &client.GrpcCompressionGzip{}
+	}
+	return &client.GrpcCompressionNone{}
 }

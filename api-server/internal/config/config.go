@@ -37,6 +37,10 @@ type Config struct {
 	// MANGO_TEMPORAL_TLS_SERVER_NAME overrides the name verified). Nil
 	// means plaintext.
 	TemporalTLS *tlsconf.Client
+	// TemporalGzip compresses the gRPC requests to Temporal with gzip, the
+	// SDK's default (MANGO_TEMPORAL_GZIP). Off by default: next to the
+	// cluster it only spends CPU on both ends.
+	TemporalGzip bool
 	// HTTPAddr is the public API listen address (MANGO_HTTP_ADDR).
 	HTTPAddr string
 	// GRPCAddr is the internal ControlPlane listen address (MANGO_GRPC_ADDR).
@@ -119,6 +123,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		DatabaseURL:        r.str("MANGO_DATABASE_URL", ""),
 		TemporalHostPort:   r.str("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:7233"),
 		TemporalNamespace:  r.str("MANGO_TEMPORAL_NAMESPACE", "default"),
+		TemporalGzip:       r.boolean("MANGO_TEMPORAL_GZIP", false),
 		HTTPAddr:           r.str("MANGO_HTTP_ADDR", "127.0.0.1:8080"),
 		GRPCAddr:           r.str("MANGO_GRPC_ADDR", "127.0.0.1:8081"),
 		APIKey:             r.str("MANGO_API_KEY", ""),

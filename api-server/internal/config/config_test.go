@@ -32,7 +32,16 @@ func TestLoad(t *testing.T) {
 			if c.GRPCTLS != nil || c.TemporalTLS != nil {
 				t.Errorf("GRPCTLS, TemporalTLS = %+v, %+v; want nil (plaintext) by default", c.GRPCTLS, c.TemporalTLS)
 			}
+			if c.TemporalGzip {
+				t.Error("TemporalGzip = true; want off by default")
+			}
 		}},
+		{name: "temporal gzip", env: map[string]string{"MANGO_TEMPORAL_GZIP": "true"}, check: func(t *testing.T, c *Config) {
+			if !c.TemporalGzip {
+				t.Error("MANGO_TEMPORAL_GZIP=true: TemporalGzip = false")
+			}
+		}},
+		{name: "bad temporal gzip", env: map[string]string{"MANGO_TEMPORAL_GZIP": "fast"}, wantErr: "MANGO_TEMPORAL_GZIP"},
 		{name: "missing database", env: map[string]string{}, wantErr: "MANGO_DATABASE_URL: is required"},
 		{name: "database not postgres", env: map[string]string{"MANGO_DATABASE_URL": "mysql://x"}, wantErr: "MANGO_DATABASE_URL: must be a postgres:// URL"},
 		{name: "bad http addr", env: map[string]string{"MANGO_HTTP_ADDR": "8080"}, wantErr: "MANGO_HTTP_ADDR"},

@@ -30,6 +30,7 @@ const (
 	EnvTemporalHostPort       = "MANGO_TEMPORAL_HOSTPORT"
 	EnvTemporalNamespace      = "MANGO_TEMPORAL_NAMESPACE"
 	EnvTemporalConnectTimeout = "MANGO_TEMPORAL_CONNECT_TIMEOUT"
+	EnvTemporalGzip           = "MANGO_TEMPORAL_GZIP"
 	EnvSandbox                = "MANGO_SANDBOX"
 	EnvSandboxAlias           = "MANAGED_AGENT_SANDBOX"
 	EnvModel                  = "MANGO_MODEL"
@@ -146,6 +147,10 @@ type Config struct {
 	// MANGO_TEMPORAL_TLS_SERVER_NAME overrides the name verified). Nil
 	// means plaintext.
 	TemporalTLS *tlsconf.Client
+	// TemporalGzip compresses the gRPC requests to Temporal with gzip, the
+	// SDK's default (MANGO_TEMPORAL_GZIP). Off by default: next to the
+	// cluster it only spends CPU on both ends.
+	TemporalGzip bool
 
 	// Sandbox is the lowercase name of the sandbox provider this worker
 	// serves (MANGO_SANDBOX, alias MANAGED_AGENT_SANDBOX).
@@ -341,6 +346,7 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		TemporalHostPort:        p.hostPort(EnvTemporalHostPort, DefaultTemporalHostPort),
 		TemporalNamespace:       p.str(EnvTemporalNamespace, DefaultTemporalNamespace),
 		TemporalConnectTimeout:  p.duration(EnvTemporalConnectTimeout, DefaultTemporalConnectTimeout),
+		TemporalGzip:            p.boolean(EnvTemporalGzip),
 		Model:                   Model(p.oneOf(EnvModel, string(DefaultModel), string(ModelFake), string(ModelAnthropic))),
 		ModelBaseURL:            p.baseURL(EnvModelBaseURL, DefaultModelBaseURL),
 		ModelAPIKey:             p.str(EnvModelAPIKey, ""),

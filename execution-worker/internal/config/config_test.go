@@ -649,6 +649,25 @@ func TestInterruptPushConfig(t *testing.T) {
 	}
 }
 
+// TestTemporalGzipConfig: gzip to Temporal is off by default, on when
+// MANGO_TEMPORAL_GZIP is true, and a bad value names the variable.
+func TestTemporalGzipConfig(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": false, "1": true, "true": true, "0": false, "false": false} {
+		cfg, err := config.FromEnv(envFunc(map[string]string{"MANGO_TEMPORAL_GZIP": v}), registry())
+		if err != nil {
+			t.Fatalf("MANGO_TEMPORAL_GZIP=%q: %v", v, err)
+		}
+		if cfg.TemporalGzip != want {
+			t.Errorf("MANGO_TEMPORAL_GZIP=%q: TemporalGzip = %v, want %v", v, cfg.TemporalGzip, want)
+		}
+	}
+	if _, err := config.FromEnv(envFunc(map[string]string{"MANGO_TEMPORAL_GZIP": "fast"}), registry()); err == nil ||
+		!strings.Contains(err.Error(), "MANGO_TEMPORAL_GZIP") {
+		t.Errorf("MANGO_TEMPORAL_GZIP=fast: error %v, want one naming the variable", err)
+	}
+}
+
 // TestOutputLimitsConfig: defaults, and values out of range name the
 // variable.
 func TestOutputLimitsConfig(t *testing.T) {
