@@ -32,7 +32,7 @@ func TestAppendWithTranscript(t *testing.T) {
 	if !errors.Is(err, refused) {
 		t.Fatalf("refused append = %v", err)
 	}
-	if tr, err := store.Transcript(ctx, "sesn_transcript"); err != nil || len(tr) != 0 {
+	if tr, err := store.Transcript(ctx, "sesn_transcript", 0); err != nil || len(tr) != 0 {
 		t.Fatalf("transcript after a refused append = %v, %v; want nothing stored", tr, err)
 	}
 	for range 2 { // the second is a retry: nothing new
@@ -45,8 +45,23 @@ func TestAppendWithTranscript(t *testing.T) {
 			t.Fatalf("append = %+v, %v; want the one event at seq 1", evs, err)
 		}
 	}
-	tr, err := store.Transcript(ctx, "sesn_transcript")
-	if err != nil || len(tr) != 2 || tr[0].Key != "t/0" || tr[1].Key != "t/1" {
-		t.Fatalf("transcript = %+v, %v; want t/0 then t/1", tr, err)
+	tr, err := store.Transcript(ctx, "sesn_transcript", 0)
+	if err != nil || len(tr) != 2 || tr[0].Key != "t/0" || tr[1].Key != "t/1" || tr[0].Seq <= 0 || tr[1].Seq <= tr[0].Seq {
+		t.Fatalf("transcript = %+v, %v; want t/0 then t/1 at increasing positions", tr, err)
+	}
+	// Reading after a position gives what was appended since, through
+	// either writer.
+	if _, err := store.TranscriptAppend(ctx, "sesn_transcript", []db.TranscriptEntry{entry("t/2", `{"role":"user"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.Transcript(ctx, "sesn_transcript", tr[1].Seq)
+	if err != nil || len(after) != 1 || after[0].Key != "t/2" || after[0].Seq <= tr[1].Seq {
+		t.Fatalf("transcript after %d = %+v, %v; want only t/2, after it", tr[1].Seq, after, err)
+	}
+	if rest, err := store.Transcript(ctx, "sesn_transcript", after[0].Seq); err != nil || len(rest) != 0 {
+		t.Fatalf("transcript after the last entry = %+v, %v; want nothing", rest, err)
+	}
+	if _, err := store.TranscriptAppend(ctx, "sesn_missing", []db.TranscriptEntry{entry("t/0", `{}`)}); !errors.Is(err, db.ErrNotFound) {
+		t.Errorf("TranscriptAppend to a missing session = %v; want ErrNotFound", err)
 	}
 }

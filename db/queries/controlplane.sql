@@ -24,9 +24,9 @@ VALUES ($1, $2, $3)
 ON CONFLICT (session_id, entry_key) DO NOTHING;
 
 -- name: TranscriptEntryList :many
-SELECT entry_key, body FROM transcript_entries
-WHERE session_id = $1
-ORDER BY seq;
+SELECT coalesce(seq, 0)::bigint AS seq, entry_key, body FROM transcript_entries
+WHERE session_id = sqlc.arg(session_id) AND seq > sqlc.arg(after_seq)::bigint
+ORDER BY transcript_entries.seq;
 
 -- name: ToolJournalInsert :execrows
 INSERT INTO tool_journal (session_id, tool_use_id, body)

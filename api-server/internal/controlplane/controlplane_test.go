@@ -583,6 +583,17 @@ func TestTranscriptAndToolJournal(t *testing.T) {
 	if want := `m1={"role":"user"} m2={"role":"assistant"} m3={"role":"user","n":3} m4={"role":"assistant","n":4}`; strings.Join(got, " ") != want {
 		t.Errorf("transcript = %s, want %s", strings.Join(got, " "), want)
 	}
+	// The entries after the second's position: the third and fourth.
+	if run.TranscriptAfterSeq != 0 || len(run.Transcript) != 4 || run.Transcript[1].Seq <= run.Transcript[0].Seq {
+		t.Fatalf("whole transcript: after %d, %d entries at %v; want after 0, 4 at increasing positions", run.TranscriptAfterSeq, len(run.Transcript), run.Transcript)
+	}
+	tail, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid, TranscriptAfterSeq: run.Transcript[1].Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tail.TranscriptAfterSeq != run.Transcript[1].Seq || len(tail.Transcript) != 2 || tail.Transcript[0].Key != "m3" || tail.Transcript[1].Seq != run.Transcript[3].Seq {
+		t.Errorf("transcript after %d = after %d, %v; want m3 and m4", run.Transcript[1].Seq, tail.TranscriptAfterSeq, tail.Transcript)
+	}
 	_, err = e.client.AppendTranscript(ctx, &pb.AppendTranscriptRequest{SessionId: ids.New(ids.Session), Entries: []*pb.TranscriptEntry{{Key: "a", Body: "{}"}}})
 	wantCode(t, "AppendTranscript unknown session", err, codes.NotFound)
 	_, err = e.client.AppendTranscript(ctx, &pb.AppendTranscriptRequest{SessionId: sid, Entries: []*pb.TranscriptEntry{{Key: "a", Body: "{"}}})

@@ -58,12 +58,15 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for i := range pending {
 		resp.PendingTriggers = append(resp.PendingTriggers, eventToPB(&pending[i], ""))
 	}
-	transcript, err := s.store.Transcript(ctx, sess.ID)
+	after := max(req.GetTranscriptAfterSeq(), 0)
+	transcript, err := s.store.Transcript(ctx, sess.ID, after)
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
+	resp.TranscriptAfterSeq = after
+	resp.Transcript = make([]*pb.TranscriptEntry, 0, len(transcript))
 	for _, e := range transcript {
-		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body)})
+		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
 	return resp, nil
 }

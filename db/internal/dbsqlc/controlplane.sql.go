@@ -389,18 +389,24 @@ func (q *Queries) TranscriptEntryInsert(ctx context.Context, arg TranscriptEntry
 }
 
 const transcriptEntryList = `-- name: TranscriptEntryList :many
-SELECT entry_key, body FROM transcript_entries
-WHERE session_id = $1
-ORDER BY seq
+SELECT coalesce(seq, 0)::bigint AS seq, entry_key, body FROM transcript_entries
+WHERE session_id = $1 AND seq > $2::bigint
+ORDER BY transcript_entries.seq
 `
 
+type TranscriptEntryListParams struct {
+	SessionID string
+	AfterSeq  int64
+}
+
 type TranscriptEntryListRow struct {
+	Seq      int64
 	EntryKey string
 	Body     []byte
 }
 
-func (q *Queries) TranscriptEntryList(ctx context.Context, sessionID string) ([]TranscriptEntryListRow, error) {
-	rows, err := q.db.Query(ctx, transcriptEntryList, sessionID)
+func (q *Queries) TranscriptEntryList(ctx context.Context, arg TranscriptEntryListParams) ([]TranscriptEntryListRow, error) {
+	rows, err := q.db.Query(ctx, transcriptEntryList, arg.SessionID, arg.AfterSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +414,7 @@ func (q *Queries) TranscriptEntryList(ctx context.Context, sessionID string) ([]
 	var items []TranscriptEntryListRow
 	for rows.Next() {
 		var i TranscriptEntryListRow
-		if err := rows.Scan(&i.EntryKey, &i.Body); err != nil {
+		if err := rows.Scan(&i.Seq, &i.EntryKey, &i.Body); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

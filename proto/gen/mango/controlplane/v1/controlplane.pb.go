@@ -537,7 +537,10 @@ type TranscriptEntry struct {
 	// Idempotency key of the entry, unique within the session. Required.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The provider-native message as JSON. Required.
-	Body          string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	Body string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// Position of the entry in the session's transcript: increasing in the
+	// order entries were appended. Set by the server.
+	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,13 +589,25 @@ func (x *TranscriptEntry) GetBody() string {
 	return ""
 }
 
+func (x *TranscriptEntry) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // GetRunRequest names the session to load.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Session identifier ("sesn_..."). Required.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Return only the transcript entries after this position (the seq of
+	// the last entry the caller holds from an earlier response): a worker
+	// that keeps a session's transcript fetches what is new, not all of it
+	// every turn. 0 returns the whole transcript.
+	TranscriptAfterSeq int64 `protobuf:"varint,2,opt,name=transcript_after_seq,json=transcriptAfterSeq,proto3" json:"transcript_after_seq,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetRunRequest) Reset() {
@@ -632,6 +647,13 @@ func (x *GetRunRequest) GetSessionId() string {
 	return ""
 }
 
+func (x *GetRunRequest) GetTranscriptAfterSeq() int64 {
+	if x != nil {
+		return x.TranscriptAfterSeq
+	}
+	return 0
+}
+
 // GetRunResponse is everything a run of the session needs.
 type GetRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -667,8 +689,12 @@ type GetRunResponse struct {
 	// The session's budget is used up: no model request may be made until
 	// the client raises it.
 	BudgetExhausted bool `protobuf:"varint,14,opt,name=budget_exhausted,json=budgetExhausted,proto3" json:"budget_exhausted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The transcript_after_seq the server honoured: transcript holds the
+	// entries after that position. 0 when it holds the whole transcript (as
+	// from servers that predate the field).
+	TranscriptAfterSeq int64 `protobuf:"varint,15,opt,name=transcript_after_seq,json=transcriptAfterSeq,proto3" json:"transcript_after_seq,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -797,6 +823,13 @@ func (x *GetRunResponse) GetBudgetExhausted() bool {
 		return x.BudgetExhausted
 	}
 	return false
+}
+
+func (x *GetRunResponse) GetTranscriptAfterSeq() int64 {
+	if x != nil {
+		return x.TranscriptAfterSeq
+	}
+	return 0
 }
 
 // MarkTriggersProcessedRequest names the trigger events taken into a run.
@@ -3048,13 +3081,15 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x1ecache_creation_5m_input_tokens\x18\x05 \x01(\x03R\x1acacheCreation5mInputTokens\x12B\n" +
 	"\x1ecache_creation_1h_input_tokens\x18\x06 \x01(\x03R\x1acacheCreation1hInputTokens\x12.\n" +
 	"\x13web_search_requests\x18\a \x01(\x03R\x11webSearchRequests\x12,\n" +
-	"\x12web_fetch_requests\x18\b \x01(\x03R\x10webFetchRequests\"7\n" +
+	"\x12web_fetch_requests\x18\b \x01(\x03R\x10webFetchRequests\"I\n" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
-	"\x04body\x18\x02 \x01(\tR\x04body\".\n" +
+	"\x04body\x18\x02 \x01(\tR\x04body\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"`\n" +
 	"\rGetRunRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc3\x04\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
+	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\"\xf5\x04\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3074,7 +3109,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"transcript\x18\f \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
 	"transcript\x12\x19\n" +
 	"\blast_seq\x18\r \x01(\x03R\alastSeq\x12)\n" +
-	"\x10budget_exhausted\x18\x0e \x01(\bR\x0fbudgetExhausted\"Z\n" +
+	"\x10budget_exhausted\x18\x0e \x01(\bR\x0fbudgetExhausted\x120\n" +
+	"\x14transcript_after_seq\x18\x0f \x01(\x03R\x12transcriptAfterSeq\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
