@@ -82,7 +82,9 @@ type Run struct {
 	Tools *ToolConfig
 	// Conversation is the projected conversation including this turn's
 	// messages so far (the trigger's user message and, on a retry, what
-	// the previous attempt recorded).
+	// the previous attempt recorded). Its messages may be shared with the
+	// worker's transcript cache: never modify a message or block in
+	// place; copy what changes.
 	Conversation []model.Message
 	// TurnMessages is how many of Conversation's last messages belong to
 	// this turn (to number new ones deterministically).

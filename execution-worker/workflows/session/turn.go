@@ -106,6 +106,10 @@ type TurnActivities struct {
 	// api-server pushes stop them at once; nil waits for Temporal's
 	// cancellation (a heartbeat round trip).
 	Interrupts *interrupts.Registry
+	// Transcripts keeps recent sessions' transcripts so that a turn
+	// fetches only what was appended since; nil fetches the whole
+	// transcript every turn.
+	Transcripts *TranscriptCache
 }
 
 // Register registers RunTurn, CheckLocality and HostGone on w.
@@ -170,7 +174,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	stopBeat := a.heartbeat(ctx)
 	defer stopBeat()
 	sid := in.SessionID
-	run, err := a.ControlPlane.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
+	run, tr, err := a.Transcripts.load(ctx, a.ControlPlane, sid)
 	if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
 		// Deleted, or being deleted: nothing more to run, ever.
 		return &RunTurnResult{Outcome: TurnGone}, nil
@@ -207,10 +211,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		}
 	}
 	store := &cpStore{cp: a.ControlPlane, sessionID: sid}
-	conv, keys, anchor, err := projectTranscript(run.GetTranscript())
-	if err != nil {
-		return nil, err
-	}
+	conv, keys, anchor := tr.projection()
 	var batch []*pb.Event
 	var turnKey string
 	var unsaved []agentruntime.TranscriptMessage
@@ -600,25 +601,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func projectTranscript(entries []*pb.TranscriptEntry) ([]model.Message, []string, *agentruntime.Anchor, error) {
-	conv := make([]model.Message, 0, len(entries))
-	keys := make([]string, 0, len(entries))
-	var anchor *agentruntime.Anchor
-	for i, e := range entries {
-		var m transcriptBody
-		if err := json.Unmarshal([]byte(e.GetBody()), &m); err != nil {
-			return nil, nil, nil, fmt.Errorf("decode transcript entry %s: %w", e.GetKey(), err)
-		}
-		if m.Anchor != nil {
-			anchor = m.Anchor
-			anchor.Index = i
-		}
-		conv = append(conv, m.Message)
-		keys = append(keys, e.GetKey())
-	}
-	return conv, keys, anchor, nil
 }
 
 // transcriptBody is a transcript entry as stored: the provider-native
