@@ -49,6 +49,7 @@ func run() error {
 	messages := flag.Int("messages", 100, "fanout mode: user messages sent at -message-rate while the streams watch")
 	msgRate := flag.Float64("message-rate", 20, "fanout mode: user messages per second")
 	levels := flag.String("sessions", "8,32,64", "turns mode: comma-separated numbers of concurrent sessions, each run for -duration")
+	age := flag.Int("age", 3, "turns mode: unmeasured turns each session runs first (long sessions: a turn's cost grows with its transcript)")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
 	if base == "" || key == "" {
@@ -72,7 +73,10 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		return runTurns(c, *turns, ls, *duration)
+		if *age < 1 {
+			return fmt.Errorf("-age: %d, want at least 1", *age)
+		}
+		return runTurns(c, *turns, ls, *duration, *age)
 	case "interrupts":
 		if *interrupts < 1 {
 			return fmt.Errorf("-interrupts: %d, want at least 1", *interrupts)

@@ -23,8 +23,9 @@ const bashTurn = `{"events":[{"type":"user.message","content":[{"type":"text","t
 // stream, first n turns in a row on one session, then for each level of
 // concurrency that many sessions each running turns back to back for d.
 // It prints one table row per run: turns/s, latency quantiles, errors.
-func runTurns(c *client, n int, levels []int, d time.Duration) error {
-	b := &turnBench{c: c}
+// Every session first runs age unmeasured turns.
+func runTurns(c *client, n int, levels []int, d time.Duration, age int) error {
+	b := &turnBench{c: c, age: age}
 	if err := b.setup(); err != nil {
 		return err
 	}
@@ -93,6 +94,7 @@ func row(name string, d []time.Duration, elapsed time.Duration, errs int64) {
 type turnBench struct {
 	c          *client
 	agent, env string
+	age        int // unmeasured turns per session
 }
 
 // benchSession is a session with its stream's idle signals.
@@ -122,8 +124,9 @@ func (b *turnBench) setup() error {
 	return nil
 }
 
-// sessions creates n sessions, opens their streams and runs three
-// unmeasured turns on each (sandbox provisioning, connections).
+// sessions creates n sessions, opens their streams and runs b.age
+// unmeasured turns on each (sandbox provisioning, connections, and as
+// many more as asked for).
 func (b *turnBench) sessions(ctx context.Context, n int) ([]*benchSession, error) {
 	out := make([]*benchSession, n)
 	errs := make([]error, n)
@@ -145,7 +148,7 @@ func (b *turnBench) sessions(ctx context.Context, n int) ([]*benchSession, error
 				return
 			}
 			out[i] = &benchSession{id: s.ID, idle: idle}
-			for range 3 {
+			for range b.age {
 				if _, errs[i] = out[i].turn(b.c); errs[i] != nil {
 					return
 				}
