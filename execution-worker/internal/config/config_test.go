@@ -634,37 +634,32 @@ func TestContextWindowConfig(t *testing.T) {
 // MANGO_INTERRUPT_PUSH is false, and a bad value names the variable.
 func TestInterruptPushConfig(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]bool{"": true, "1": true, "true": true, "0": false, "false": false} {
-		cfg, err := config.FromEnv(envFunc(map[string]string{"MANGO_INTERRUPT_PUSH": v}), registry())
-		if err != nil {
-			t.Fatalf("MANGO_INTERRUPT_PUSH=%q: %v", v, err)
-		}
-		if cfg.InterruptPush != want {
-			t.Errorf("MANGO_INTERRUPT_PUSH=%q: InterruptPush = %v, want %v", v, cfg.InterruptPush, want)
-		}
-	}
-	if _, err := config.FromEnv(envFunc(map[string]string{"MANGO_INTERRUPT_PUSH": "sometimes"}), registry()); err == nil ||
-		!strings.Contains(err.Error(), "MANGO_INTERRUPT_PUSH") {
-		t.Errorf("MANGO_INTERRUPT_PUSH=sometimes: error %v, want one naming the variable", err)
-	}
+	checkBool(t, "MANGO_INTERRUPT_PUSH", true, func(c *config.Config) bool { return c.InterruptPush })
 }
 
 // TestTemporalGzipConfig: gzip to Temporal is off by default, on when
 // MANGO_TEMPORAL_GZIP is true, and a bad value names the variable.
 func TestTemporalGzipConfig(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]bool{"": false, "1": true, "true": true, "0": false, "false": false} {
-		cfg, err := config.FromEnv(envFunc(map[string]string{"MANGO_TEMPORAL_GZIP": v}), registry())
+	checkBool(t, "MANGO_TEMPORAL_GZIP", false, func(c *config.Config) bool { return c.TemporalGzip })
+}
+
+// checkBool checks a boolean variable: unset gives def, each spelling of
+// true and false is read, and another value is an error naming it.
+func checkBool(t *testing.T, name string, def bool, field func(*config.Config) bool) {
+	t.Helper()
+	for v, want := range map[string]bool{"": def, "1": true, "true": true, "0": false, "false": false} {
+		cfg, err := config.FromEnv(envFunc(map[string]string{name: v}), registry())
 		if err != nil {
-			t.Fatalf("MANGO_TEMPORAL_GZIP=%q: %v", v, err)
+			t.Fatalf("%s=%q: %v", name, v, err)
 		}
-		if cfg.TemporalGzip != want {
-			t.Errorf("MANGO_TEMPORAL_GZIP=%q: TemporalGzip = %v, want %v", v, cfg.TemporalGzip, want)
+		if got := field(cfg); got != want {
+			t.Errorf("%s=%q: %v, want %v", name, v, got, want)
 		}
 	}
-	if _, err := config.FromEnv(envFunc(map[string]string{"MANGO_TEMPORAL_GZIP": "fast"}), registry()); err == nil ||
-		!strings.Contains(err.Error(), "MANGO_TEMPORAL_GZIP") {
-		t.Errorf("MANGO_TEMPORAL_GZIP=fast: error %v, want one naming the variable", err)
+	if _, err := config.FromEnv(envFunc(map[string]string{name: "sometimes"}), registry()); err == nil ||
+		!strings.Contains(err.Error(), name) {
+		t.Errorf("%s=sometimes: error %v, want one naming the variable", name, err)
 	}
 }
 
