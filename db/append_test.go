@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +65,72 @@ func TestAppendWithTranscript(t *testing.T) {
 	}
 	if _, err := store.TranscriptAppend(ctx, "sesn_missing", []db.TranscriptEntry{entry("t/0", `{}`)}); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("TranscriptAppend to a missing session = %v; want ErrNotFound", err)
+	}
+}
+
+// TestTranscriptReadAfterMissesNothing: writers append to one session's
+// transcript concurrently, through Append and TranscriptAppend, while a
+// reader keeps reading only the entries after the last one it saw, as a
+// worker's transcript cache does. The reader ends with every entry, each
+// once: an entry never appears below a position already read.
+func TestTranscriptReadAfterMissesNothing(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	wakeSession(t, store, "sesn_race", 0)
+	const writers, each = 6, 25
+	done := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				key := fmt.Sprintf("w%d/%d", w, i)
+				e := []db.TranscriptEntry{{Key: key, Body: json.RawMessage(`{}`)}}
+				var err error
+				if (w+i)%2 == 0 {
+					_, err = store.TranscriptAppend(ctx, "sesn_race", e)
+				} else {
+					_, _, err = store.Append(ctx, "sesn_race", &db.AppendRequest{Transcript: e,
+						Events: []db.NewEvent{{ID: "sevt_" + strings.ReplaceAll(key, "/", "_"), Type: "span.model_request_start", Body: json.RawMessage(`{}`), Key: key}},
+						Now:    time.Now().UTC()})
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	seen := map[string]int{}
+	var after int64
+	read := func() {
+		entries, err := store.Transcript(ctx, "sesn_race", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			seen[e.Key]++
+			after = e.Seq
+		}
+	}
+	for finished := 0; finished < writers; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished++
+		default:
+			read()
+		}
+	}
+	read()
+	if len(seen) != writers*each {
+		t.Fatalf("the incremental reader saw %d distinct entries, want %d", len(seen), writers*each)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("entry %s seen %d times, want once", k, n)
+		}
 	}
 }
