@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -92,6 +93,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	// Memory, sampled every second.
+	metricsClient := &http.Client{Timeout: 5 * time.Second}
 	var samples []rssSample
 	var sampling sync.WaitGroup
 	stopSampling := make(chan struct{})
@@ -102,8 +104,9 @@ func TestSoak(t *testing.T) {
 		for {
 			api, apiErr := rss(sys.api.pid())
 			worker, workerErr := rss(sys.local.pid())
-			if apiErr == nil && workerErr == nil {
-				samples = append(samples, rssSample{at: time.Since(start), api: api, worker: worker})
+			cache, cacheErr := gauge(metricsClient, sys.localMetrics, "mango_worker_transcript_cache_bytes")
+			if apiErr == nil && workerErr == nil && cacheErr == nil {
+				samples = append(samples, rssSample{at: time.Since(start), api: api, worker: worker, cache: cache})
 			}
 			select {
 			case <-stopSampling:
@@ -197,10 +200,22 @@ func TestSoak(t *testing.T) {
 	if len(half) < 10 {
 		t.Fatalf("only %d memory samples in the second half of the run", len(half))
 	}
+	if last := half[len(half)-1].cache; last <= 0 || last > 64<<20 {
+		t.Errorf("worker transcript cache = %.1f MB at the end; want some, at most its 64 MiB bound", last/(1<<20))
+	} else {
+		t.Logf("worker transcript cache: %.1f MB at the end", last/(1<<20))
+	}
 	for _, p := range []struct {
 		name string
 		of   func(rssSample) float64
-	}{{"api-server", func(s rssSample) float64 { return float64(s.api) }}, {"worker", func(s rssSample) float64 { return float64(s.worker) }}} {
+	}{
+		{"api-server", func(s rssSample) float64 { return float64(s.api) }},
+		// The worker keeps recent sessions' transcripts, which grow with
+		// every turn, up to a bound: that growth is not a leak. Go's heap
+		// may reach twice its live data (GOGC=100), so twice the cache's
+		// size is set aside.
+		{"worker beside its transcript cache", func(s rssSample) float64 { return float64(s.worker) - 2*s.cache }},
+	} {
 		slope, mean := fitSlope(half, p.of)
 		growth := slope * (half[len(half)-1].at - half[0].at).Seconds()
 		t.Logf("%s RSS after warm-up: mean %.1f MB, slope %+.1f KB/min (%+.1f MB over the %v measured)",
@@ -359,6 +374,26 @@ func (s *rawStream) waitIDs(n int, timeout time.Duration) []string {
 type rssSample struct {
 	at          time.Duration
 	api, worker int64
+	cache       float64 // the worker's transcript cache, bytes
+}
+
+// gauge reads one unlabelled gauge from a Prometheus /metrics page.
+func gauge(hc *http.Client, url, name string) (float64, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", url, name)
 }
 
 // rss reads a process's resident set size from /proc.

@@ -24,6 +24,7 @@ type system struct {
 	runID                              string // labels the docker worker's containers
 	cli                                anthropic.Client
 	apiURL, apiKey                     string // the api-server's base URL and API key, for raw HTTP
+	localMetrics                       string // the local worker's /metrics URL
 	startAPI                           func()
 	startWorker                        func(*proc)
 }
@@ -59,8 +60,10 @@ func startSystem(t *testing.T, withDocker bool) *system {
 
 	apiKey := "mango-faults-" + randHex(16)
 	token := "worker-" + randHex(16)
-	ports := freePorts(t, 2)
+	ports := freePorts(t, 3)
 	httpAddr, grpcAddr := fmt.Sprintf("127.0.0.1:%d", ports), fmt.Sprintf("127.0.0.1:%d", ports+1)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", ports+2)
+	s.localMetrics = "http://" + metricsAddr + "/metrics"
 	providers := "local"
 	if withDocker {
 		providers = "local,docker"
@@ -76,7 +79,7 @@ func startSystem(t *testing.T, withDocker bool) *system {
 	workerEnv := append(slices.Clone(base), "MANGO_TEMPORAL_HOSTPORT="+s.temporalAddr, "MANGO_CONTROLPLANE_ADDR="+grpcAddr,
 		"MANGO_WORKER_TOKEN="+token, "MANGO_MODEL=fake", "MANGO_LOG_LEVEL=info")
 	s.local = newProc("worker-local", dir, append(slices.Clone(workerEnv), "MANGO_SANDBOX=local",
-		"MANGO_LOCAL_SANDBOX_ROOT="+s.sandboxes), workerBin)
+		"MANGO_LOCAL_SANDBOX_ROOT="+s.sandboxes, "MANGO_METRICS_ADDR="+metricsAddr), workerBin)
 	s.dockerWorker = newProc("worker-docker", dir, append(slices.Clone(workerEnv), "MANGO_SANDBOX=docker",
 		"MANGO_DOCKER_LABELS=mango.faults="+s.runID), workerBin)
 

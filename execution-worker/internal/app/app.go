@@ -148,6 +148,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		}
 		m := metrics.New(cfg.Sandbox, Version, previews)
 		turnActs.OnTurn = m.Turn
+		m.TranscriptCache(turnActs.Transcripts)
 		if watcher != nil {
 			m.WatchInterrupts(watcher)
 		}

@@ -104,6 +104,29 @@ func (w *Worker) WatchInterrupts(in Interrupts) {
 	)
 }
 
+// Cache reports how many items a cache holds and about how many bytes.
+type Cache interface {
+	Len() (items int, bytes int64)
+}
+
+// TranscriptCache registers the transcript cache's size: sessions held
+// and their decoded transcripts' bytes (bounded; the least recently run
+// session goes first).
+func (w *Worker) TranscriptCache(c Cache) {
+	w.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mango_worker_transcript_cache_sessions",
+			Help: "Sessions whose decoded transcript the worker keeps, so their turns fetch only new entries."}, func() float64 {
+			n, _ := c.Len()
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mango_worker_transcript_cache_bytes",
+			Help: "About how many bytes the kept transcripts take (bounded at 64 MiB)."}, func() float64 {
+			_, b := c.Len()
+			return float64(b)
+		}),
+	)
+}
+
 // Turn records a finished RunTurn.
 func (w *Worker) Turn(outcome string, took time.Duration) {
 	w.turns.WithLabelValues(outcome).Inc()
