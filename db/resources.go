@@ -238,6 +238,13 @@ func (s *Store) ResourcesForWorker(ctx context.Context, sessionID string) ([]*Re
 	if _, err := s.q.SessionGetByID(ctx, sessionID); err != nil {
 		return nil, mapErr("get session", err)
 	}
+	return s.ResourcesOfSession(ctx, sessionID)
+}
+
+// ResourcesOfSession is ResourcesForWorker without the check that the
+// session exists (one query fewer, for a caller that has just read it):
+// a session that does not exist has no resources.
+func (s *Store) ResourcesOfSession(ctx context.Context, sessionID string) ([]*Resource, error) {
 	rows, err := s.q.ResourceListForWorker(ctx, sessionID)
 	if err != nil {
 		return nil, mapErr("list resources", err)

@@ -120,15 +120,22 @@ var ErrUnusable = errors.New("repository unusable")
 // the client deleted, recording each step with the api-server. A
 // resource already in the sandbox costs nothing but the listing.
 func (m *Materializer) Materialize(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
-	if err := m.prepare(ctx, sessionID, sb); err != nil {
-		return err
-	}
 	list, err := m.Resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sessionID})
 	if err != nil {
 		return fmt.Errorf("list resources of session %s: %w", sessionID, err)
 	}
+	return m.MaterializeListed(ctx, sessionID, sb, list.GetResources())
+}
+
+// MaterializeListed is Materialize with the session's resources as a
+// listing read in this turn returned them (pb.TurnContext), saving the
+// call.
+func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, sb sandbox.Sandbox, resources []*pb.SessionResource) error {
+	if err := m.prepare(ctx, sessionID, sb); err != nil {
+		return err
+	}
 	var ft sandbox.FileTransfer
-	for _, r := range list.GetResources() {
+	for _, r := range resources {
 		if !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion() {
 			continue
 		}

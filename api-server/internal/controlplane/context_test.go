@@ -7,8 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mangohq/mango/api-server/internal/controlplane"
+	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
@@ -79,4 +81,71 @@ func TestContextSnapshots(t *testing.T) {
 	}
 	_, err = snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: "sesn_missing", Snapshot: first, Events: compacted("x")})
 	wantCode(t, "unknown session", err, codes.NotFound)
+}
+
+// GetRun with with_turn_context returns what GetContextSnapshot and
+// ListSessionResources return, so a turn makes one call; without it, no
+// turn context.
+func TestGetRunTurnContext(t *testing.T) {
+	t.Parallel()
+	e := &env{store: dbtest.Store(t), reg: prometheus.NewRegistry(), clock: newClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	conn := dial(t, controlplane.Deps{Store: e.store, Token: token, Registry: e.reg, Now: e.clock.now})
+	e.client = pb.NewControlPlaneClient(conn)
+	snaps, resources := pb.NewContextSnapshotsClient(conn), pb.NewSessionResourcesClient(conn)
+	ctx := authed(context.Background())
+	sid, _ := e.session(t, false)
+
+	turnContext := func() *pb.TurnContext {
+		t.Helper()
+		run, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid, WithTurnContext: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.GetTurnContext() == nil {
+			t.Fatal("GetRun with_turn_context: no turn context")
+		}
+		return run.GetTurnContext()
+	}
+	if run, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid}); err != nil || run.GetTurnContext() != nil {
+		t.Fatalf("GetRun without with_turn_context: %v, %v; want no turn context", run.GetTurnContext(), err)
+	}
+	if tc := turnContext(); tc.GetContextSnapshot() != nil || len(tc.GetResources()) != 0 {
+		t.Fatalf("turn context of a new session = %v; want no snapshot, no resources", tc)
+	}
+
+	snap := &pb.ContextSnapshot{Key: "context/4", Covered: 4, Body: `{"messages":[1]}`}
+	if _, err := snaps.SaveContextSnapshot(ctx, &pb.SaveContextSnapshotRequest{SessionId: sid, Snapshot: snap,
+		Events: []*pb.NewEvent{{Key: "context/4/compacted", Type: "agent.thread_context_compacted"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range []db.ResourceCreate{
+		{ID: "sesrsc_repo", Type: db.ResourceRepository, MountPath: "/workspace/repo", URL: "https://example.com/o/r.git",
+			Checkout: &db.Checkout{Type: "commit", SHA: "0123456789abcdef0123456789abcdef01234567"}, TokenSealed: []byte("sealed")},
+		{ID: "sesrsc_other", Type: db.ResourceRepository, MountPath: "/workspace/other", URL: "https://example.com/o/other.git"},
+	} {
+		if _, err := e.store.ResourceAdd(context.Background(), sid, rc, e.clock.now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.store.ResourceMarkMaterialized(context.Background(), sid, "sesrsc_other", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ResourceDelete(context.Background(), sid, "sesrsc_other", e.clock.now()); err != nil {
+		t.Fatal(err)
+	}
+
+	tc := turnContext()
+	if got := tc.GetContextSnapshot(); got.GetKey() != "context/4" || got.GetCovered() != 4 || !jsonEqual(got.GetBody(), snap.GetBody()) {
+		t.Errorf("turn context snapshot = %v; want context/4 covering 4", got)
+	}
+	listed, err := resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.GetResources()) != 2 {
+		t.Fatalf("ListSessionResources = %v; want the repository and the deleted, materialized one", listed)
+	}
+	if !proto.Equal(&pb.TurnContext{Resources: listed.GetResources()}, &pb.TurnContext{Resources: tc.GetResources()}) {
+		t.Errorf("turn context resources = %v; want what ListSessionResources lists: %v", tc.GetResources(), listed.GetResources())
+	}
 }

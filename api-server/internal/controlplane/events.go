@@ -68,7 +68,30 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for _, e := range transcript {
 		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
+	if req.GetWithTurnContext() {
+		if resp.TurnContext, err = s.turnContext(ctx, sess.ID); err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+	}
 	return resp, nil
+}
+
+// turnContext is what GetContextSnapshot and ListSessionResources would
+// return for the session.
+func (s *Server) turnContext(ctx context.Context, sessionID string) (*pb.TurnContext, error) {
+	snap, err := s.store.ContextSnapshotLatest(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.store.ResourcesOfSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	tc := &pb.TurnContext{Resources: resourcesToPB(rs)}
+	if snap != nil {
+		tc.ContextSnapshot = snapshotToPB(snap)
+	}
+	return tc, nil
 }
 
 func jsonArray(raw json.RawMessage) string {

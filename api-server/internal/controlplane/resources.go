@@ -27,7 +27,12 @@ func (r *resourceServer) ListSessionResources(ctx context.Context, req *pb.ListS
 	if err != nil {
 		return nil, r.s.fail(ctx, "list session resources", err)
 	}
-	out := &pb.ListSessionResourcesResponse{Resources: make([]*pb.SessionResource, 0, len(rs))}
+	return &pb.ListSessionResourcesResponse{Resources: resourcesToPB(rs)}, nil
+}
+
+// resourcesToPB is a session's resources as a worker needs them.
+func resourcesToPB(rs []*db.Resource) []*pb.SessionResource {
+	out := make([]*pb.SessionResource, 0, len(rs))
 	for _, res := range rs {
 		p := &pb.SessionResource{Id: res.ID, Type: res.Type, MountPath: res.MountPath, FileId: res.FileID, Url: res.URL,
 			HasToken: len(res.TokenSealed) > 0, Deleted: res.DeletedAt != nil, Version: res.Version, MaterializedVersion: res.MaterializedVersion}
@@ -38,9 +43,9 @@ func (r *resourceServer) ListSessionResources(ctx context.Context, req *pb.ListS
 				p.CheckoutRef = c.SHA
 			}
 		}
-		out.Resources = append(out.Resources, p)
+		out = append(out, p)
 	}
-	return out, nil
+	return out
 }
 
 // GetResourceToken implements pb.SessionResourcesServer. The token is

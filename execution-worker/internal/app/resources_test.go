@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime/multipart"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,44 @@ func TestFileResourceAddedAndDeleted(t *testing.T) {
 	if got := strings.TrimSpace(out[len(out)-1]); !strings.HasPrefix(got, "0") {
 		t.Fatalf("after deleting the resource the uploads directory lists %q files, want 0", got)
 	}
+	// Each turn read its resources and context snapshot with its run: one
+	// call, not three.
+	calls := controlPlaneCalls(t, srv)
+	if calls["GetRun"] < 3 || calls["ListSessionResources"] != 0 || calls["GetContextSnapshot"] != 0 {
+		t.Errorf("ControlPlane calls GetRun %v, ListSessionResources %v, GetContextSnapshot %v; want at least 3, 0, 0",
+			calls["GetRun"], calls["ListSessionResources"], calls["GetContextSnapshot"])
+	}
+}
+
+// controlPlaneCalls counts the ControlPlane calls srv served, by method
+// (mango_controlplane_requests_total summed over status codes).
+func controlPlaneCalls(t *testing.T, srv *cptest.Server) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(srv.BaseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		rest, ok := strings.CutPrefix(line, "mango_controlplane_requests_total{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		_, method, _ := strings.Cut(labels, `method="`)
+		method, _, _ = strings.Cut(method, `"`)
+		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		calls[method] += n
+	}
+	return calls
 }
 
 // TestOutputLimits: a session publishes at most MANGO_OUTPUTS_MAX_FILES

@@ -44,16 +44,24 @@ func (s *snapStore) SaveContextSnapshot(ctx context.Context, snap *agentruntime.
 	return decodeSnapshot(resp.GetSnapshot())
 }
 
-// latestSnapshot loads the session's context snapshot in force (nil: none).
-func latestSnapshot(ctx context.Context, c pb.ContextSnapshotsClient, sessionID string) (*agentruntime.ContextSnapshot, error) {
-	resp, err := c.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: sessionID})
-	if err != nil {
-		return nil, fmt.Errorf("load context snapshot of session %s: %w", sessionID, err)
+// turnSnapshot is the session's context snapshot in force (nil: none), as
+// the run's turn context holds it or, from a server that predates
+// turn_context, as c loads it.
+func turnSnapshot(ctx context.Context, c pb.ContextSnapshotsClient, run *pb.GetRunResponse) (*agentruntime.ContextSnapshot, error) {
+	var snap *pb.ContextSnapshot
+	if tc := run.GetTurnContext(); tc != nil {
+		snap = tc.GetContextSnapshot()
+	} else {
+		resp, err := c.GetContextSnapshot(ctx, &pb.GetContextSnapshotRequest{SessionId: run.GetSessionId()})
+		if err != nil {
+			return nil, fmt.Errorf("load context snapshot of session %s: %w", run.GetSessionId(), err)
+		}
+		snap = resp.GetSnapshot()
 	}
-	if resp.GetSnapshot() == nil {
+	if snap == nil {
 		return nil, nil
 	}
-	return decodeSnapshot(resp.GetSnapshot())
+	return decodeSnapshot(snap)
 }
 
 func decodeSnapshot(p *pb.ContextSnapshot) (*agentruntime.ContextSnapshot, error) {

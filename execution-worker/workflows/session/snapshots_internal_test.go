@@ -17,9 +17,11 @@ type snapClient struct {
 	saved []*pb.SaveContextSnapshotRequest
 	byKey map[string]*pb.ContextSnapshot
 	last  *pb.ContextSnapshot
+	gets  int
 }
 
 func (c *snapClient) GetContextSnapshot(context.Context, *pb.GetContextSnapshotRequest, ...grpc.CallOption) (*pb.GetContextSnapshotResponse, error) {
+	c.gets++
 	return &pb.GetContextSnapshotResponse{Snapshot: c.last}, nil
 }
 
@@ -65,8 +67,17 @@ func TestSnapStore(t *testing.T) {
 	if got, err := s.SaveContextSnapshot(t.Context(), other, events); err != nil || !reflect.DeepEqual(got, snap) {
 		t.Errorf("second save under the key: %+v, %v; want the first snapshot", got, err)
 	}
-	latest, err := latestSnapshot(t.Context(), c, "sesn_1")
-	if err != nil || !reflect.DeepEqual(latest, snap) {
-		t.Errorf("latestSnapshot = %+v, %v; want %+v", latest, err, snap)
+	// A server that predates turn_context: the snapshot is loaded.
+	latest, err := turnSnapshot(t.Context(), c, &pb.GetRunResponse{SessionId: "sesn_1"})
+	if err != nil || !reflect.DeepEqual(latest, snap) || c.gets != 1 {
+		t.Errorf("turnSnapshot without a turn context = %+v, %v after %d loads; want %+v after 1", latest, err, c.gets, snap)
+	}
+	// The run's turn context holds it, or says there is none: no call.
+	latest, err = turnSnapshot(t.Context(), c, &pb.GetRunResponse{SessionId: "sesn_1", TurnContext: &pb.TurnContext{ContextSnapshot: c.last}})
+	if err != nil || !reflect.DeepEqual(latest, snap) || c.gets != 1 {
+		t.Errorf("turnSnapshot from the turn context = %+v, %v after %d loads; want %+v after 1", latest, err, c.gets, snap)
+	}
+	if latest, err = turnSnapshot(t.Context(), c, &pb.GetRunResponse{TurnContext: &pb.TurnContext{}}); latest != nil || err != nil || c.gets != 1 {
+		t.Errorf("turnSnapshot from a turn context without one = %+v, %v after %d loads; want nil after 1", latest, err, c.gets)
 	}
 }

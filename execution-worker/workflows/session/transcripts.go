@@ -123,12 +123,12 @@ func NewTranscriptCache(maxBytes int64) *TranscriptCache {
 }
 
 // load loads the session's run through cp with its transcript decoded,
-// fetching and decoding only the entries after those the cache holds.
-// The run's Transcript holds what was fetched.
+// fetching and decoding only the entries after those the cache holds,
+// with its turn context. The run's Transcript holds what was fetched.
 func (c *TranscriptCache) load(ctx context.Context, cp pb.ControlPlaneClient, sessionID string) (*pb.GetRunResponse, *transcript, error) {
 	held := c.get(sessionID)
 	after := held.lastSeq()
-	run, err := cp.GetRun(ctx, &pb.GetRunRequest{SessionId: sessionID, TranscriptAfterSeq: after})
+	run, err := cp.GetRun(ctx, &pb.GetRunRequest{SessionId: sessionID, TranscriptAfterSeq: after, WithTurnContext: true})
 	if err != nil {
 		c.forget(sessionID)
 		return nil, nil, err

@@ -293,7 +293,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	var rtStore agentruntime.Store = store
 	var snapshot *agentruntime.ContextSnapshot
 	if a.Snapshots != nil {
-		if snapshot, err = latestSnapshot(ctx, a.Snapshots, sid); err != nil {
+		if snapshot, err = turnSnapshot(ctx, a.Snapshots, run); err != nil {
 			return nil, err
 		}
 		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots, summaryModel: a.Context.CompactionModel}
@@ -307,7 +307,12 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	acquire := func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
 	var materialize func(context.Context, sandbox.Sandbox) error
 	if a.Resources != nil {
-		materialize = func(ctx context.Context, sb sandbox.Sandbox) error { return a.Resources.Materialize(ctx, sid, sb) }
+		materialize = func(ctx context.Context, sb sandbox.Sandbox) error {
+			if tc := run.GetTurnContext(); tc != nil {
+				return a.Resources.MaterializeListed(ctx, sid, sb, tc.GetResources())
+			}
+			return a.Resources.Materialize(ctx, sid, sb) // a server that predates turn_context
+		}
 	}
 	// File sources of content blocks are read on behalf of this session.
 	result, runErr := core.Run(modelfiles.WithSession(turnCtx, sid), &agentruntime.Run{

@@ -21,72 +21,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ContextSnapshot is one compacted projection.
-type ContextSnapshot struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Deterministic key, unique within the session, derived by the worker
-	// from the conversation position it covers. Required.
-	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// How many messages of the provider transcript, from its start, the
-	// snapshot replaces.
-	Covered int32 `protobuf:"varint,2,opt,name=covered,proto3" json:"covered,omitempty"`
-	// The snapshot as JSON (the worker's format). Required.
-	Body          string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ContextSnapshot) Reset() {
-	*x = ContextSnapshot{}
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ContextSnapshot) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ContextSnapshot) ProtoMessage() {}
-
-func (x *ContextSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ContextSnapshot.ProtoReflect.Descriptor instead.
-func (*ContextSnapshot) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *ContextSnapshot) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *ContextSnapshot) GetCovered() int32 {
-	if x != nil {
-		return x.Covered
-	}
-	return 0
-}
-
-func (x *ContextSnapshot) GetBody() string {
-	if x != nil {
-		return x.Body
-	}
-	return ""
-}
-
 // GetContextSnapshotRequest names the session.
 type GetContextSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -98,7 +32,7 @@ type GetContextSnapshotRequest struct {
 
 func (x *GetContextSnapshotRequest) Reset() {
 	*x = GetContextSnapshotRequest{}
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[1]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +44,7 @@ func (x *GetContextSnapshotRequest) String() string {
 func (*GetContextSnapshotRequest) ProtoMessage() {}
 
 func (x *GetContextSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[1]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +57,7 @@ func (x *GetContextSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetContextSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{1}
+	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *GetContextSnapshotRequest) GetSessionId() string {
@@ -144,7 +78,7 @@ type GetContextSnapshotResponse struct {
 
 func (x *GetContextSnapshotResponse) Reset() {
 	*x = GetContextSnapshotResponse{}
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[2]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +90,7 @@ func (x *GetContextSnapshotResponse) String() string {
 func (*GetContextSnapshotResponse) ProtoMessage() {}
 
 func (x *GetContextSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[2]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +103,7 @@ func (x *GetContextSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetContextSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{2}
+	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *GetContextSnapshotResponse) GetSnapshot() *ContextSnapshot {
@@ -196,7 +130,7 @@ type SaveContextSnapshotRequest struct {
 
 func (x *SaveContextSnapshotRequest) Reset() {
 	*x = SaveContextSnapshotRequest{}
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[3]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -208,7 +142,7 @@ func (x *SaveContextSnapshotRequest) String() string {
 func (*SaveContextSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveContextSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[3]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -221,7 +155,7 @@ func (x *SaveContextSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveContextSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveContextSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{3}
+	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SaveContextSnapshotRequest) GetSessionId() string {
@@ -258,7 +192,7 @@ type SaveContextSnapshotResponse struct {
 
 func (x *SaveContextSnapshotResponse) Reset() {
 	*x = SaveContextSnapshotResponse{}
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[4]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +204,7 @@ func (x *SaveContextSnapshotResponse) String() string {
 func (*SaveContextSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveContextSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_context_proto_msgTypes[4]
+	mi := &file_mango_controlplane_v1_context_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +217,7 @@ func (x *SaveContextSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveContextSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveContextSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{4}
+	return file_mango_controlplane_v1_context_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SaveContextSnapshotResponse) GetSnapshot() *ContextSnapshot {
@@ -304,11 +238,7 @@ var File_mango_controlplane_v1_context_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_context_proto_rawDesc = "" +
 	"\n" +
-	"#mango/controlplane/v1/context.proto\x12\x15mango.controlplane.v1\x1a(mango/controlplane/v1/controlplane.proto\"Q\n" +
-	"\x0fContextSnapshot\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
-	"\acovered\x18\x02 \x01(\x05R\acovered\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\tR\x04body\":\n" +
+	"#mango/controlplane/v1/context.proto\x12\x15mango.controlplane.v1\x1a(mango/controlplane/v1/controlplane.proto\x1a mango/controlplane/v1/turn.proto\":\n" +
 	"\x19GetContextSnapshotRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"`\n" +
@@ -338,24 +268,24 @@ func file_mango_controlplane_v1_context_proto_rawDescGZIP() []byte {
 	return file_mango_controlplane_v1_context_proto_rawDescData
 }
 
-var file_mango_controlplane_v1_context_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_mango_controlplane_v1_context_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_mango_controlplane_v1_context_proto_goTypes = []any{
-	(*ContextSnapshot)(nil),             // 0: mango.controlplane.v1.ContextSnapshot
-	(*GetContextSnapshotRequest)(nil),   // 1: mango.controlplane.v1.GetContextSnapshotRequest
-	(*GetContextSnapshotResponse)(nil),  // 2: mango.controlplane.v1.GetContextSnapshotResponse
-	(*SaveContextSnapshotRequest)(nil),  // 3: mango.controlplane.v1.SaveContextSnapshotRequest
-	(*SaveContextSnapshotResponse)(nil), // 4: mango.controlplane.v1.SaveContextSnapshotResponse
+	(*GetContextSnapshotRequest)(nil),   // 0: mango.controlplane.v1.GetContextSnapshotRequest
+	(*GetContextSnapshotResponse)(nil),  // 1: mango.controlplane.v1.GetContextSnapshotResponse
+	(*SaveContextSnapshotRequest)(nil),  // 2: mango.controlplane.v1.SaveContextSnapshotRequest
+	(*SaveContextSnapshotResponse)(nil), // 3: mango.controlplane.v1.SaveContextSnapshotResponse
+	(*ContextSnapshot)(nil),             // 4: mango.controlplane.v1.ContextSnapshot
 	(*NewEvent)(nil),                    // 5: mango.controlplane.v1.NewEvent
 }
 var file_mango_controlplane_v1_context_proto_depIdxs = []int32{
-	0, // 0: mango.controlplane.v1.GetContextSnapshotResponse.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
-	0, // 1: mango.controlplane.v1.SaveContextSnapshotRequest.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
+	4, // 0: mango.controlplane.v1.GetContextSnapshotResponse.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
+	4, // 1: mango.controlplane.v1.SaveContextSnapshotRequest.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
 	5, // 2: mango.controlplane.v1.SaveContextSnapshotRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	0, // 3: mango.controlplane.v1.SaveContextSnapshotResponse.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
-	1, // 4: mango.controlplane.v1.ContextSnapshots.GetContextSnapshot:input_type -> mango.controlplane.v1.GetContextSnapshotRequest
-	3, // 5: mango.controlplane.v1.ContextSnapshots.SaveContextSnapshot:input_type -> mango.controlplane.v1.SaveContextSnapshotRequest
-	2, // 6: mango.controlplane.v1.ContextSnapshots.GetContextSnapshot:output_type -> mango.controlplane.v1.GetContextSnapshotResponse
-	4, // 7: mango.controlplane.v1.ContextSnapshots.SaveContextSnapshot:output_type -> mango.controlplane.v1.SaveContextSnapshotResponse
+	4, // 3: mango.controlplane.v1.SaveContextSnapshotResponse.snapshot:type_name -> mango.controlplane.v1.ContextSnapshot
+	0, // 4: mango.controlplane.v1.ContextSnapshots.GetContextSnapshot:input_type -> mango.controlplane.v1.GetContextSnapshotRequest
+	2, // 5: mango.controlplane.v1.ContextSnapshots.SaveContextSnapshot:input_type -> mango.controlplane.v1.SaveContextSnapshotRequest
+	1, // 6: mango.controlplane.v1.ContextSnapshots.GetContextSnapshot:output_type -> mango.controlplane.v1.GetContextSnapshotResponse
+	3, // 7: mango.controlplane.v1.ContextSnapshots.SaveContextSnapshot:output_type -> mango.controlplane.v1.SaveContextSnapshotResponse
 	6, // [6:8] is the sub-list for method output_type
 	4, // [4:6] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
@@ -369,13 +299,14 @@ func file_mango_controlplane_v1_context_proto_init() {
 		return
 	}
 	file_mango_controlplane_v1_controlplane_proto_init()
+	file_mango_controlplane_v1_turn_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_context_proto_rawDesc), len(file_mango_controlplane_v1_context_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

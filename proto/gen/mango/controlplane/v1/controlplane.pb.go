@@ -606,8 +606,12 @@ type GetRunRequest struct {
 	// that keeps a session's transcript fetches what is new, not all of it
 	// every turn. 0 returns the whole transcript.
 	TranscriptAfterSeq int64 `protobuf:"varint,2,opt,name=transcript_after_seq,json=transcriptAfterSeq,proto3" json:"transcript_after_seq,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Also return what a turn reads besides the run (turn_context), so that
+	// a turn makes one call instead of three (GetContextSnapshot and
+	// ListSessionResources).
+	WithTurnContext bool `protobuf:"varint,3,opt,name=with_turn_context,json=withTurnContext,proto3" json:"with_turn_context,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetRunRequest) Reset() {
@@ -654,6 +658,13 @@ func (x *GetRunRequest) GetTranscriptAfterSeq() int64 {
 	return 0
 }
 
+func (x *GetRunRequest) GetWithTurnContext() bool {
+	if x != nil {
+		return x.WithTurnContext
+	}
+	return false
+}
+
 // GetRunResponse is everything a run of the session needs.
 type GetRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -693,8 +704,11 @@ type GetRunResponse struct {
 	// entries after that position. 0 when it holds the whole transcript (as
 	// from servers that predate the field).
 	TranscriptAfterSeq int64 `protobuf:"varint,15,opt,name=transcript_after_seq,json=transcriptAfterSeq,proto3" json:"transcript_after_seq,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Set when the request asked with_turn_context; unset from servers that
+	// predate the field, whose callers make the separate calls instead.
+	TurnContext   *TurnContext `protobuf:"bytes,16,opt,name=turn_context,json=turnContext,proto3" json:"turn_context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -830,6 +844,13 @@ func (x *GetRunResponse) GetTranscriptAfterSeq() int64 {
 		return x.TranscriptAfterSeq
 	}
 	return 0
+}
+
+func (x *GetRunResponse) GetTurnContext() *TurnContext {
+	if x != nil {
+		return x.TurnContext
+	}
+	return nil
 }
 
 // MarkTriggersProcessedRequest names the trigger events taken into a run.
@@ -3055,7 +3076,7 @@ var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
+	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a mango/controlplane/v1/turn.proto\"\xf7\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3085,11 +3106,12 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0fTranscriptEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x03R\x03seq\"`\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"\x8c\x01\n" +
 	"\rGetRunRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
-	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\"\xf5\x04\n" +
+	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\x12*\n" +
+	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xbc\x05\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3110,7 +3132,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"transcript\x12\x19\n" +
 	"\blast_seq\x18\r \x01(\x03R\alastSeq\x12)\n" +
 	"\x10budget_exhausted\x18\x0e \x01(\bR\x0fbudgetExhausted\x120\n" +
-	"\x14transcript_after_seq\x18\x0f \x01(\x03R\x12transcriptAfterSeq\"Z\n" +
+	"\x14transcript_after_seq\x18\x0f \x01(\x03R\x12transcriptAfterSeq\x12E\n" +
+	"\fturn_context\x18\x10 \x01(\v2\".mango.controlplane.v1.TurnContextR\vturnContext\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -3372,6 +3395,7 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*FinalizeSessionDeletionRequest)(nil),  // 44: mango.controlplane.v1.FinalizeSessionDeletionRequest
 	(*FinalizeSessionDeletionResponse)(nil), // 45: mango.controlplane.v1.FinalizeSessionDeletionResponse
 	(*timestamppb.Timestamp)(nil),           // 46: google.protobuf.Timestamp
+	(*TurnContext)(nil),                     // 47: mango.controlplane.v1.TurnContext
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	46, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
@@ -3380,74 +3404,75 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	0,  // 3: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 4: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
 	6,  // 5: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 6: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 7: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	6,  // 8: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 9: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 10: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 11: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 12: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	1,  // 13: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
-	4,  // 14: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 15: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 16: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	6,  // 17: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	46, // 18: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
-	19, // 19: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	19, // 20: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	46, // 21: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	46, // 22: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 23: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 24: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 25: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 26: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	46, // 27: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	46, // 28: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	46, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 30: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	46, // 31: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	39, // 32: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	7,  // 33: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	9,  // 34: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	11, // 35: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	13, // 36: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	15, // 37: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	17, // 38: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	20, // 39: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	22, // 40: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	25, // 41: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	27, // 42: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	29, // 43: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	31, // 44: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	33, // 45: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	44, // 46: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	35, // 47: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 48: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	40, // 49: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	42, // 50: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
-	8,  // 51: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 52: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 53: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 54: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 55: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 56: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 57: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 58: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 59: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 60: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 61: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 62: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 63: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	45, // 64: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 65: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 66: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	41, // 67: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	43, // 68: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
-	51, // [51:69] is the sub-list for method output_type
-	33, // [33:51] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	47, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
+	3,  // 7: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 8: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	6,  // 9: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 10: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 11: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 12: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 13: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	1,  // 14: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
+	4,  // 15: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 16: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 17: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	6,  // 18: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	46, // 19: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	19, // 20: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	19, // 21: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	46, // 22: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	46, // 23: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 24: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 25: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 26: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 27: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	46, // 28: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	46, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	46, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 31: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	46, // 32: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	39, // 33: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	7,  // 34: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	9,  // 35: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	11, // 36: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	13, // 37: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	15, // 38: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	17, // 39: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	20, // 40: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	22, // 41: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	25, // 42: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	27, // 43: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	29, // 44: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	31, // 45: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	33, // 46: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	44, // 47: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	35, // 48: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 49: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	40, // 50: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	42, // 51: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	8,  // 52: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 53: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 54: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 55: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 56: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 57: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 58: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 59: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 60: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 61: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 62: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 63: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 64: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	45, // 65: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 66: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 67: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	41, // 68: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	43, // 69: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -3455,6 +3480,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 	if File_mango_controlplane_v1_controlplane_proto != nil {
 		return
 	}
+	file_mango_controlplane_v1_turn_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
