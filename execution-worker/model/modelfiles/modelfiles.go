@@ -146,9 +146,12 @@ func (c *client) resolve(ctx context.Context, req *model.Request) (*model.Reques
 	var msgs []model.Message
 	for i, m := range req.Messages {
 		var content []model.Block
-		for j, b := range m.Content {
-			path := fmt.Sprintf("messages[%d].content[%d]", i, j)
-			nb, changed, err := c.block(ctx, b, path)
+		for j := range m.Content {
+			b := &m.Content[j]
+			if !mayHoldFile(b) {
+				continue // most blocks: no copy, no path
+			}
+			nb, changed, err := c.block(ctx, *b, fmt.Sprintf("messages[%d].content[%d]", i, j))
 			if err != nil {
 				return nil, err
 			}
@@ -174,6 +177,20 @@ func (c *client) resolve(ctx context.Context, req *model.Request) (*model.Reques
 	out := *req
 	out.Messages = msgs
 	return &out, nil
+}
+
+// mayHoldFile reports whether b may have a file source for block to
+// resolve: an image or document with its own members, or a tool_result
+// whose content mentions one. A cheap test, made for every block of every
+// request.
+func mayHoldFile(b *model.Block) bool {
+	switch b.Type {
+	case "tool_result":
+		return len(b.Raw) == 0 && bytes.Contains(b.Content, []byte(`"file"`))
+	case "image", "document":
+		return len(b.Raw) > 0
+	}
+	return false
 }
 
 // block resolves one block: an image or document with a file source, or a
