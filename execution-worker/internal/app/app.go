@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -110,6 +111,10 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// A turn of a session bound to this worker's locality runs eagerly
+	// on the worker that runs its workflow (session.Workflow.Serves).
+	serves := func(queue string) bool { return slices.Contains(queues, queue) }
+	sessionWorkflow := &session.Workflow{Serves: serves}
 	manager := sandbox.NewSessionManager(provider, bindings, bindingQueue)
 	sandboxActs := &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: providerQueue}
 	modelClient, err := modelconfig.FromConfig(string(cfg.Model), cfg.ModelBaseURL, cfg.ModelAPIKey, string(cfg.ModelAuth), cfg.ModelID)
@@ -135,7 +140,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		turns = interrupts.NewRegistry()
 		watcher = interrupts.NewWatcher(cp, cfg.WorkerID, turns, logger.With("component", "interrupts"))
 	}
-	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID,
+	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
@@ -214,7 +219,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		acts.Register(w)
 		sandboxActs.Register(w)
 		turnActs.Register(w)
-		w.RegisterWorkflowWithOptions(session.SessionWorkflow, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
+		w.RegisterWorkflowWithOptions(sessionWorkflow.Run, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
 		if err := w.Start(); err != nil {
 			stopAll(workers, cfg.ShutdownGrace)
 			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)

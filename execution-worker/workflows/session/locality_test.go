@@ -2,12 +2,16 @@ package session_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +19,8 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // localityCP answers the calls CheckLocality makes; the embedded nil
@@ -133,5 +139,92 @@ func TestRunTurnRunsOnlyWhereTheSandboxIs(t *testing.T) {
 	}
 	if len(cp.completed) != 0 {
 		t.Errorf("the turn was completed here: %v", cp.completed)
+	}
+}
+
+// TestRunTurnHandsBackATurnOfAnotherLocality: a turn scheduled to run
+// eagerly (Locality set) and taken by a worker that does not poll that
+// locality queue runs nothing, calls nothing, and hands the turn back to
+// the locality queue.
+func TestRunTurnHandsBackATurnOfAnotherLocality(t *testing.T) {
+	t.Parallel()
+	a := &session.TurnActivities{Serves: func(q string) bool { return q == "mango.local.here" }} // no ControlPlane: any call fails
+	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: session.RunTurnActivity})
+	val, err := env.ExecuteActivity(session.RunTurnActivity, session.RunTurnInput{SessionID: "sesn_1", Locality: "mango.local.elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res session.RunTurnResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != session.TurnNothing || !res.More || res.TaskQueue != "mango.local.elsewhere" {
+		t.Errorf("RunTurn = %+v, want nothing run, more pending, the locality's queue", res)
+	}
+}
+
+// TestEagerTurns: a turn of a session bound to a locality that the
+// workflow's worker polls is scheduled on the workflow's own queue, with
+// the locality named in Locality (so Temporal can hand it to that worker
+// at once); otherwise on the locality queue. A turn handed back by a
+// worker of another locality runs again through the locality queue, and
+// so do the later turns of the run.
+func TestEagerTurns(t *testing.T) {
+	t.Parallel()
+	const locality = "mango.local.h1"
+	handBack := &session.RunTurnResult{Outcome: session.TurnNothing, More: true, TaskQueue: locality}
+	idle := &session.RunTurnResult{Outcome: session.TurnIdle, TaskQueue: locality}
+	for _, c := range []struct {
+		name    string
+		serves  bool
+		results []*session.RunTurnResult
+		eager   []bool
+	}{
+		{"this worker polls the locality", true, []*session.RunTurnResult{idle, idle, idle}, []bool{true, true, true}},
+		{"it does not", false, []*session.RunTurnResult{idle, idle}, []bool{false, false}},
+		{"a turn handed back", true, []*session.RunTurnResult{idle, handBack, idle, idle}, []bool{true, true, false, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			var calls atomic.Int32
+			var mu sync.Mutex
+			var eager []bool
+			env.RegisterActivityWithOptions(func(ctx context.Context, in session.RunTurnInput) (*session.RunTurnResult, error) {
+				n := int(calls.Add(1))
+				ran := activity.GetInfo(ctx).TaskQueue
+				switch {
+				case in.Locality == locality && in.TaskQueue == "" && ran != locality:
+					mu.Lock()
+					eager = append(eager, true)
+					mu.Unlock()
+				case in.Locality == "" && in.TaskQueue == locality && ran == locality:
+					mu.Lock()
+					eager = append(eager, false)
+					mu.Unlock()
+				default:
+					t.Errorf("turn %d: input %+v on queue %s: neither eager nor through the locality queue", n, in, ran)
+				}
+				res := c.results[n-1]
+				switch {
+				case n == len(c.results):
+					env.SignalWorkflow(sessionwf.SignalWakeup, &sessionv1.WakeupSignal{Kind: sessionv1.WakeupKind_WAKEUP_KIND_DELETE, SessionId: "sesn_1"})
+				case !res.More:
+					env.SignalWorkflow(sessionwf.SignalWakeup, &sessionv1.WakeupSignal{Kind: sessionv1.WakeupKind_WAKEUP_KIND_WAKEUP, SessionId: "sesn_1"})
+				}
+				return res, nil
+			}, activity.RegisterOptions{Name: session.RunTurnActivity})
+			wf := &session.Workflow{Serves: func(q string) bool { return c.serves && q == locality }}
+			env.RegisterWorkflowWithOptions(wf.Run, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
+			env.ExecuteWorkflow(sessionwf.WorkflowType, &sessionv1.SessionWorkflowInput{SessionId: "sesn_1", Provider: "local", TaskQueue: locality})
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+			}
+			if !slices.Equal(eager, c.eager) {
+				t.Errorf("turns eager = %v, want %v", eager, c.eager)
+			}
+		})
 	}
 }

@@ -40,6 +40,14 @@ type RunTurnInput struct {
 	// TaskQueue is the sandbox's queue as the workflow knows it; when set,
 	// RunTurn does not look the binding up again.
 	TaskQueue string `json:"task_queue,omitempty"`
+	// Locality, set instead of TaskQueue, is the locality queue of the
+	// session's sandbox for a turn scheduled on the workflow's own queue
+	// to run eagerly on the workflow's worker, which polls that locality
+	// queue too. A worker that does not poll it runs nothing and hands the
+	// turn back (RunTurnResult.TaskQueue); so does a worker that predates
+	// the field, which sees a turn without TaskQueue and checks the
+	// binding.
+	Locality string `json:"locality,omitempty"`
 }
 
 // Turn outcomes reported to the workflow.
@@ -110,6 +118,10 @@ type TurnActivities struct {
 	// fetches only what was appended since; nil fetches the whole
 	// transcript every turn.
 	Transcripts *TranscriptCache
+	// Serves reports whether this worker polls a task queue: a turn
+	// scheduled for eager execution (RunTurnInput.Locality) runs only on a
+	// worker of its locality. nil serves none.
+	Serves func(queue string) bool
 }
 
 // Register registers RunTurn, CheckLocality and HostGone on w.
@@ -171,9 +183,19 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 			a.OnTurn(outcome, time.Since(start))
 		}()
 	}
+	sid := in.SessionID
+	queue := in.TaskQueue
+	if l := in.Locality; l != "" {
+		if a.Serves == nil || !a.Serves(l) {
+			// Not run eagerly, and taken from the workflow's queue by a
+			// worker of another locality: the locality's queue reaches
+			// the sandbox.
+			return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: l}, nil
+		}
+		queue = l
+	}
 	stopBeat := a.heartbeat(ctx)
 	defer stopBeat()
-	sid := in.SessionID
 	run, tr, err := a.Transcripts.load(ctx, a.ControlPlane, sid)
 	if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
 		// Deleted, or being deleted: nothing more to run, ever.
@@ -201,7 +223,6 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	// (its worker died after committing the turn's end), it must not run
 	// a later turn on whichever worker took it: it hands the workflow the
 	// binding's queue instead.
-	queue := in.TaskQueue
 	if queue == "" {
 		if queue, err = a.bindingQueue(ctx, sid); err != nil {
 			return nil, fmt.Errorf("load binding of session %s: %w", sid, err)
