@@ -134,3 +134,60 @@ func TestTranscriptReadAfterMissesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRetriedKeys: an append whose keys are partly stored (a retry
+// with more events, a status change already made) returns the stored
+// events as they are, appends only the new ones right after the log's
+// end, and makes the change once; a fresh one appends everything.
+func TestAppendRetriedKeys(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	wakeSession(t, store, "sesn_keys", 0)
+	now := time.Now().UTC()
+	ev := func(id, key string) db.NewEvent {
+		return db.NewEvent{ID: id, Type: "agent.message", Body: json.RawMessage(`{"content":[]}`), Key: key}
+	}
+	_, first, err := store.Append(ctx, "sesn_keys", &db.AppendRequest{Events: []db.NewEvent{ev("sevt_k1", "k/1"), ev("sevt_k2", "k/2")}, Now: now})
+	if err != nil || len(first) != 2 || first[0].Existed || first[1].Seq != first[0].Seq+1 {
+		t.Fatalf("first append = %+v, %v; want two new events in a row", first, err)
+	}
+	running := func(*db.Session) (*db.Change, error) {
+		return &db.Change{To: db.StatusRunning, EventID: "sevt_running", Key: "k/status"}, nil
+	}
+	for i := range 2 { // the second is a retry of the first
+		sess, evs, err := store.Append(ctx, "sesn_keys", &db.AppendRequest{
+			Events: []db.NewEvent{ev("sevt_k2", "k/2"), ev("sevt_k3", "k/3")}, Decide: running, Now: now})
+		if want := 3 - i; err != nil || len(evs) != want { // the retry finds the change made
+			t.Fatalf("append %d = %+v, %v; want %d events: k/2, k/3 and (first) the running status", i, evs, err, want)
+		}
+		if !evs[0].Existed || evs[0].Seq != first[1].Seq || evs[0].ID != "sevt_k2" {
+			t.Errorf("append %d: k/2 = %+v; want the stored event", i, evs[0])
+		}
+		if evs[1].Existed != (i == 1) || evs[1].Seq != first[1].Seq+1 {
+			t.Errorf("append %d: k/3 at %d (existed %v); want %d, existed %v", i, evs[1].Seq, evs[1].Existed, first[1].Seq+1, i == 1)
+		}
+		if i == 0 && (evs[2].Type != "session.status_running" || evs[2].Seq != first[1].Seq+2) {
+			t.Errorf("append 0: %s at %d; want session.status_running at %d", evs[2].Type, evs[2].Seq, first[1].Seq+2)
+		}
+		if sess.Status != db.StatusRunning || sess.LastSeq != first[1].Seq+2 {
+			t.Errorf("append %d: session %s at seq %d; want running at %d", i, sess.Status, sess.LastSeq, first[1].Seq+2)
+		}
+	}
+	all, err := store.EventsAfter(ctx, "sesn_keys", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := 0
+	for i, e := range all {
+		if e.Seq != all[0].Seq+int64(i) {
+			t.Fatalf("log seqs %d at %d: want no gap", e.Seq, i)
+		}
+		if e.Type == "session.status_running" {
+			statuses++
+		}
+	}
+	if statuses != 1 {
+		t.Errorf("%d running events, want 1", statuses)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
 )
@@ -286,21 +287,56 @@ var ErrDeleting = errors.New("session is being deleted")
 // written, and listeners are notified, all in one transaction. Events with
 // a Key already present are not appended again; the stored ones are
 // returned in their place.
+//
+// It first appends without looking the request's keys up: a request's keys
+// are new but for a retried one, whose events the unique index on
+// (session_id, event_key) then refuses, rolling everything back; the
+// append runs again with the lookup, which returns the stored events as
+// they are. One query fewer per append (measured: a fifth of PostgreSQL's
+// execution time in a turn went to that lookup).
 func (s *Store) Append(ctx context.Context, sessionID string, req *AppendRequest) (*Session, []Event, error) {
-	var sess *Session
-	var events []Event
-	err := s.inTx(ctx, "append events", func(q *dbsqlc.Queries) error {
-		var err error
-		sess, events, err = s.appendTx(ctx, q, sessionID, req)
-		return err
-	})
+	sess, events, err := s.append(ctx, sessionID, req, false)
+	if errors.Is(err, errKeyTaken) {
+		sess, events, err = s.append(ctx, sessionID, req, true)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return sess, events, nil
 }
 
+// errKeyTaken reports an append without the lookup (Append) refused
+// because an event with one of its keys (or ids) is stored.
+var errKeyTaken = errors.New("an event key is already stored")
+
+func (s *Store) append(ctx context.Context, sessionID string, req *AppendRequest, lookup bool) (*Session, []Event, error) {
+	var sess *Session
+	var events []Event
+	var taken bool
+	err := s.inTx(ctx, "append events", func(q *dbsqlc.Queries) error {
+		var err error
+		sess, events, err = s.appendKeyed(ctx, q, sessionID, req, lookup)
+		var pgErr *pgconn.PgError
+		// A retried request's events carry their ids too: the unique
+		// index on id may be the one that refuses them.
+		taken = !lookup && errors.As(err, &pgErr) && pgErr.Code == "23505" &&
+			(pgErr.ConstraintName == "events_key_idx" || pgErr.ConstraintName == "events_id_key")
+		return err
+	})
+	if taken {
+		return nil, nil, errKeyTaken
+	}
+	return sess, events, err
+}
+
 func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest) (*Session, []Event, error) {
+	return s.appendKeyed(ctx, q, sessionID, req, true)
+}
+
+// appendKeyed is appendTx; without lookup it does not look the request's
+// keys up, so a stored key fails the append (a unique violation of
+// events_key_idx) instead of returning the stored event.
+func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest, lookup bool) (*Session, []Event, error) {
 	row, err := q.SessionLock(ctx, sessionID)
 	if err != nil {
 		return nil, nil, err
@@ -340,7 +376,7 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 		}
 	}
 	stored := map[string]dbsqlc.Event{}
-	if len(keys) > 0 {
+	if lookup && len(keys) > 0 {
 		rows, err := q.EventsGetByKeys(ctx, dbsqlc.EventsGetByKeysParams{SessionID: sessionID, Keys: keys})
 		if err != nil {
 			return nil, nil, err
