@@ -173,15 +173,18 @@ type ToolJournalEntry struct {
 // the first write wins. It returns the stored entry and whether this call
 // stored it. ErrNotFound when the session does not exist.
 func (s *Store) ToolJournalRecord(ctx context.Context, sessionID, toolUseID string, body json.RawMessage) (*ToolJournalEntry, bool, error) {
-	n, err := s.q.ToolJournalInsert(ctx, dbsqlc.ToolJournalInsertParams{SessionID: sessionID, ToolUseID: toolUseID, Body: body})
+	rows, err := s.q.ToolJournalInsert(ctx, dbsqlc.ToolJournalInsertParams{SessionID: sessionID, ToolUseID: toolUseID, Body: body})
 	if err != nil {
 		return nil, false, mapErr("record tool journal", err)
 	}
-	e, err := s.ToolJournalGet(ctx, sessionID, toolUseID)
+	if len(rows) == 1 {
+		return journalEntry(rows[0]), true, nil
+	}
+	e, err := s.ToolJournalGet(ctx, sessionID, toolUseID) // the first write's
 	if err != nil {
 		return nil, false, err
 	}
-	return e, n == 1, nil
+	return e, false, nil
 }
 
 // ToolJournalGet returns a tool call's journal entry, or ErrNotFound.
@@ -190,7 +193,11 @@ func (s *Store) ToolJournalGet(ctx context.Context, sessionID, toolUseID string)
 	if err != nil {
 		return nil, mapErr("get tool journal", err)
 	}
-	return &ToolJournalEntry{SessionID: r.SessionID, ToolUseID: r.ToolUseID, Body: r.Body, CreatedAt: r.CreatedAt}, nil
+	return journalEntry(r), nil
+}
+
+func journalEntry(r dbsqlc.ToolJournal) *ToolJournalEntry {
+	return &ToolJournalEntry{SessionID: r.SessionID, ToolUseID: r.ToolUseID, Body: r.Body, CreatedAt: r.CreatedAt}
 }
 
 // SandboxBinding is a session's sandbox ownership record: a provisioning

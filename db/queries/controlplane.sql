@@ -28,10 +28,12 @@ SELECT coalesce(seq, 0)::bigint AS seq, entry_key, body FROM transcript_entries
 WHERE session_id = sqlc.arg(session_id) AND seq > sqlc.arg(after_seq)::bigint
 ORDER BY transcript_entries.seq;
 
--- name: ToolJournalInsert :execrows
+-- name: ToolJournalInsert :many
+-- The entry when this call stored it; no row when one was stored before.
 INSERT INTO tool_journal (session_id, tool_use_id, body)
 VALUES ($1, $2, $3)
-ON CONFLICT (session_id, tool_use_id) DO NOTHING;
+ON CONFLICT (session_id, tool_use_id) DO NOTHING
+RETURNING *;
 
 -- name: ToolJournalGet :one
 SELECT * FROM tool_journal WHERE session_id = $1 AND tool_use_id = $2;

@@ -348,10 +348,11 @@ func (q *Queries) ToolJournalGet(ctx context.Context, arg ToolJournalGetParams) 
 	return i, err
 }
 
-const toolJournalInsert = `-- name: ToolJournalInsert :execrows
+const toolJournalInsert = `-- name: ToolJournalInsert :many
 INSERT INTO tool_journal (session_id, tool_use_id, body)
 VALUES ($1, $2, $3)
 ON CONFLICT (session_id, tool_use_id) DO NOTHING
+RETURNING session_id, tool_use_id, body, created_at
 `
 
 type ToolJournalInsertParams struct {
@@ -360,12 +361,30 @@ type ToolJournalInsertParams struct {
 	Body      []byte
 }
 
-func (q *Queries) ToolJournalInsert(ctx context.Context, arg ToolJournalInsertParams) (int64, error) {
-	result, err := q.db.Exec(ctx, toolJournalInsert, arg.SessionID, arg.ToolUseID, arg.Body)
+// The entry when this call stored it; no row when one was stored before.
+func (q *Queries) ToolJournalInsert(ctx context.Context, arg ToolJournalInsertParams) ([]ToolJournal, error) {
+	rows, err := q.db.Query(ctx, toolJournalInsert, arg.SessionID, arg.ToolUseID, arg.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []ToolJournal
+	for rows.Next() {
+		var i ToolJournal
+		if err := rows.Scan(
+			&i.SessionID,
+			&i.ToolUseID,
+			&i.Body,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const transcriptEntryInsert = `-- name: TranscriptEntryInsert :execrows
