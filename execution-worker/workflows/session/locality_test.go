@@ -169,24 +169,28 @@ func TestRunTurnHandsBackATurnOfAnotherLocality(t *testing.T) {
 // the locality named in Locality (so Temporal can hand it to that worker
 // at once); otherwise on the locality queue. A turn handed back by a
 // worker of another locality runs again through the locality queue, and
-// so do the later turns of the run.
+// so do the later turns of the run. A binding naming the workflow's own
+// queue (a remote provider's) needs nothing of this.
 func TestEagerTurns(t *testing.T) {
 	t.Parallel()
-	const locality = "mango.local.h1"
-	handBack := &session.RunTurnResult{Outcome: session.TurnNothing, More: true, TaskQueue: locality}
-	idle := &session.RunTurnResult{Outcome: session.TurnIdle, TaskQueue: locality}
+	const own = "default-test-taskqueue" // the test environment's workflow queue
+	handBack := &session.RunTurnResult{Outcome: session.TurnNothing, More: true, TaskQueue: "mango.local.h1"}
+	idle := &session.RunTurnResult{Outcome: session.TurnIdle, TaskQueue: "mango.local.h1"}
 	for _, c := range []struct {
-		name    string
-		serves  bool
-		results []*session.RunTurnResult
-		eager   []bool
+		name     string
+		locality string
+		serves   bool
+		results  []*session.RunTurnResult
+		eager    []bool
 	}{
-		{"this worker polls the locality", true, []*session.RunTurnResult{idle, idle, idle}, []bool{true, true, true}},
-		{"it does not", false, []*session.RunTurnResult{idle, idle}, []bool{false, false}},
-		{"a turn handed back", true, []*session.RunTurnResult{idle, handBack, idle, idle}, []bool{true, true, false, false}},
+		{"this worker polls the locality", "mango.local.h1", true, []*session.RunTurnResult{idle, idle, idle}, []bool{true, true, true}},
+		{"it does not", "mango.local.h1", false, []*session.RunTurnResult{idle, idle}, []bool{false, false}},
+		{"a turn handed back", "mango.local.h1", true, []*session.RunTurnResult{idle, handBack, idle, idle}, []bool{true, true, false, false}},
+		{"the workflow's own queue", own, true, []*session.RunTurnResult{{Outcome: session.TurnIdle, TaskQueue: own}}, []bool{false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			locality := c.locality
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestWorkflowEnvironment()
 			var calls atomic.Int32

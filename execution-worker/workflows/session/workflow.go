@@ -171,9 +171,12 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 			}
 		}
 		turn := RunTurnInput{SessionID: in.GetSessionId(), Attempt: attempt, TaskQueue: queue}
-		eager := queue != "" && eagerOK && w.eager(ctx, queue)
+		// (A remote provider's binding names the workflow's own queue,
+		// where the SDK runs turns eagerly anyway.)
+		own := workflow.GetInfo(ctx).TaskQueueName
+		eager := queue != "" && queue != own && eagerOK && w.eager(ctx, queue)
 		if eager {
-			opts.TaskQueue = workflow.GetInfo(ctx).TaskQueueName
+			opts.TaskQueue = own
 			turn.TaskQueue, turn.Locality = "", queue
 		}
 		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(turnCtx, opts), RunTurnActivity, turn)
