@@ -123,10 +123,21 @@ func TestCheckLocality(t *testing.T) {
 func TestRunTurnRunsOnlyWhereTheSandboxIs(t *testing.T) {
 	t.Parallel()
 	cp := &localityCP{binding: &pb.SandboxBinding{Provider: "local", ExternalId: "/w/1", TaskQueue: "mango.local.elsewhere"}}
-	a := &session.TurnActivities{ControlPlane: cp}
+	res := runTurn(t, &session.TurnActivities{ControlPlane: cp}, session.RunTurnInput{SessionID: "sesn_1"})
+	if res.Outcome != session.TurnNothing || !res.More || res.TaskQueue != "mango.local.elsewhere" {
+		t.Errorf("RunTurn = %+v, want nothing run, more pending, the binding's queue", res)
+	}
+	if len(cp.completed) != 0 {
+		t.Errorf("the turn was completed here: %v", cp.completed)
+	}
+}
+
+// runTurn runs a's RunTurn in a test activity environment.
+func runTurn(t *testing.T, a *session.TurnActivities, in session.RunTurnInput) session.RunTurnResult {
+	t.Helper()
 	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
 	env.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: session.RunTurnActivity})
-	val, err := env.ExecuteActivity(session.RunTurnActivity, session.RunTurnInput{SessionID: "sesn_1"})
+	val, err := env.ExecuteActivity(session.RunTurnActivity, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +145,7 @@ func TestRunTurnRunsOnlyWhereTheSandboxIs(t *testing.T) {
 	if err := val.Get(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != session.TurnNothing || !res.More || res.TaskQueue != "mango.local.elsewhere" {
-		t.Errorf("RunTurn = %+v, want nothing run, more pending, the binding's queue", res)
-	}
-	if len(cp.completed) != 0 {
-		t.Errorf("the turn was completed here: %v", cp.completed)
-	}
+	return res
 }
 
 // TestRunTurnHandsBackATurnOfAnotherLocality: a turn scheduled to run
@@ -149,16 +155,7 @@ func TestRunTurnRunsOnlyWhereTheSandboxIs(t *testing.T) {
 func TestRunTurnHandsBackATurnOfAnotherLocality(t *testing.T) {
 	t.Parallel()
 	a := &session.TurnActivities{Serves: func(q string) bool { return q == "mango.local.here" }} // no ControlPlane: any call fails
-	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: session.RunTurnActivity})
-	val, err := env.ExecuteActivity(session.RunTurnActivity, session.RunTurnInput{SessionID: "sesn_1", Locality: "mango.local.elsewhere"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res session.RunTurnResult
-	if err := val.Get(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := runTurn(t, a, session.RunTurnInput{SessionID: "sesn_1", Locality: "mango.local.elsewhere"})
 	if res.Outcome != session.TurnNothing || !res.More || res.TaskQueue != "mango.local.elsewhere" {
 		t.Errorf("RunTurn = %+v, want nothing run, more pending, the locality's queue", res)
 	}
