@@ -20,9 +20,30 @@ import (
 // messages (Seq 0, no processed_at). A turn starts on the first one, so
 // when the log holds none, the oldest queued message is appended to the
 // log first, at now: that is when the session takes it up (events.go).
+//
+// Without queued messages (the usual case) the log's pending events are
+// the answer, read without a transaction: under READ COMMITTED it would
+// add only its BEGIN and COMMIT (each statement reads its own snapshot,
+// and none is locked), and a message queued meanwhile is the next turn's
+// (its append woke the workflow).
 func (s *Store) SessionPendingTriggers(ctx context.Context, sessionID string, now time.Time) ([]Event, error) {
+	queued, err := s.q.QueuedEventList(ctx, sessionID)
+	if err != nil {
+		return nil, mapErr("list pending triggers", err)
+	}
+	if len(queued) == 0 {
+		rows, err := s.q.EventListPending(ctx, sessionID)
+		if err != nil {
+			return nil, mapErr("list pending triggers", err)
+		}
+		out := make([]Event, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, eventFromRow(r))
+		}
+		return out, nil
+	}
 	var out []Event
-	err := s.inTx(ctx, "list pending triggers", func(q *dbsqlc.Queries) error {
+	err = s.inTx(ctx, "list pending triggers", func(q *dbsqlc.Queries) error {
 		out = out[:0]
 		queued, err := q.QueuedEventList(ctx, sessionID)
 		if err != nil {
