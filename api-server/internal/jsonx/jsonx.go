@@ -123,9 +123,7 @@ func prefix(path, msg string) error {
 	return &Error{Message: path + ": " + msg}
 }
 
-// Join appends a field or index to a path: Join("tools[0]", "name").
-func Join(path, field string) string { return join(path, field) }
-
+// join appends a field or index to a path: join("tools[0]", "name").
 func join(path, field string) string {
 	switch {
 	case path == "":
