@@ -81,7 +81,8 @@ func (w *Workflow) eager(ctx workflow.Context, queue string) bool {
 // stops the workflow. Transient model errors are retried after a delay,
 // the session rescheduled meanwhile. The first turn runs on the
 // provider's queue; once the session has a sandbox, turns run on the queue
-// its binding names (the host holding it, for local and docker).
+// its binding names (the host holding it, for local and docker), or
+// eagerly on the workflow's worker when that worker polls that queue.
 func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput) error {
 	signals := workflow.GetSignalChannel(ctx, sessionwf.SignalWakeup)
 	queue := in.GetTaskQueue()
