@@ -36,28 +36,19 @@ func (s *Store) SessionPendingTriggers(ctx context.Context, sessionID string, no
 		if err != nil {
 			return nil, mapErr("list pending triggers", err)
 		}
-		out := make([]Event, 0, len(rows))
-		for _, r := range rows {
-			out = append(out, eventFromRow(r))
-		}
-		return out, nil
+		return eventsFromRows(rows), nil
 	}
 	var out []Event
 	err = s.inTx(ctx, "list pending triggers", func(q *dbsqlc.Queries) error {
 		out = out[:0]
+		// Under the session's row lock (what appends take first) the log
+		// and the queue hold still: read both again.
+		if _, err := q.SessionLock(ctx, sessionID); err != nil {
+			return err
+		}
 		queued, err := q.QueuedEventList(ctx, sessionID)
 		if err != nil {
 			return err
-		}
-		if len(queued) > 0 {
-			// Under the session's row lock (what appends take first) the
-			// log and the queue hold still: read both again.
-			if _, err := q.SessionLock(ctx, sessionID); err != nil {
-				return err
-			}
-			if queued, err = q.QueuedEventList(ctx, sessionID); err != nil {
-				return err
-			}
 		}
 		rows, err := q.EventListPending(ctx, sessionID)
 		if err != nil {
@@ -79,9 +70,7 @@ func (s *Store) SessionPendingTriggers(ctx context.Context, sessionID string, no
 				queued = queued[1:]
 			}
 		}
-		for _, r := range rows {
-			out = append(out, eventFromRow(r))
-		}
+		out = append(out, eventsFromRows(rows)...)
 		for _, r := range queued {
 			out = append(out, Event{SessionID: r.SessionID, ID: r.ID, Type: r.Type, Body: r.Body, CreatedAt: r.CreatedAt})
 		}
@@ -117,10 +106,7 @@ func (s *Store) EventsMarkProcessed(ctx context.Context, sessionID string, event
 	if err != nil {
 		return nil, mapErr("mark triggers processed", err)
 	}
-	out := make([]Event, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, eventFromRow(r))
-	}
+	out := eventsFromRows(rows)
 	sortEvents(out)
 	return out, nil
 }

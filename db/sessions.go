@@ -117,6 +117,15 @@ type Event struct {
 	Existed bool
 }
 
+// eventsFromRows is eventFromRow of every row, in order.
+func eventsFromRows(rows []dbsqlc.Event) []Event {
+	out := make([]Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, eventFromRow(r))
+	}
+	return out
+}
+
 func eventFromRow(r dbsqlc.Event) Event {
 	return Event{SessionID: r.SessionID, Seq: r.Seq, ID: r.ID, Type: r.Type, Body: r.Body, CreatedAt: r.CreatedAt, ProcessedAt: r.ProcessedAt}
 }
@@ -685,11 +694,7 @@ func (s *Store) EventList(ctx context.Context, sessionID string, p EventListPara
 	if err != nil {
 		return nil, false, mapErr("list events", err)
 	}
-	out := make([]Event, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, eventFromRow(r))
-	}
-	page, more := trim(out, p.Limit)
+	page, more := trim(eventsFromRows(rows), p.Limit)
 	return page, more, nil
 }
 
@@ -700,11 +705,7 @@ func (s *Store) EventsAfter(ctx context.Context, sessionID string, seq int64, li
 	if err != nil {
 		return nil, mapErr("read events", err)
 	}
-	out := make([]Event, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, eventFromRow(r))
-	}
-	return out, nil
+	return eventsFromRows(rows), nil
 }
 
 // EventSeq returns the sequence number of an event of the session.
