@@ -49,9 +49,15 @@ func (s *commitStore) AppendWithTranscript(ctx context.Context, ms []agentruntim
 // store.
 func runCommits(t *testing.T, text string) (*commitStore, *agentruntime.Result) {
 	t.Helper()
+	return runCommitsWith(t, text, false)
+}
+
+// runCommitsWith is runCommits with Core.HoldLast set as asked.
+func runCommitsWith(t *testing.T, text string, holdLast bool) (*commitStore, *agentruntime.Result) {
+	t.Helper()
 	box, tc := bashSandbox(t, "sess_commits")
 	store := &commitStore{memStore: newMemStore()}
-	core := &agentruntime.Core{Model: modelfake.New(), Store: store}
+	core := &agentruntime.Core{Model: modelfake.New(), Store: store, HoldLast: holdLast}
 	agent := &agentruntime.Agent{ID: "agent_1"}
 	agent.Model.ID = "claude-sonnet-4-5"
 	msg := model.Message{Role: "user", Content: []model.Block{{Type: "text", Text: text}}}
@@ -130,5 +136,47 @@ func TestPendingResultCommittedWhenTheTurnEnds(t *testing.T) {
 	}
 	if uses == 0 || uses != results || evs[len(evs)-1] != "agent.tool_result" {
 		t.Errorf("%d uses, %d results, last event %s: want every result committed, the last one too", uses, results, evs[len(evs)-1])
+	}
+}
+
+// TestHoldLastLeavesTheFinalCommitToTheCaller: with HoldLast the model's
+// final response (the message and its span end, and its transcript
+// message) is not committed by the runtime but returned in Result.Last,
+// for the caller to commit with the turn's end; responses with tool uses
+// are committed as before, and without HoldLast nothing is held.
+func TestHoldLastLeavesTheFinalCommitToTheCaller(t *testing.T) {
+	t.Parallel()
+	store, res := runCommitsWith(t, `#tool bash {"command":"echo one"}`, true)
+	if res.Outcome != agentruntime.OutcomeEndTurn {
+		t.Fatalf("outcome %s", res.Outcome)
+	}
+	if n := len(store.commits); n != 3 {
+		t.Errorf("%d commits %v; want 3 (the final message held)", n, store.commits)
+	}
+	want := []string{"span.model_request_start", "span.model_request_end", "agent.tool_use", "agent.tool_result", "span.model_request_start"}
+	if got := types(store.events); !slices.Equal(got, want) {
+		t.Errorf("committed %v, want %v", got, want)
+	}
+	if res.Last == nil {
+		t.Fatal("Result.Last is nil: want the final response held")
+	}
+	if got := types(res.Last.Events); !slices.Equal(got, []string{"agent.message", "span.model_request_end"}) {
+		t.Errorf("held events %v, want the final message and its span end", got)
+	}
+	if len(res.Last.Transcript) != 1 || res.Last.Transcript[0].Msg.Role != "assistant" || res.Last.Transcript[0].Anchor == nil {
+		t.Errorf("held transcript %+v, want the final assistant message with its anchor", res.Last.Transcript)
+	}
+	for _, m := range res.Last.Transcript {
+		store.mu.Lock()
+		_, stored := store.transcript[m.Key]
+		store.mu.Unlock()
+		if stored {
+			t.Errorf("held transcript message %s was stored too", m.Key)
+		}
+	}
+
+	store, res = runCommitsWith(t, `#tool bash {"command":"echo one"}`, false)
+	if res.Last != nil || len(store.commits) != 4 {
+		t.Errorf("without HoldLast: Last %+v, %d commits; want nil and 4", res.Last, len(store.commits))
 	}
 }

@@ -113,6 +113,14 @@ type Run struct {
 	// fresh are the tool use events committed with their model message in
 	// this run, by key: their ids, known not to have a result yet.
 	fresh map[string]string
+	// last is the turn's last commit, held for the caller (Core.HoldLast).
+	last *Commit
+}
+
+// Commit is what one commit stores: transcript messages, then events.
+type Commit struct {
+	Transcript []TranscriptMessage
+	Events     []NewEvent
 }
 
 // Outcome is how a turn ended.
@@ -138,6 +146,11 @@ type Result struct {
 	Rounds int
 	// Detail explains OutcomeContextWindow.
 	Detail string
+	// Last, with Core.HoldLast, is the turn's last commit (the model's
+	// final response: its transcript message and events), not made: the
+	// caller must commit it with the turn's end. nil when Run made every
+	// commit itself.
+	Last *Commit
 }
 
 // Runtime runs agent turns.
@@ -158,6 +171,11 @@ type Core struct {
 	ModelID string
 	// Context tunes context-window management.
 	Context ContextConfig
+	// HoldLast leaves the commit of a response that ends the turn (one
+	// without tool uses) to the caller, in Result.Last, so that it commits
+	// it with the turn's end: one commit fewer per turn. false: Run makes
+	// it.
+	HoldLast bool
 }
 
 var _ Runtime = (*Core)(nil)
@@ -185,10 +203,15 @@ func (c *Core) Run(ctx context.Context, run *Run) (*Result, error) {
 	// for both), or on their own when the turn ends first.
 	unsaved := run.Unsaved
 	end := func(o Outcome) (*Result, error) {
+		res.Outcome = o
+		if run.last != nil {
+			// Held by callModel; nothing else is unsaved after a response.
+			res.Last = run.last
+			return res, nil
+		}
 		if err := c.saveAll(ctx, run, unsaved); err != nil {
 			return nil, err
 		}
-		res.Outcome = o
 		return res, nil
 	}
 	for {
@@ -418,7 +441,17 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 	}
 	anchor := &Anchor{Index: index, Snapshot: snapKey(run.Snapshot),
 		PromptTokens: resp.Usage.InputTokens + resp.Usage.CacheReadInputTokens + resp.Usage.CacheCreationInputTokens}
-	ids, err = c.commit(ctx, run, []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}, events)
+	transcript := []TranscriptMessage{{Key: key, Msg: msg, Anchor: anchor}}
+	if c.HoldLast && len(toolUses(msg)) == 0 {
+		// The turn ends with this response: the caller commits it with
+		// the turn's end. (An attempt that fails before then asks the
+		// model again.)
+		run.last = &Commit{Transcript: transcript, Events: append(run.pending, events...)}
+		run.pending = nil
+		run.Anchor = anchor
+		return &msg, nil
+	}
+	ids, err = c.commit(ctx, run, transcript, events)
 	if err != nil {
 		return nil, err
 	}

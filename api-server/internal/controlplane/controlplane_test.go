@@ -120,6 +120,15 @@ func (e *env) count(t *testing.T, query string, args ...any) int {
 	return n
 }
 
+func (e *env) text(t *testing.T, query string, args ...any) string {
+	t.Helper()
+	var s string
+	if err := e.store.Pool().QueryRow(context.Background(), query, args...).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return s
+}
+
 func wantCode(t *testing.T, what string, err error, want codes.Code) {
 	t.Helper()
 	if got := status.Code(err); got != want {
@@ -484,6 +493,58 @@ func TestCompleteTurn(t *testing.T) {
 	if err != nil || len(run.PendingTriggers) != 0 {
 		t.Errorf("pending triggers after CompleteTurn with processed_event_ids = %v, %v; want none", run.GetPendingTriggers(), err)
 	}
+}
+
+// TestCompleteTurnWithLastResponse: a turn's last response (transcript
+// message and events) commits with its end in one call: the events, the
+// usage snapshot and the idle status in that order, the transcript entry
+// stored; a retry of the call changes nothing; GetRun announces the field.
+func TestCompleteTurnWithLastResponse(t *testing.T) {
+	t.Parallel()
+	e := start(t, token)
+	ctx := authed(context.Background())
+	sid, trigger := e.session(t, true)
+	run, err := e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
+	if err != nil || !run.GetCompleteTurnTranscript() {
+		t.Fatalf("GetRun -> complete_turn_transcript %v, %v; want true", run.GetCompleteTurnTranscript(), err)
+	}
+	req := &pb.CompleteTurnRequest{SessionId: sid, Outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, TurnKey: trigger,
+		ProcessedEventIds: []string{trigger},
+		Events: []*pb.NewEvent{
+			{Key: trigger + "/1/message", Type: "agent.message", Body: `{"content":[{"type":"text","text":"done"}]}`},
+			{Key: trigger + "/1/span_end", Type: "span.model_request_end", Body: `{"is_error":false}`},
+		},
+		Transcript: []*pb.TranscriptEntry{{Key: trigger + "/1", Body: `{"role":"assistant","content":[{"type":"text","text":"done"}]}`}}}
+	resp, err := e.client.CompleteTurn(ctx, req)
+	if err != nil {
+		t.Fatalf("CompleteTurn with the last response: %v", err)
+	}
+	if resp.Status != pb.SessionStatus_SESSION_STATUS_IDLE || len(resp.Events) != 2 {
+		t.Errorf("-> %v with %d events, want IDLE with the 2 events", resp.Status, len(resp.Events))
+	}
+	order := func() string {
+		return e.text(t, `SELECT string_agg(type, ' ' ORDER BY seq) FROM events WHERE session_id = $1 AND type NOT IN ('user.message', 'session.status_running')`, sid)
+	}
+	want := "agent.message span.model_request_end session.usage session.status_idle"
+	if got := order(); got != want {
+		t.Errorf("log %q, want %q", got, want)
+	}
+	if _, err := e.client.CompleteTurn(ctx, req); err != nil {
+		t.Fatalf("CompleteTurn retry: %v", err)
+	}
+	if got := order(); got != want {
+		t.Errorf("log after a retry %q, want %q (unchanged)", got, want)
+	}
+	run, err = e.client.GetRun(ctx, &pb.GetRunRequest{SessionId: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Transcript) != 1 || run.Transcript[0].Key != trigger+"/1" || len(run.PendingTriggers) != 0 {
+		t.Errorf("after: transcript %v, pending %v; want the one entry and no pending trigger", run.Transcript, run.PendingTriggers)
+	}
+	_, err = e.client.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN,
+		Transcript: []*pb.TranscriptEntry{{Key: "x", Body: "{"}}})
+	wantCode(t, "CompleteTurn with an invalid transcript entry", err, codes.InvalidArgument)
 }
 
 func TestGetRunAndTriggers(t *testing.T) {

@@ -30,6 +30,7 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	resp := &pb.GetRunResponse{
 		SessionId: sess.ID, AgentId: sess.AgentID, AgentVersion: sess.AgentVersion, Agent: string(sess.Agent),
 		Provider: sess.Provider, Status: statusToPB(sess.Status), LastSeq: sess.LastSeq, BudgetExhausted: sess.BudgetExhausted(),
+		CompleteTurnTranscript: true,
 	}
 	var toolCfg struct {
 		Tools      json.RawMessage `json:"tools"`
@@ -231,8 +232,12 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	if err != nil {
 		return nil, err
 	}
+	transcript, err := transcriptEntries("transcript", req.GetTranscript())
+	if err != nil {
+		return nil, err
+	}
 	retry := false
-	if len(evs) > 0 {
+	if len(evs) > 0 && req.GetTurnKey() == "" {
 		keys := make([]string, 0, len(evs))
 		for _, e := range evs {
 			keys = append(keys, e.Key)
@@ -260,8 +265,8 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	if usageKey == "" {
 		usageKey = reqKey(evs)
 	}
-	out, sess, err := s.appendEvents(ctx, sid, req.GetEvents(), &db.AppendRequest{Events: evs, Processed: req.GetProcessedEventIds(), Decide: decide,
-		TurnEnd: s.usageEvent(usageKey)})
+	out, sess, err := s.appendEvents(ctx, sid, req.GetEvents(), &db.AppendRequest{Events: evs, Transcript: transcript, Processed: req.GetProcessedEventIds(),
+		Decide: decide, TurnEnd: s.usageEvent(usageKey)})
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}

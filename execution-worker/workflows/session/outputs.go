@@ -11,18 +11,19 @@ import (
 
 // publishOutputs publishes the outputs of a turn that used its sandbox,
 // before the turn's ending is committed, so a client that sees the session
-// idle finds them listed. Outputs beyond the limits are not published; a
-// session.error says which and why.
-func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string, sb sandbox.Sandbox) error {
+// idle finds them listed. Outputs beyond the limits are not published: the
+// session.error that says which and why is returned, for the caller to
+// commit before the turn's ending (nil: nothing to say).
+func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string, sb sandbox.Sandbox) (*pb.NewEvent, error) {
 	if a.Outputs == nil || sb == nil {
-		return nil
+		return nil, nil
 	}
 	rep, err := a.Outputs.Publish(ctx, sid, sb)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(rep.Skipped) == 0 {
-		return nil
+		return nil, nil
 	}
 	shown := rep.Skipped
 	if len(shown) > 5 {
@@ -33,9 +34,5 @@ func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string
 		more = fmt.Sprintf(" and %d more", n)
 	}
 	msg := fmt.Sprintf("%d output files were not published: %s (%s%s)", len(rep.Skipped), rep.Limit, strings.Join(shown, ", "), more)
-	ev := errorEvent(turnKey+"/outputs_limit", "unknown_error", msg, retryExhausted)
-	if _, err := a.ControlPlane.AppendEvents(ctx, &pb.AppendEventsRequest{SessionId: sid, Events: []*pb.NewEvent{ev}}); err != nil {
-		return fmt.Errorf("report output limits: %w", err)
-	}
-	return nil
+	return errorEvent(turnKey+"/outputs_limit", "unknown_error", msg, retryExhausted), nil
 }

@@ -105,16 +105,39 @@ func (s *cpStore) AppendEvent(ctx context.Context, event agentruntime.NewEvent) 
 	return resp.GetEvents()[0].GetId(), resp.GetEvents()[0].GetExisted(), nil
 }
 
-func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentruntime.TranscriptMessage, events []agentruntime.NewEvent) ([]string, error) {
-	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
-	for _, m := range transcript {
+// pbTranscript encodes transcript messages for the ControlPlane.
+func pbTranscript(msgs []agentruntime.TranscriptMessage) ([]*pb.TranscriptEntry, error) {
+	out := make([]*pb.TranscriptEntry, 0, len(msgs))
+	for _, m := range msgs {
 		body, err := json.Marshal(transcriptBody{Message: m.Msg, Anchor: m.Anchor})
 		if err != nil {
 			return nil, fmt.Errorf("encode transcript message: %w", err)
 		}
-		req.Transcript = append(req.Transcript, &pb.TranscriptEntry{Key: m.Key, Body: string(body)})
+		out = append(out, &pb.TranscriptEntry{Key: m.Key, Body: string(body)})
 	}
+	return out, nil
+}
+
+// lastCommit encodes a turn's held last commit (agentruntime.Result.Last;
+// nil: none) for CompleteTurn.
+func (s *cpStore) lastCommit(c *agentruntime.Commit) ([]*pb.TranscriptEntry, []*pb.NewEvent, error) {
+	if c == nil {
+		return nil, nil, nil
+	}
+	transcript, err := pbTranscript(c.Transcript)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := s.pbEvents(c.Events)
+	return transcript, events, err
+}
+
+func (s *cpStore) AppendWithTranscript(ctx context.Context, transcript []agentruntime.TranscriptMessage, events []agentruntime.NewEvent) ([]string, error) {
+	req := &pb.AppendEventsRequest{SessionId: s.sessionID}
 	var err error
+	if req.Transcript, err = pbTranscript(transcript); err != nil {
+		return nil, err
+	}
 	if req.Events, err = s.pbEvents(events); err != nil {
 		return nil, err
 	}

@@ -319,7 +319,10 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 		}
 		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots, summaryModel: a.Context.CompactionModel}
 	}
-	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context}
+	// The turn's last response commits with its end when the server can
+	// store its transcript message there.
+	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
+		HoldLast: run.GetCompleteTurnTranscript()}
 	if a.Previews != nil {
 		p := a.Previews(sid)
 		core.Preview, store.previews = p, p
@@ -390,11 +393,20 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	default:
 		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
 	}
-	if err := a.publishOutputs(done, sid, turnKey, once.Sandbox()); err != nil {
+	// A note on outputs left unpublished precedes the turn's ending.
+	var notes []*pb.NewEvent
+	if note, err := a.publishOutputs(done, sid, turnKey, once.Sandbox()); err != nil {
 		return nil, err
+	} else if note != nil {
+		notes = append(notes, note)
 	}
 	switch result.Outcome {
 	case agentruntime.OutcomeRequiresAction:
+		if len(notes) > 0 {
+			if _, err := a.ControlPlane.AppendEvents(done, &pb.AppendEventsRequest{SessionId: sid, Events: notes}); err != nil {
+				return nil, fmt.Errorf("report output limits: %w", err)
+			}
+		}
 		if err := a.markProcessed(done, sid, batch); err != nil {
 			return nil, err
 		}
@@ -406,22 +418,29 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	case agentruntime.OutcomeRoundLimit:
 		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
 			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), retryExhausted)
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, append(notes, ev), batch...); err != nil {
 			return nil, err
 		}
 	case agentruntime.OutcomeBudgetReached:
 		// Idle with stop_reason budget_reached, before the next model
 		// request; the client raises the budget to continue.
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED, nil, batch...); err != nil {
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED, notes, batch...); err != nil {
 			return nil, err
 		}
 	case agentruntime.OutcomeContextWindow:
 		ev := errorEvent(turnKey+"/context_window", "unknown_error", result.Detail, retryExhausted)
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
+		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, append(notes, ev), batch...); err != nil {
 			return nil, err
 		}
 	default:
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, batch...); err != nil {
+		// The model's last response (when the runtime held it) commits
+		// with the turn's end: one transaction, one wake-up of the streams.
+		transcript, events, err := store.lastCommit(result.Last)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.completeTurn(done, &pb.CompleteTurnRequest{SessionId: sid, Outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN,
+			Events: append(events, notes...), Transcript: transcript, TurnKey: turnKey, ProcessedEventIds: eventIDs(batch)}); err != nil {
 			return nil, err
 		}
 	}
@@ -527,14 +546,14 @@ func errorEvent(key, typ, message, retryStatus string) *pb.NewEvent {
 // complete ends (or reschedules) the turn with events, marking the
 // processed triggers in the same transaction.
 func (a *TurnActivities) complete(ctx context.Context, sid, turnKey string, outcome pb.TurnOutcome, events []*pb.NewEvent, processed ...*pb.Event) error {
-	ids := make([]string, 0, len(processed))
-	for _, e := range processed {
-		ids = append(ids, e.GetId())
-	}
-	_, err := a.ControlPlane.CompleteTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: outcome, Events: events, TurnKey: turnKey,
-		ProcessedEventIds: ids})
-	if err != nil {
-		return fmt.Errorf("complete turn (%s): %w", outcome, err)
+	return a.completeTurn(ctx, &pb.CompleteTurnRequest{SessionId: sid, Outcome: outcome, Events: events, TurnKey: turnKey,
+		ProcessedEventIds: eventIDs(processed)})
+}
+
+// completeTurn sends req.
+func (a *TurnActivities) completeTurn(ctx context.Context, req *pb.CompleteTurnRequest) error {
+	if _, err := a.ControlPlane.CompleteTurn(ctx, req); err != nil {
+		return fmt.Errorf("complete turn (%s): %w", req.GetOutcome(), err)
 	}
 	return nil
 }

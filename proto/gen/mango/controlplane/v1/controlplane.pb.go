@@ -706,9 +706,14 @@ type GetRunResponse struct {
 	TranscriptAfterSeq int64 `protobuf:"varint,15,opt,name=transcript_after_seq,json=transcriptAfterSeq,proto3" json:"transcript_after_seq,omitempty"`
 	// Set when the request asked with_turn_context; unset from servers that
 	// predate the field, whose callers make the separate calls instead.
-	TurnContext   *TurnContext `protobuf:"bytes,16,opt,name=turn_context,json=turnContext,proto3" json:"turn_context,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TurnContext *TurnContext `protobuf:"bytes,16,opt,name=turn_context,json=turnContext,proto3" json:"turn_context,omitempty"`
+	// The server stores CompleteTurnRequest.transcript: a turn may commit
+	// its last model response with its ending, in one call. Unset from
+	// servers that predate the field, which would drop those entries:
+	// callers commit the response first (AppendEvents), then end the turn.
+	CompleteTurnTranscript bool `protobuf:"varint,17,opt,name=complete_turn_transcript,json=completeTurnTranscript,proto3" json:"complete_turn_transcript,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -851,6 +856,13 @@ func (x *GetRunResponse) GetTurnContext() *TurnContext {
 		return x.TurnContext
 	}
 	return nil
+}
+
+func (x *GetRunResponse) GetCompleteTurnTranscript() bool {
+	if x != nil {
+		return x.CompleteTurnTranscript
+	}
+	return false
 }
 
 // MarkTriggersProcessedRequest names the trigger events taken into a run.
@@ -1239,8 +1251,14 @@ type CompleteTurnRequest struct {
 	// Trigger events the turn consumed, marked processed in the same
 	// transaction (as MarkTriggersProcessed does). Optional.
 	ProcessedEventIds []string `protobuf:"bytes,5,rep,name=processed_event_ids,json=processedEventIds,proto3" json:"processed_event_ids,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Provider transcript entries stored in the same transaction, before the
+	// events (keys already stored are skipped), as AppendEventsRequest's
+	// are: the turn's last model response commits with the turn's end.
+	// Optional; send it only to a server that announces
+	// GetRunResponse.complete_turn_transcript.
+	Transcript    []*TranscriptEntry `protobuf:"bytes,6,rep,name=transcript,proto3" json:"transcript,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteTurnRequest) Reset() {
@@ -1304,6 +1322,13 @@ func (x *CompleteTurnRequest) GetTurnKey() string {
 func (x *CompleteTurnRequest) GetProcessedEventIds() []string {
 	if x != nil {
 		return x.ProcessedEventIds
+	}
+	return nil
+}
+
+func (x *CompleteTurnRequest) GetTranscript() []*TranscriptEntry {
+	if x != nil {
+		return x.Transcript
 	}
 	return nil
 }
@@ -3111,7 +3136,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
 	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\x12*\n" +
-	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xbc\x05\n" +
+	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xf6\x05\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3133,7 +3158,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\blast_seq\x18\r \x01(\x03R\alastSeq\x12)\n" +
 	"\x10budget_exhausted\x18\x0e \x01(\bR\x0fbudgetExhausted\x120\n" +
 	"\x14transcript_after_seq\x18\x0f \x01(\x03R\x12transcriptAfterSeq\x12E\n" +
-	"\fturn_context\x18\x10 \x01(\v2\".mango.controlplane.v1.TurnContextR\vturnContext\"Z\n" +
+	"\fturn_context\x18\x10 \x01(\v2\".mango.controlplane.v1.TurnContextR\vturnContext\x128\n" +
+	"\x18complete_turn_transcript\x18\x11 \x01(\bR\x16completeTurnTranscript\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -3160,14 +3186,17 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
 	"\vstop_reason\x18\x03 \x01(\tR\n" +
-	"stopReason\"\xf6\x01\n" +
+	"stopReason\"\xbe\x02\n" +
 	"\x13CompleteTurnRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12<\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\".mango.controlplane.v1.TurnOutcomeR\aoutcome\x127\n" +
 	"\x06events\x18\x03 \x03(\v2\x1f.mango.controlplane.v1.NewEventR\x06events\x12\x19\n" +
 	"\bturn_key\x18\x04 \x01(\tR\aturnKey\x12.\n" +
-	"\x13processed_event_ids\x18\x05 \x03(\tR\x11processedEventIds\"\xab\x01\n" +
+	"\x13processed_event_ids\x18\x05 \x03(\tR\x11processedEventIds\x12F\n" +
+	"\n" +
+	"transcript\x18\x06 \x03(\v2&.mango.controlplane.v1.TranscriptEntryR\n" +
+	"transcript\"\xab\x01\n" +
 	"\x14CompleteTurnResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.mango.controlplane.v1.EventR\x06events\x12<\n" +
 	"\x06status\x18\x02 \x01(\x0e2$.mango.controlplane.v1.SessionStatusR\x06status\x12\x1f\n" +
@@ -3414,65 +3443,66 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	0,  // 13: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	1,  // 14: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
 	4,  // 15: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 16: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 17: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	6,  // 18: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	46, // 19: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
-	19, // 20: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	19, // 21: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	46, // 22: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	46, // 23: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 24: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 25: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 26: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 27: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	46, // 28: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	46, // 29: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	46, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 31: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	46, // 32: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	39, // 33: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	7,  // 34: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	9,  // 35: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	11, // 36: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	13, // 37: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	15, // 38: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	17, // 39: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	20, // 40: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	22, // 41: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	25, // 42: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	27, // 43: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	29, // 44: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	31, // 45: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	33, // 46: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	44, // 47: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	35, // 48: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 49: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	40, // 50: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	42, // 51: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
-	8,  // 52: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 53: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 54: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 55: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 56: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 57: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 58: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 59: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 60: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 61: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 62: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 63: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 64: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	45, // 65: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 66: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 67: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	41, // 68: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	43, // 69: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
-	52, // [52:70] is the sub-list for method output_type
-	34, // [34:52] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	6,  // 16: mango.controlplane.v1.CompleteTurnRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 17: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 18: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	6,  // 19: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	46, // 20: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	19, // 21: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	19, // 22: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	46, // 23: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	46, // 24: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 25: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 26: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 27: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 28: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	46, // 29: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	46, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	46, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 32: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	46, // 33: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	39, // 34: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	7,  // 35: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	9,  // 36: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	11, // 37: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	13, // 38: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	15, // 39: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	17, // 40: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	20, // 41: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	22, // 42: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	25, // 43: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	27, // 44: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	29, // 45: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	31, // 46: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	33, // 47: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	44, // 48: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	35, // 49: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 50: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	40, // 51: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	42, // 52: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	8,  // 53: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 54: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 55: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 56: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 57: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 58: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 59: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 60: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 61: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 62: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 63: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 64: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 65: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	45, // 66: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 67: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 68: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	41, // 69: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	43, // 70: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	53, // [53:71] is the sub-list for method output_type
+	35, // [35:53] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
