@@ -156,8 +156,20 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 		}
 	}
 	// The next turn runs in the same sandbox: the file is still there.
+	before := controlPlaneCalls(t, srv)
 	sendMessage(t, srv, session, `#tool bash {"command":"cat f.txt"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+	// A one-bash-round turn makes 7 ControlPlane calls: the run, the span
+	// start, the model's tool use, the tool's start and result in the
+	// journal, the result with the next span start, and the final answer
+	// with the turn's end.
+	after := controlPlaneCalls(t, srv)
+	wantCalls := map[string]float64{"GetRun": 1, "AppendEvents": 3, "RecordToolJournal": 2, "CompleteTurn": 1}
+	for method, n := range after {
+		if d := n - before[method]; d != wantCalls[method] && method != "RecordWorkerHeartbeat" {
+			t.Errorf("the second turn made %v %s calls, want %v (all: before %v, after %v)", d, method, wantCalls[method], before, after)
+		}
+	}
 	last := ""
 	for _, e := range evs {
 		if e.Type == "agent.tool_result" {
