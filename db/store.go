@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
@@ -30,15 +29,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return mapErr("ping database", s.pool.Ping(ctx))
-}
-
-// inTx runs fn in a transaction, committing when it returns nil.
-func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbsqlc.Queries) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
-	if err != nil {
-		return mapErr(op, err)
-	}
-	return nil
 }
 
 // Cursor is a keyset position in a list ordered by creation time, newest

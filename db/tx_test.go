@@ -1,0 +1,158 @@
+package db_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mangohq/mango/db/dbtest"
+	"github.com/mangohq/mango/db/internal/dbsqlc"
+)
+
+// TestTransactions: a Store transaction, whose BEGIN rides with its first
+// statement, commits what its statements did when fn succeeds, rolls all
+// of it back when fn fails or panics (whatever its first statement was:
+// Exec, Query or QueryRow), keeps its row locks until it ends, and leaves
+// its connection idle for reuse.
+func TestTransactions(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	if _, err := store.Pool().Exec(ctx, `CREATE TABLE tx_probe (k text PRIMARY KEY, v int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() int {
+		t.Helper()
+		var n int
+		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM tx_probe`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	errFn := errors.New("fn failed")
+	first := map[string]func(tx dbsqlc.DBTX) error{
+		"exec": func(tx dbsqlc.DBTX) error {
+			_, err := tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('a', 1)`)
+			return err
+		},
+		"query": func(tx dbsqlc.DBTX) error {
+			r, err := tx.Query(ctx, `INSERT INTO tx_probe VALUES ('a', 1) RETURNING v`)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			for r.Next() {
+			}
+			return r.Err()
+		},
+		"query row": func(tx dbsqlc.DBTX) error {
+			var v int
+			return tx.QueryRow(ctx, `INSERT INTO tx_probe VALUES ('a', 1) RETURNING v`).Scan(&v)
+		},
+	}
+	for name, stmt := range first {
+		for _, outcome := range []string{"fails", "panics", "commits"} {
+			if _, err := store.Pool().Exec(ctx, `DELETE FROM tx_probe`); err != nil {
+				t.Fatal(err)
+			}
+			var reusable bool
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil && outcome != "panics" {
+						t.Fatalf("%s, %s: panic %v", name, outcome, p)
+					}
+				}()
+				reusable, err = store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+					if err := stmt(tx); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('b', 2)`); err != nil {
+						return err
+					}
+					switch outcome {
+					case "fails":
+						return errFn
+					case "panics":
+						panic("fn panicked")
+					}
+					return nil
+				})
+			}()
+			want := 0
+			if outcome == "commits" {
+				want = 2
+			}
+			if got := rows(); got != want {
+				t.Errorf("first statement %s, fn %s: %d rows after, want %d", name, outcome, got, want)
+			}
+			if outcome == "fails" && !errors.Is(err, errFn) {
+				t.Errorf("first statement %s, fn fails: err %v, want fn's", name, err)
+			}
+			if outcome == "commits" && (err != nil || !reusable) {
+				t.Errorf("first statement %s, commits: err %v, connection reusable %v; want nil, true", name, err, reusable)
+			}
+		}
+	}
+
+	// A failing first statement fails the transaction; nothing stays.
+	reusable, err := store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+		var v int
+		return tx.QueryRow(ctx, `SELECT v FROM tx_probe_missing`).Scan(&v)
+	})
+	if err == nil || !reusable {
+		t.Errorf("a failing first statement: err %v, reusable %v; want an error and a reusable connection", err, reusable)
+	}
+	// A statement that failed inside fn, which went on regardless, makes
+	// the commit a rollback: reported, not silent.
+	_, err = store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
+		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
+		return nil
+	})
+	if err == nil || rows() != 2 {
+		t.Errorf("commit after a failed statement: err %v, %d rows; want an error and the 2 rows from before", err, rows())
+	}
+
+	// The row lock taken by the first statement holds until the end.
+	locked := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+			var v int
+			if err := tx.QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a' FOR UPDATE`).Scan(&v); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			_, err := tx.Exec(ctx, `UPDATE tx_probe SET v = v + 10 WHERE k = 'a'`)
+			return err
+		})
+		done <- err
+	}()
+	<-locked
+	free, err := store.Pool().Query(ctx, `SELECT k FROM tx_probe WHERE k = 'a' FOR UPDATE SKIP LOCKED`)
+	skipped := 0
+	if err == nil {
+		for free.Next() {
+			skipped++
+		}
+		free.Close()
+		err = free.Err()
+	}
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if skipped != 0 {
+		t.Errorf("the row locked by the transaction's first statement was free to another (%d rows)", skipped)
+	}
+	var v int
+	if err := store.Pool().QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a'`).Scan(&v); err != nil || v != 11 {
+		t.Errorf("after the locked update: v %d, %v; want 11", v, err)
+	}
+}
