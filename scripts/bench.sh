@@ -16,7 +16,9 @@
 # times in each turn state (streaming the model, a sandbox tool, an MCP
 # call the bench's own MCP server holds; target p99 <= 250 ms). With
 # BENCH_WORKER_METRICS (the worker's /metrics URL) it also counts the
-# interrupts the worker's push applied. Measure on
+# interrupts the worker's push applied. After the turns table it prints
+# the CPU each process (Temporal, api-server, worker, PostgreSQL) spent per
+# turn over the turns run. Measure on
 # a wiped dev stack (make dev-down; rm -rf .mango/dev; make dev-up): work
 # queued by earlier runs resumes on start and distorts the figures.
 set -euo pipefail
@@ -42,7 +44,38 @@ set -a
 set +a
 go build -o .mango/mango-bench ./api-server/cmd/mango-bench
 .mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
-.mango/mango-bench -mode turns -turns 100 -sessions "${BENCH_SESSIONS:-8,32,64}" -duration "${BENCH_TURN_DURATION:-20s}"
+# CPU per turn, per process: utime+stime (with reaped children: the
+# worker's tool commands, PostgreSQL's exited backends) over the turns run,
+# divided by every turn of it, from /proc.
+cpu_ticks() { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+pg_ticks() {
+	local t c
+	t="$(cpu_ticks "$1")"
+	for c in $(pgrep -P "$1"); do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || echo 0))); done
+	echo "$t"
+}
+state="${REPO_ROOT}/.mango/dev"
+declare -A cpu_pid=([temporal]="$(read_pid "${state}/temporal.pid" || true)" [api-server]="$(read_pid "${state}/api-server.pid" || true)"
+	[worker]="$(read_pid "${state}/execution-worker.pid" || true)" [postgres]="$(head -n1 "${state}/pg/postmaster.pid" 2>/dev/null || true)")
+declare -A cpu_before
+for p in "${!cpu_pid[@]}"; do
+	[[ -n ${cpu_pid[$p]} ]] || continue
+	if [[ $p == postgres ]]; then cpu_before[$p]="$(pg_ticks "${cpu_pid[$p]}")"; else cpu_before[$p]="$(cpu_ticks "${cpu_pid[$p]}")"; fi
+done
+.mango/mango-bench -mode turns -turns 100 -sessions "${BENCH_SESSIONS:-8,32,64}" -duration "${BENCH_TURN_DURATION:-20s}" | tee .mango/bench-turns.out
+turns="$(awk 'NR > 1 && $(NF-6) ~ /^[0-9]+$/ { s += $(NF-6) } END { print s + 0 }' .mango/bench-turns.out)"
+if ((turns > 0 && ${#cpu_before[@]} > 0)); then
+	line="CPU per turn (${turns} turns, ms):"
+	total=0
+	for p in temporal api-server worker postgres; do
+		[[ -n ${cpu_before[$p]:-} ]] || continue
+		if [[ $p == postgres ]]; then now="$(pg_ticks "${cpu_pid[$p]}")"; else now="$(cpu_ticks "${cpu_pid[$p]}")"; fi
+		d=$((now - cpu_before[$p]))
+		total=$((total + d))
+		line+="$(awk -v d="$d" -v n="$turns" -v hz="$(getconf CLK_TCK)" -v p="$p" 'BEGIN { printf " %s %.1f", p, d * 1000 / hz / n }')"
+	done
+	echo "${line}$(awk -v d="$total" -v n="$turns" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf ", total %.1f", d * 1000 / hz / n }')"
+fi
 # Commit -> SSE with many streams on one session; the commits are timed by
 # their own NOTIFY, read from the dev database.
 eval "$("${REPO_ROOT}/scripts/stack.sh" env dev)"
