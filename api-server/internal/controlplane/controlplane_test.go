@@ -113,20 +113,22 @@ func (e *env) session(t *testing.T, trigger bool) (string, string) {
 
 func (e *env) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := e.store.Pool().QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return scalar[int](t, e, query, args...)
 }
 
 func (e *env) text(t *testing.T, query string, args ...any) string {
 	t.Helper()
-	var s string
-	if err := e.store.Pool().QueryRow(context.Background(), query, args...).Scan(&s); err != nil {
+	return scalar[string](t, e, query, args...)
+}
+
+// scalar is the one value query returns.
+func scalar[T any](t *testing.T, e *env, query string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := e.store.Pool().QueryRow(context.Background(), query, args...).Scan(&v); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	return s
+	return v
 }
 
 func wantCode(t *testing.T, what string, err error, want codes.Code) {
