@@ -176,6 +176,10 @@ type Core struct {
 	// it with the turn's end: one commit fewer per turn. false: Run makes
 	// it.
 	HoldLast bool
+	// Calls, shared by the turns of a process, lets an attempt take over
+	// a tool call its abandoned predecessor still runs here; nil: a call
+	// ends with the attempt that started it.
+	Calls *Calls
 }
 
 var _ Runtime = (*Core)(nil)
@@ -573,7 +577,9 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 // denial) is returned as is; an always_ask use the client has not
 // approved is returned as asked (the session parks); otherwise the start
 // is journaled first, so that a worker dying mid-call makes the retry
-// report the call as ambiguous instead of running it a second time.
+// report the call as ambiguous instead of running it a second time. (An
+// attempt given up mid-call while its worker lives leaves the call
+// running for the next attempt: see Calls.)
 func (c *Core) useTool(ctx context.Context, run *Run, use NewEvent, policy, name string,
 	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
 	// A result of the round's previous tool is committed before this use.
@@ -605,17 +611,39 @@ func (c *Core) useTool(ctx context.Context, run *Run, use NewEvent, policy, name
 	if err != nil {
 		return nil, "", false, err
 	}
-	out := ambiguous(name)
 	if first {
-		if out, err = exec(ctx, useEventID); err != nil {
+		// The call may outlive this function: it uses its own copy of the id.
+		id := useEventID
+		stored, err := c.Calls.run(ctx, id, func(ctx context.Context) (tools.Result, error) {
+			out, err := exec(ctx, id)
+			if err != nil {
+				return out, err
+			}
+			// A result the tool produced is recorded even if the run was
+			// cancelled meanwhile: losing it would make the next attempt
+			// report the call ambiguous. The store's own retry budget
+			// bounds the wait.
+			return c.Store.RecordToolResult(context.WithoutCancel(ctx), id, out)
+		})
+		if err != nil {
 			return nil, "", false, err
 		}
+		return &stored, useEventID, false, nil
 	}
-	// A result the tool produced is recorded even if the run was cancelled
-	// meanwhile: losing it would make the next attempt report the call
-	// ambiguous. The store's own retry budget bounds the wait.
-	stored, err := c.Store.RecordToolResult(context.WithoutCancel(ctx), useEventID, out)
+	// An earlier attempt started the call: this process may still be
+	// running it, or have finished it since the journal was read.
+	stored, running, err := c.Calls.takeOver(ctx, useEventID)
 	if err != nil {
+		return nil, "", false, err
+	}
+	if running {
+		return &stored, useEventID, false, nil
+	}
+	if r, done, err := c.Store.ToolResult(ctx, useEventID); err != nil || done {
+		return r, useEventID, false, err
+	}
+	// Its attempt died with it: nobody knows whether it ran.
+	if stored, err = c.Store.RecordToolResult(context.WithoutCancel(ctx), useEventID, ambiguous(name)); err != nil {
 		return nil, "", false, err
 	}
 	return &stored, useEventID, false, nil

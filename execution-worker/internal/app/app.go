@@ -145,7 +145,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
-		Interrupts: turns, Transcripts: session.NewTranscriptCache(transcriptCacheBytes)}
+		Interrupts: turns, Transcripts: session.NewTranscriptCache(transcriptCacheBytes), Calls: session.NewCalls()}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
@@ -242,6 +242,10 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if !stopAll(workers, cfg.ShutdownGrace+stopReportTime) {
 		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownGrace, cfg.ShutdownGrace))
 	}
+	// Tool calls that abandoned attempts left running end with the worker.
+	stopCtx, stopCalls := context.WithTimeout(context.Background(), stopReportTime)
+	turnActs.Calls.Stop(stopCtx)
+	stopCalls()
 	logger.Info("stopped")
 	return runErr
 }

@@ -122,6 +122,31 @@ type TurnActivities struct {
 	// scheduled for eager execution (RunTurnInput.Locality) runs only on a
 	// worker of its locality. nil serves none.
 	Serves func(queue string) bool
+	// Calls are the tool calls this worker runs (NewCalls): an attempt
+	// Temporal gives up on while this worker lives leaves its call running
+	// for the next attempt. nil: a call ends with its attempt, and the next
+	// attempt reports it ambiguous.
+	Calls *agentruntime.Calls
+}
+
+// NewCalls returns the tool calls of a worker's turns: a call outlives
+// an attempt that was abandoned (Temporal answered its heartbeat "no such
+// attempt"), and is cancelled when its attempt is interrupted or the
+// worker stops.
+func NewCalls() *agentruntime.Calls { return &agentruntime.Calls{Abandoned: abandoned} }
+
+// abandoned reports whether the done context of an attempt was given up
+// rather than asked to stop: neither an interrupt nor the worker's stop.
+func abandoned(ctx context.Context) bool {
+	if interrupted(ctx) {
+		return false
+	}
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return false
+	default:
+		return true
+	}
 }
 
 // Register registers RunTurn, CheckLocality and HostGone on w.
@@ -322,7 +347,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	// The turn's last response commits with its end when the server can
 	// store its transcript message there.
 	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
-		HoldLast: run.GetCompleteTurnTranscript()}
+		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls}
 	if a.Previews != nil {
 		p := a.Previews(sid)
 		core.Preview, store.previews = p, p
