@@ -322,9 +322,9 @@ func (s *Store) append(ctx context.Context, sessionID string, req *AppendRequest
 	var sess *Session
 	var events []Event
 	var taken bool
-	err := s.inTx(ctx, "append events", func(q *dbsqlc.Queries) error {
+	err := s.inTxLast(ctx, "append events", func(q *dbsqlc.Queries, last func()) error {
 		var err error
-		sess, events, err = s.appendKeyed(ctx, q, sessionID, req, lookup)
+		sess, events, err = s.appendKeyed(ctx, q, sessionID, req, lookup, last)
 		var pgErr *pgconn.PgError
 		// A retried request's events carry their ids too: the unique
 		// index on id may be the one that refuses them.
@@ -339,13 +339,15 @@ func (s *Store) append(ctx context.Context, sessionID string, req *AppendRequest
 }
 
 func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest) (*Session, []Event, error) {
-	return s.appendKeyed(ctx, q, sessionID, req, true)
+	return s.appendKeyed(ctx, q, sessionID, req, true, nil)
 }
 
 // appendKeyed is appendTx; without lookup it does not look the request's
 // keys up, so a stored key fails the append (a unique violation of
-// events_key_idx) instead of returning the stored event.
-func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest, lookup bool) (*Session, []Event, error) {
+// events_key_idx) instead of returning the stored event. last, when set,
+// is called before the append's last statement: the transaction is the
+// append's own (inTxLast), and COMMIT may go with that statement.
+func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest, lookup bool, last func()) (*Session, []Event, error) {
 	row, err := q.SessionLock(ctx, sessionID)
 	if err != nil {
 		return nil, nil, err
@@ -497,14 +499,20 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		arg.Keys = append(arg.Keys, ev.Key)
 		arg.Pending = append(arg.Pending, ev.Pending)
 	}
+	if last != nil && !(wake && wakeKind == "interrupt") {
+		// Nothing follows (an interrupt's notification would, naming the
+		// outbox row): COMMIT goes with the statement.
+		last()
+	}
 	appended, err := q.EventsAppend(ctx, arg)
 	if err != nil {
 		return nil, nil, err
 	}
-	last := appended.LastSeq
-	if want := cur.LastSeq + int64(len(fresh)); last != want {
-		// The row lock makes this impossible; refuse rather than misnumber.
-		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, last, len(fresh), cur.LastSeq)
+	lastSeq := appended.LastSeq
+	if want := cur.LastSeq + int64(len(fresh)); lastSeq != want {
+		// The row lock makes this impossible; refuse rather than misnumber
+		// (or, committed with the statement, report it).
+		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, lastSeq, len(fresh), cur.LastSeq)
 	}
 	for i, ev := range fresh {
 		seq := cur.LastSeq + int64(i) + 1
@@ -517,7 +525,7 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 			}
 		}
 	}
-	cur.LastSeq, cur.LastEventAt = last, &req.Now
+	cur.LastSeq, cur.LastEventAt = lastSeq, &req.Now
 	return cur, inRequestOrder(out, req.Events), nil
 }
 

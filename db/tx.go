@@ -12,25 +12,34 @@ import (
 
 // inTx runs fn in a transaction, committing when it returns nil. The
 // transaction's BEGIN travels with its first statement (see lazyTx): one
-// round trip fewer per transaction, a quarter of an append's.
+// round trip fewer per transaction.
 func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbsqlc.Queries) error) error {
+	return s.inTxLast(ctx, op, func(q *dbsqlc.Queries, _ func()) error { return fn(q) })
+}
+
+// inTxLast is inTx for a fn that can tell its last statement: called just
+// before that statement (an Exec or a QueryRow), last makes COMMIT travel
+// with it, one round trip fewer again. fn must run no statement after it.
+func (s *Store) inTxLast(ctx context.Context, op string, fn func(q *dbsqlc.Queries, last func()) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return mapErr(op, err)
 	}
 	defer c.Release()
-	return mapErr(op, runTx(ctx, c, func(tx dbsqlc.DBTX) error { return fn(dbsqlc.New(tx)) }))
+	return mapErr(op, runTx(ctx, c, func(tx *lazyTx) error {
+		return fn(dbsqlc.New(tx), func() { tx.commitNext = true })
+	}))
 }
 
 // runTx runs fn in a transaction on c: rolled back when fn fails or
 // panics, committed when it returns nil. A connection left inside a
 // transaction (its rollback or commit failed) is destroyed by the pool on
 // release, never reused.
-func runTx(ctx context.Context, c *pgxpool.Conn, fn func(tx dbsqlc.DBTX) error) error {
+func runTx(ctx context.Context, c *pgxpool.Conn, fn func(tx *lazyTx) error) error {
 	tx := &lazyTx{conn: c.Conn()}
 	settled := false
 	defer func() {
-		if tx.begun && !settled {
+		if tx.begun && !tx.ended && !settled {
 			_, _ = tx.conn.Exec(ctx, "rollback")
 		}
 	}()
@@ -38,108 +47,151 @@ func runTx(ctx context.Context, c *pgxpool.Conn, fn func(tx dbsqlc.DBTX) error) 
 		return err
 	}
 	settled = true
-	if !tx.begun {
-		return nil // fn ran no statement
+	if !tx.begun || tx.ended {
+		return nil // fn ran no statement, or COMMIT went with its last
 	}
-	tag, err := tx.conn.Exec(ctx, "commit")
-	if err != nil {
-		return err
-	}
-	if tag.String() == "ROLLBACK" {
-		return pgx.ErrTxCommitRollback // a statement failed and fn went on
-	}
-	return nil
+	return commitResult(tx.conn.Exec(ctx, "commit"))
 }
 
-// lazyTx is a dbsqlc.DBTX for one transaction on one connection whose
-// BEGIN is sent with its first statement, in one pgx.Batch (one round
-// trip), instead of in a round trip of its own as pgx.Tx does.
+// commitResult is the outcome of a COMMIT: pgx.ErrTxCommitRollback when
+// the transaction had failed (a statement failed and fn went on).
+func commitResult(tag pgconn.CommandTag, err error) error {
+	if err == nil && tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return err
+}
+
+// lazyTx is a dbsqlc.DBTX for one transaction on one connection: BEGIN is
+// sent in one pgx.Batch with the first statement, not in a round trip of
+// its own as pgx.Tx does, and COMMIT with the statement marked last
+// (commitNext).
 type lazyTx struct {
 	conn  *pgx.Conn
 	begun bool
+	// commitNext: COMMIT goes with the next Exec or QueryRow.
+	commitNext bool
+	// ended: a COMMIT sent with a statement ran (committed, or rolled
+	// back a failed transaction); runTx sends neither.
+	ended bool
 }
 
 var _ dbsqlc.DBTX = (*lazyTx)(nil)
 
-// begin sends BEGIN and the first statement; the caller reads the
-// statement's result from the returned results and closes them.
-func (t *lazyTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	t.begun = true
+// alone reports whether a statement goes on its own, with nothing to
+// batch it with.
+func (t *lazyTx) alone() bool { return t.begun && !t.commitNext }
+
+// send sends a statement with BEGIN before it when it is the first, and
+// COMMIT after it when commit is set. The caller reads the statement's
+// result from br, then calls finish, which reads the COMMIT's and closes
+// the batch. A statement that fails leaves the COMMIT unrun: the
+// transaction stays open for runTx to roll back.
+func (t *lazyTx) send(ctx context.Context, sql string, args []any, commit bool) (br pgx.BatchResults, finish func() error, err error) {
 	b := &pgx.Batch{}
-	b.Queue("begin")
-	b.Queue(sql, args...)
-	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
+	begin := !t.begun
+	t.begun, t.commitNext = true, false
+	if begin {
+		b.Queue("begin")
 	}
-	return br, nil
+	b.Queue(sql, args...)
+	if commit {
+		b.Queue("commit")
+	}
+	br = t.conn.SendBatch(ctx, b)
+	finish = func() error {
+		var err error
+		if commit {
+			var tag pgconn.CommandTag
+			if tag, err = br.Exec(); err == nil {
+				t.ended = true
+				err = commitResult(tag, nil)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, nil, err
+		}
+	}
+	return br, finish, nil
 }
 
 // Exec implements dbsqlc.DBTX.
 func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.begun {
+	if t.alone() {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, finish, err := t.send(ctx, sql, args, t.commitNext)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if ferr := finish(); err == nil {
+		err = ferr
 	}
 	return tag, err
 }
 
-// Query implements dbsqlc.DBTX.
+// Query implements dbsqlc.DBTX. COMMIT never goes with a Query (its
+// result would come after the caller's last look at the rows' error):
+// runTx sends it.
 func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.begun {
+		t.commitNext = false
 		return t.conn.Query(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, finish, err := t.send(ctx, sql, args, false)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		_ = br.Close()
+		_ = finish()
 		return nil, err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return &batchRows{Rows: rows, finish: finish}, nil
 }
 
 // QueryRow implements dbsqlc.DBTX.
 func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.begun {
+	if t.alone() {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, finish, err := t.send(ctx, sql, args, t.commitNext)
 	if err != nil {
 		return errRow{err}
 	}
-	return batchRow{br}
+	return batchRow{br: br, finish: finish}
 }
 
 // batchRows are the rows of a transaction's first statement: closing them
 // closes the batch that carried it.
 type batchRows struct {
 	pgx.Rows
-	br pgx.BatchResults
+	finish func() error
 }
 
 func (r *batchRows) Close() {
 	r.Rows.Close()
-	_ = r.br.Close()
+	_ = r.finish()
 }
 
-// batchRow is the row of a transaction's first statement.
-type batchRow struct{ br pgx.BatchResults }
+// batchRow is the row of a statement sent in a batch.
+type batchRow struct {
+	br     pgx.BatchResults
+	finish func() error
+}
 
 func (r batchRow) Scan(dest ...any) error {
 	err := r.br.QueryRow().Scan(dest...)
-	if cerr := r.br.Close(); err == nil {
-		err = cerr
+	if ferr := r.finish(); err == nil {
+		err = ferr
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mangohq/mango/db/dbtest"
@@ -10,8 +11,9 @@ import (
 )
 
 // TestTransactions: a Store transaction, whose BEGIN rides with its first
-// statement, commits what its statements did when fn succeeds, rolls all
-// of it back when fn fails or panics (whatever its first statement was:
+// statement (and COMMIT with the one marked last), commits what its
+// statements did when fn succeeds, rolls all of it back when fn fails or
+// panics or its last statement fails (whatever its first statement was:
 // Exec, Query or QueryRow), keeps its row locks until it ends, and leaves
 // its connection idle for reuse.
 func TestTransactions(t *testing.T) {
@@ -51,7 +53,7 @@ func TestTransactions(t *testing.T) {
 		},
 	}
 	for name, stmt := range first {
-		for _, outcome := range []string{"fails", "panics", "commits"} {
+		for _, outcome := range []string{"fails", "panics", "commits", "commits with its last", "fails in its last"} {
 			if _, err := store.Pool().Exec(ctx, `DELETE FROM tx_probe`); err != nil {
 				t.Fatal(err)
 			}
@@ -63,11 +65,19 @@ func TestTransactions(t *testing.T) {
 						t.Fatalf("%s, %s: panic %v", name, outcome, p)
 					}
 				}()
-				reusable, err = store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+				reusable, err = store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
 					if err := stmt(tx); err != nil {
 						return err
 					}
-					if _, err := tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('b', 2)`); err != nil {
+					second := `INSERT INTO tx_probe VALUES ('b', 2)`
+					switch outcome {
+					case "commits with its last":
+						last()
+					case "fails in its last":
+						last()
+						second = `INSERT INTO tx_probe VALUES ('a', 2)` // the key is taken
+					}
+					if _, err := tx.Exec(ctx, second); err != nil {
 						return err
 					}
 					switch outcome {
@@ -80,7 +90,7 @@ func TestTransactions(t *testing.T) {
 				})
 			}()
 			want := 0
-			if outcome == "commits" {
+			if strings.HasPrefix(outcome, "commits") {
 				want = 2
 			}
 			if got := rows(); got != want {
@@ -89,14 +99,17 @@ func TestTransactions(t *testing.T) {
 			if outcome == "fails" && !errors.Is(err, errFn) {
 				t.Errorf("first statement %s, fn fails: err %v, want fn's", name, err)
 			}
-			if outcome == "commits" && (err != nil || !reusable) {
-				t.Errorf("first statement %s, commits: err %v, connection reusable %v; want nil, true", name, err, reusable)
+			if outcome != "panics" {
+				wantErr := !strings.HasPrefix(outcome, "commits")
+				if (err != nil) != wantErr || !reusable {
+					t.Errorf("first statement %s, fn %s: err %v, connection reusable %v; want an error %v, reusable", name, outcome, err, reusable, wantErr)
+				}
 			}
 		}
 	}
 
 	// A failing first statement fails the transaction; nothing stays.
-	reusable, err := store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+	reusable, err := store.RawTx(ctx, func(tx dbsqlc.DBTX, _ func()) error {
 		var v int
 		return tx.QueryRow(ctx, `SELECT v FROM tx_probe_missing`).Scan(&v)
 	})
@@ -105,7 +118,10 @@ func TestTransactions(t *testing.T) {
 	}
 	// A statement that failed inside fn, which went on regardless, makes
 	// the commit a rollback: reported, not silent.
-	_, err = store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+	if _, err := store.Pool().Exec(ctx, `DELETE FROM tx_probe; INSERT INTO tx_probe VALUES ('a', 1), ('b', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.RawTx(ctx, func(tx dbsqlc.DBTX, _ func()) error {
 		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
 		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
 		return nil
@@ -119,19 +135,24 @@ func TestTransactions(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := store.RawTx(ctx, func(tx dbsqlc.DBTX) error {
+		_, err := store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
 			var v int
 			if err := tx.QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a' FOR UPDATE`).Scan(&v); err != nil {
 				return err
 			}
 			close(locked)
 			<-release
+			last()
 			_, err := tx.Exec(ctx, `UPDATE tx_probe SET v = v + 10 WHERE k = 'a'`)
 			return err
 		})
 		done <- err
 	}()
-	<-locked
+	select {
+	case <-locked:
+	case err := <-done:
+		t.Fatalf("the locking transaction ended early: %v", err)
+	}
 	free, err := store.Pool().Query(ctx, `SELECT k FROM tx_probe WHERE k = 'a' FOR UPDATE SKIP LOCKED`)
 	skipped := 0
 	if err == nil {
