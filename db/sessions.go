@@ -499,7 +499,7 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		arg.Keys = append(arg.Keys, ev.Key)
 		arg.Pending = append(arg.Pending, ev.Pending)
 	}
-	if last != nil && !(wake && wakeKind == "interrupt") {
+	if last != nil && (!wake || wakeKind != "interrupt") {
 		// Nothing follows (an interrupt's notification would, naming the
 		// outbox row): COMMIT goes with the statement.
 		last()
