@@ -145,7 +145,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
-		Interrupts: turns, Transcripts: session.NewTranscriptCache(transcriptCacheBytes), Calls: session.NewCalls()}
+		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls()}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
@@ -249,12 +249,6 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	logger.Info("stopped")
 	return runErr
 }
-
-// transcriptCacheBytes bounds the transcripts a worker keeps so that a
-// session's turn fetches only what was appended since its last turn here.
-// 64 MiB holds a few hundred long sessions; the least recently run go
-// first, and a session not held is fetched whole.
-const transcriptCacheBytes = 64 << 20
 
 // stopReportTime is how long a stopping worker waits, after the grace, for
 // cancelled activities to report their failure.

@@ -59,6 +59,7 @@ const (
 	EnvOutputsMaxFiles        = "MANGO_OUTPUTS_MAX_FILES"
 	EnvMCPAllowPrivate        = netguard.EnvAllowPrivate
 	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
+	EnvTranscriptCacheBytes   = "MANGO_TRANSCRIPT_CACHE_BYTES"
 
 	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"
 	EnvControlPlaneTLSCAFile     = "MANGO_CONTROLPLANE_TLS_CA_FILE"
@@ -91,6 +92,9 @@ const (
 	// DefaultControlPlaneRetry rides out an api-server restart or a short
 	// PostgreSQL outage without failing the turn.
 	DefaultControlPlaneRetry = 30 * time.Second
+	// DefaultTranscriptCacheBytes holds a few hundred long sessions'
+	// transcripts.
+	DefaultTranscriptCacheBytes = 64 << 20
 )
 
 // Model names a model client implementation.
@@ -187,6 +191,11 @@ type Config struct {
 	// default 1 GiB).
 	OutputsMaxFiles int
 	OutputsMaxBytes int64
+	// TranscriptCacheBytes bounds the decoded transcripts a worker keeps
+	// so that a session's turn fetches only what was appended since its
+	// last turn here; the least recently run go first, and a session not
+	// held is fetched whole (MANGO_TRANSCRIPT_CACHE_BYTES, default 64 MiB).
+	TranscriptCacheBytes int64
 	// MCPAllowPrivate lets agents reach MCP servers on loopback,
 	// link-local and private addresses (MANGO_MCP_ALLOW_PRIVATE; default
 	// false: refused, also after DNS resolution).
@@ -357,6 +366,7 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 		CompactionThreshold:     p.fraction(EnvCompactionThreshold, DefaultCompactionThreshold),
 		OutputsMaxFiles:         int(p.count(EnvOutputsMaxFiles, 100, 100_000)),
 		OutputsMaxBytes:         p.count(EnvOutputsMaxBytes, 1<<30, 1<<50),
+		TranscriptCacheBytes:    p.count(EnvTranscriptCacheBytes, DefaultTranscriptCacheBytes, 1<<40),
 		MCPAllowPrivate:         p.boolean(EnvMCPAllowPrivate),
 		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
 		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),

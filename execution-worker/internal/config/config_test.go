@@ -119,6 +119,7 @@ func TestFromEnvValid(t *testing.T) {
 				"MANGO_COMPACTION_THRESHOLD":       "0.75",
 				"MANGO_OUTPUTS_MAX_FILES":          "7",
 				"MANGO_OUTPUTS_MAX_BYTES":          "1048576",
+				"MANGO_TRANSCRIPT_CACHE_BYTES":     "2097152",
 				"MANGO_MCP_ALLOW_PRIVATE":          "1",
 				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
 				"MANGO_CONTROLPLANE_ADDR":          "api:8081",
@@ -151,6 +152,7 @@ func TestFromEnvValid(t *testing.T) {
 					CompactionThreshold:    0.75,
 					OutputsMaxFiles:        7,
 					OutputsMaxBytes:        1 << 20,
+					TranscriptCacheBytes:   2 << 20,
 					MCPAllowPrivate:        true,
 					ControlPlaneAddr:       "api:8081",
 					WorkerToken:            "tok",
@@ -674,7 +676,10 @@ func TestOutputLimitsConfig(t *testing.T) {
 	if cfg.OutputsMaxFiles != 100 || cfg.OutputsMaxBytes != 1<<30 {
 		t.Errorf("defaults: %d files, %d bytes; want 100 and 1 GiB", cfg.OutputsMaxFiles, cfg.OutputsMaxBytes)
 	}
-	for env, v := range map[string]string{"MANGO_OUTPUTS_MAX_FILES": "100001", "MANGO_OUTPUTS_MAX_BYTES": "0"} {
+	if cfg.TranscriptCacheBytes != 64<<20 {
+		t.Errorf("default transcript cache: %d bytes, want 64 MiB", cfg.TranscriptCacheBytes)
+	}
+	for env, v := range map[string]string{"MANGO_OUTPUTS_MAX_FILES": "100001", "MANGO_OUTPUTS_MAX_BYTES": "0", "MANGO_TRANSCRIPT_CACHE_BYTES": "-1"} {
 		_, err := config.FromEnv(envFunc(map[string]string{env: v}), registry())
 		if err == nil || !strings.Contains(err.Error(), env+": must be an integer between 1 and") {
 			t.Errorf("%s=%s: error %v, want one naming the variable and the range", env, v, err)
