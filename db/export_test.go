@@ -16,5 +16,5 @@ func (s *Store) RawTx(ctx context.Context, fn func(tx dbsqlc.DBTX, last func()) 
 	}
 	defer c.Release()
 	defer func() { reusable = !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() == 'I' }()
-	return false, runTx(ctx, c, func(tx *lazyTx) error { return fn(tx, func() { tx.commitNext = true }) })
+	return false, runTx(ctx, c, func(tx *lazyTx) error { return fn(tx, tx.markLast) })
 }

@@ -26,9 +26,7 @@ func (s *Store) inTxLast(ctx context.Context, op string, fn func(q *dbsqlc.Queri
 		return mapErr(op, err)
 	}
 	defer c.Release()
-	return mapErr(op, runTx(ctx, c, func(tx *lazyTx) error {
-		return fn(dbsqlc.New(tx), func() { tx.commitNext = true })
-	}))
+	return mapErr(op, runTx(ctx, c, func(tx *lazyTx) error { return fn(dbsqlc.New(tx), tx.markLast) }))
 }
 
 // runTx runs fn in a transaction on c: rolled back when fn fails or
@@ -77,6 +75,10 @@ type lazyTx struct {
 }
 
 var _ dbsqlc.DBTX = (*lazyTx)(nil)
+
+// markLast makes COMMIT go with the next Exec or QueryRow, the
+// transaction's last statement.
+func (t *lazyTx) markLast() { t.commitNext = true }
 
 // alone reports whether a statement goes on its own, with nothing to
 // batch it with.
