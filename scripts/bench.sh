@@ -42,7 +42,7 @@ set -a
 # shellcheck source=/dev/null
 . ./.dev.env
 set +a
-go build -o .mango/mango-bench ./api-server/cmd/mango-bench
+go build -o .mango/mango-bench ./scripts/bench
 .mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
 # CPU per turn, per process: utime+stime (with reaped children: the
 # worker's tool commands, PostgreSQL's exited backends) over the turns run,
