@@ -66,6 +66,41 @@ func TestAppendWithTranscript(t *testing.T) {
 	if _, err := store.TranscriptAppend(ctx, "sesn_missing", []db.TranscriptEntry{entry("t/0", `{}`)}); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("TranscriptAppend to a missing session = %v; want ErrNotFound", err)
 	}
+
+	// With new events, the entries and the processed marks go in the
+	// events' statement: a stored key among the entries is skipped, the
+	// new ones keep their order, and the pending trigger is marked.
+	if _, _, err := store.Append(ctx, "sesn_transcript", &db.AppendRequest{
+		Events: []db.NewEvent{{ID: "sevt_t3", Type: "user.message", Body: json.RawMessage(`{"content":[]}`), Pending: true}}, Now: now,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := store.SessionPendingTriggers(ctx, "sesn_transcript", now); err != nil || len(pending) != 1 {
+		t.Fatalf("pending triggers = %+v, %v; want sevt_t3", pending, err)
+	}
+	_, evs, err := store.Append(ctx, "sesn_transcript", &db.AppendRequest{
+		Events:     []db.NewEvent{{ID: "sevt_t4", Type: "span.model_request_start", Body: json.RawMessage(`{}`), Key: "t/4"}},
+		Transcript: []db.TranscriptEntry{entry("t/4", `{"n":4}`), entry("t/1", `{"role":"changed"}`), entry("t/3", `{"n":3}`)},
+		Processed:  []string{"sevt_t3"},
+		Now:        now.Add(time.Second),
+	})
+	if err != nil || len(evs) != 1 || evs[0].Seq != 3 {
+		t.Fatalf("append with entries and marks = %+v, %v; want the one event at seq 3", evs, err)
+	}
+	all, err := store.Transcript(ctx, "sesn_transcript", 0)
+	var keys []string
+	for i, e := range all {
+		keys = append(keys, e.Key)
+		if i > 0 && e.Seq <= all[i-1].Seq {
+			t.Errorf("entry %s at %d, not after %s at %d", e.Key, e.Seq, all[i-1].Key, all[i-1].Seq)
+		}
+	}
+	if err != nil || strings.Join(keys, " ") != "t/0 t/1 t/2 t/4 t/3" || string(all[1].Body) != `{"role":"assistant"}` {
+		t.Fatalf("transcript = %v (t/1 %s), %v; want t/0 t/1 t/2 t/4 t/3, t/1 as first stored", keys, all[1].Body, err)
+	}
+	if pending, err := store.SessionPendingTriggers(ctx, "sesn_transcript", now); err != nil || len(pending) != 0 {
+		t.Fatalf("pending triggers = %+v, %v; want none: sevt_t3 was marked", pending, err)
+	}
 }
 
 // TestTranscriptReadAfterMissesNothing: writers append to one session's

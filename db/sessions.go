@@ -360,16 +360,6 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		return nil, nil, fmt.Errorf("append to session %s: %w", sessionID, ErrDeleting)
 	}
 	req = monotonic(req, cur)
-	for _, e := range req.Transcript {
-		if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
-			return nil, nil, err
-		}
-	}
-	if len(req.Processed) > 0 {
-		if _, err := q.EventMarkProcessed(ctx, dbsqlc.EventMarkProcessedParams{SessionID: sessionID, Ids: req.Processed, Now: req.Now}); err != nil {
-			return nil, nil, err
-		}
-	}
 	var change *Change
 	if req.Decide != nil {
 		if change, err = req.Decide(cur); err != nil {
@@ -469,6 +459,16 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	}
 	if len(fresh) == 0 {
 		// Nothing to number: only the rare writes without an event.
+		for _, e := range req.Transcript {
+			if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
+				return nil, nil, err
+			}
+		}
+		if len(req.Processed) > 0 {
+			if _, err := q.EventMarkProcessed(ctx, dbsqlc.EventMarkProcessedParams{SessionID: sessionID, Ids: req.Processed, Now: req.Now}); err != nil {
+				return nil, nil, err
+			}
+		}
 		if setStatus {
 			if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: stop, UpdatedAt: req.Now,
 				ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince}); err != nil {
@@ -482,9 +482,14 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		}
 		return cur, out, nil
 	}
+	// The transcript entries and processed marks go in the same statement.
 	arg := dbsqlc.EventsAppendParams{SessionID: sessionID, SetStatus: setStatus, Status: string(cur.Status), StopReason: stop,
 		Now: req.Now, Wake: wake, WakeKind: wakeKind, ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince,
-		SetUsage: setUsage}
+		SetUsage: setUsage, Processed: req.Processed}
+	for _, e := range req.Transcript {
+		arg.TranscriptKeys = append(arg.TranscriptKeys, e.Key)
+		arg.TranscriptBodies = append(arg.TranscriptBodies, string(e.Body))
+	}
 	if setUsage {
 		arg.Usage = cur.Usage.json()
 	}

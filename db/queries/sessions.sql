@@ -62,9 +62,23 @@ WHERE session_id = sqlc.arg(session_id) AND event_key = ANY(sqlc.arg(keys)::text
 -- One round trip for an append's writes, under the session's row lock
 -- held by the caller: the session's last_seq (and status, when
 -- set_status, with the active time), the usage (when set_usage), the
--- events numbered after the old last_seq in array order, the wake-up
--- outbox row (when wake; its id is returned, else 0) and the notification.
-WITH s AS (
+-- events numbered after the old last_seq in array order, the transcript
+-- entries (in array order, those with a stored key skipped), the
+-- processed marks of earlier events, the wake-up outbox row (when wake;
+-- its id is returned, else 0) and the notification. Every part runs
+-- whether or not the final SELECT reads it; each sees the log as it was
+-- before the statement (the marks name earlier events only).
+WITH tr AS (
+    INSERT INTO transcript_entries (session_id, entry_key, body)
+    SELECT sqlc.arg(session_id), (sqlc.arg(transcript_keys)::text[])[i], ((sqlc.arg(transcript_bodies)::text[])[i])::json
+    FROM generate_subscripts(sqlc.arg(transcript_keys)::text[], 1) AS i
+    ORDER BY i
+    ON CONFLICT (session_id, entry_key) DO NOTHING
+), pr AS (
+    UPDATE events SET taken_at = COALESCE(taken_at, sqlc.arg(now)::timestamptz),
+        processed_at = COALESCE(processed_at, sqlc.arg(now)::timestamptz)
+    WHERE session_id = sqlc.arg(session_id) AND id = ANY(sqlc.arg(processed)::text[])
+), s AS (
     UPDATE sessions SET
         last_seq    = last_seq + cardinality(sqlc.arg(ids)::text[]),
         status      = CASE WHEN sqlc.arg(set_status)::bool THEN sqlc.arg(status)::text ELSE status END,

@@ -141,30 +141,40 @@ func (q *Queries) EventsAfter(ctx context.Context, arg EventsAfterParams) ([]Eve
 }
 
 const eventsAppend = `-- name: EventsAppend :one
-WITH s AS (
+WITH tr AS (
+    INSERT INTO transcript_entries (session_id, entry_key, body)
+    SELECT $1, ($2::text[])[i], (($3::text[])[i])::json
+    FROM generate_subscripts($2::text[], 1) AS i
+    ORDER BY i
+    ON CONFLICT (session_id, entry_key) DO NOTHING
+), pr AS (
+    UPDATE events SET taken_at = COALESCE(taken_at, $4::timestamptz),
+        processed_at = COALESCE(processed_at, $4::timestamptz)
+    WHERE session_id = $1 AND id = ANY($5::text[])
+), s AS (
     UPDATE sessions SET
-        last_seq    = last_seq + cardinality($2::text[]),
-        status      = CASE WHEN $3::bool THEN $4::text ELSE status END,
-        stop_reason = CASE WHEN $3::bool THEN $5::jsonb ELSE stop_reason END,
-        updated_at  = CASE WHEN $3::bool THEN $6::timestamptz ELSE updated_at END,
-        active_micros = CASE WHEN $3::bool THEN $7::bigint ELSE active_micros END,
-        running_since = CASE WHEN $3::bool THEN $8::timestamptz ELSE running_since END,
-        usage       = CASE WHEN $9::bool THEN $10::jsonb ELSE usage END,
-        last_event_at = $6::timestamptz
+        last_seq    = last_seq + cardinality($6::text[]),
+        status      = CASE WHEN $7::bool THEN $8::text ELSE status END,
+        stop_reason = CASE WHEN $7::bool THEN $9::jsonb ELSE stop_reason END,
+        updated_at  = CASE WHEN $7::bool THEN $4::timestamptz ELSE updated_at END,
+        active_micros = CASE WHEN $7::bool THEN $10::bigint ELSE active_micros END,
+        running_since = CASE WHEN $7::bool THEN $11::timestamptz ELSE running_since END,
+        usage       = CASE WHEN $12::bool THEN $13::jsonb ELSE usage END,
+        last_event_at = $4::timestamptz
     WHERE id = $1
     RETURNING last_seq
 ), ins AS (
     INSERT INTO events (session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at)
-    SELECT $1, s.last_seq - cardinality($2::text[]) + i,
-           ($2::text[])[i], ($11::text[])[i], (($12::text[])[i])::json,
-           NULLIF(($13::text[])[i], ''), $6::timestamptz, $6::timestamptz,
-           CASE WHEN ($14::bool[])[i] THEN NULL ELSE $6::timestamptz END
-    FROM s, generate_subscripts($2::text[], 1) AS i
+    SELECT $1, s.last_seq - cardinality($6::text[]) + i,
+           ($6::text[])[i], ($14::text[])[i], (($15::text[])[i])::json,
+           NULLIF(($16::text[])[i], ''), $4::timestamptz, $4::timestamptz,
+           CASE WHEN ($17::bool[])[i] THEN NULL ELSE $4::timestamptz END
+    FROM s, generate_subscripts($6::text[], 1) AS i
     RETURNING seq
 ), ob AS (
     INSERT INTO outbox (session_id, kind, payload)
-    SELECT $1, $15::text, '{}'::jsonb
-    WHERE $16::bool
+    SELECT $1, $18::text, '{}'::jsonb
+    WHERE $19::bool
     RETURNING id
 )
 SELECT s.last_seq::bigint AS last_seq, COALESCE((SELECT id FROM ob), 0)::bigint AS outbox_id
@@ -172,22 +182,25 @@ FROM s, LATERAL (SELECT pg_notify('mango_events', $1::text || ':' || s.last_seq)
 `
 
 type EventsAppendParams struct {
-	SessionID    string
-	Ids          []string
-	SetStatus    bool
-	Status       string
-	StopReason   []byte
-	Now          time.Time
-	ActiveMicros int64
-	RunningSince *time.Time
-	SetUsage     bool
-	Usage        json.RawMessage
-	Types        []string
-	Bodies       []string
-	Keys         []string
-	Pending      []bool
-	WakeKind     string
-	Wake         bool
+	SessionID        string
+	TranscriptKeys   []string
+	TranscriptBodies []string
+	Now              time.Time
+	Processed        []string
+	Ids              []string
+	SetStatus        bool
+	Status           string
+	StopReason       []byte
+	ActiveMicros     int64
+	RunningSince     *time.Time
+	SetUsage         bool
+	Usage            json.RawMessage
+	Types            []string
+	Bodies           []string
+	Keys             []string
+	Pending          []bool
+	WakeKind         string
+	Wake             bool
 }
 
 type EventsAppendRow struct {
@@ -198,16 +211,23 @@ type EventsAppendRow struct {
 // One round trip for an append's writes, under the session's row lock
 // held by the caller: the session's last_seq (and status, when
 // set_status, with the active time), the usage (when set_usage), the
-// events numbered after the old last_seq in array order, the wake-up
-// outbox row (when wake; its id is returned, else 0) and the notification.
+// events numbered after the old last_seq in array order, the transcript
+// entries (in array order, those with a stored key skipped), the
+// processed marks of earlier events, the wake-up outbox row (when wake;
+// its id is returned, else 0) and the notification. Every part runs
+// whether or not the final SELECT reads it; each sees the log as it was
+// before the statement (the marks name earlier events only).
 func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (EventsAppendRow, error) {
 	row := q.db.QueryRow(ctx, eventsAppend,
 		arg.SessionID,
+		arg.TranscriptKeys,
+		arg.TranscriptBodies,
+		arg.Now,
+		arg.Processed,
 		arg.Ids,
 		arg.SetStatus,
 		arg.Status,
 		arg.StopReason,
-		arg.Now,
 		arg.ActiveMicros,
 		arg.RunningSince,
 		arg.SetUsage,
