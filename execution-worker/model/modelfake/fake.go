@@ -36,6 +36,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -419,44 +421,83 @@ func hashJSON(v any) string {
 
 // hashRequest hashes the model, system prompt, messages and tools of req:
 // every field length-prefixed, so distinct requests hash apart, without
-// encoding the (possibly large) request as JSON.
+// encoding the (possibly large) request, or its tool definitions, as JSON.
 func hashRequest(req *model.Request) string {
-	h := sha256.New()
-	var n [8]byte
-	put := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	str := func(s string) { put([]byte(s)) }
-	str(req.Model)
-	str(req.System)
-	binary.BigEndian.PutUint64(n[:], uint64(len(req.Messages)))
-	h.Write(n[:])
+	w := fieldHash{h: sha256.New(), buf: make([]byte, 0, 4096)}
+	w.str(req.Model)
+	w.str(req.System)
+	w.num(len(req.Messages))
 	for _, m := range req.Messages {
-		str(m.Role)
-		binary.BigEndian.PutUint64(n[:], uint64(len(m.Content)))
-		h.Write(n[:])
+		w.str(m.Role)
+		w.num(len(m.Content))
 		for _, b := range m.Content {
-			for _, f := range []string{b.Type, b.Text, b.Thinking, b.Signature, b.ID, b.Name, b.ToolUseID} {
-				str(f)
+			for _, f := range [...]string{b.Type, b.Text, b.Thinking, b.Signature, b.ID, b.Name, b.ToolUseID} {
+				w.str(f)
 			}
-			put(b.Input)
-			put(b.Content)
-			put(b.Raw)
+			w.bytes(b.Input)
+			w.bytes(b.Content)
+			w.bytes(b.Raw)
 			if b.IsError {
-				str("is_error")
+				w.num(1)
 			} else {
-				str("")
+				w.num(0)
 			}
 		}
 	}
-	tools, err := json.Marshal(req.Tools)
-	if err != nil {
-		tools = fmt.Appendf(nil, "%#v", req.Tools)
+	w.num(len(req.Tools))
+	for _, t := range req.Tools {
+		w.str(t.Name)
+		w.str(t.Description)
+		w.bytes(t.InputSchema)
+		w.str(t.Type)
+		w.bytes(t.Raw)
 	}
-	put(tools)
-	sum := h.Sum(nil)
+	return w.sum()
+}
+
+// fieldHash hashes length-prefixed fields through one buffer: no copy
+// per field.
+type fieldHash struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func (w *fieldHash) num(v int) {
+	w.room(8)
+	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(v))
+}
+
+func (w *fieldHash) str(s string) {
+	w.num(len(s))
+	if w.room(len(s)) {
+		w.buf = append(w.buf, s...)
+	} else {
+		io.WriteString(w.h, s) //nolint:errcheck // a hash never fails to write
+	}
+}
+
+func (w *fieldHash) bytes(b []byte) {
+	w.num(len(b))
+	if w.room(len(b)) {
+		w.buf = append(w.buf, b...)
+	} else {
+		w.h.Write(b)
+	}
+}
+
+// room makes room for n bytes in the buffer, if they can fit in it,
+// writing what it holds to the hash.
+func (w *fieldHash) room(n int) bool {
+	if len(w.buf)+n > cap(w.buf) {
+		w.h.Write(w.buf)
+		w.buf = w.buf[:0]
+	}
+	return n <= cap(w.buf)
+}
+
+func (w *fieldHash) sum() string {
+	w.h.Write(w.buf)
+	sum := w.h.Sum(nil)
 	return hex.EncodeToString(sum[:12])
 }
 
