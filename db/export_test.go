@@ -18,3 +18,14 @@ func (s *Store) RawTx(ctx context.Context, fn func(tx dbsqlc.DBTX, last func()) 
 	defer func() { reusable = !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() == 'I' }()
 	return false, runTx(ctx, c, func(tx *lazyTx) error { return fn(tx, tx.markLast) })
 }
+
+// Pipeline runs reads as RunState does: one round trip.
+func (s *Store) Pipeline(ctx context.Context, reads ...func(q *dbsqlc.Queries) error) error {
+	return s.pipeline(ctx, "test pipeline", reads...)
+}
+
+// SessionGetByID is the sqlc query, for reads given to Pipeline.
+func SessionGetByID(ctx context.Context, q *dbsqlc.Queries, id string) error {
+	_, err := q.SessionGetByID(ctx, id)
+	return err
+}

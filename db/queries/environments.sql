@@ -32,3 +32,7 @@ WHERE (sqlc.arg(include_archived)::bool OR archived_at IS NULL)
        OR (created_at, id) < (sqlc.narg(after_created_at)::timestamptz, sqlc.arg(after_id)::text))
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(row_limit);
+
+-- name: EnvironmentGetForSession :one
+-- The environment a session was created in (no row: none, or deleted).
+SELECT e.* FROM environments e JOIN sessions s ON s.environment_id = e.id WHERE s.id = $1;

@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -23,10 +22,12 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	if err := requireSession(req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	sess, err := s.store.SessionGet(ctx, req.GetSessionId())
+	after := max(req.GetTranscriptAfterSeq(), 0)
+	run, err := s.store.RunState(ctx, req.GetSessionId(), after, req.GetWithTurnContext(), s.now())
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
+	sess := run.Session
 	resp := &pb.GetRunResponse{
 		SessionId: sess.ID, AgentId: sess.AgentID, AgentVersion: sess.AgentVersion, Agent: string(sess.Agent),
 		Provider: sess.Provider, Status: statusToPB(sess.Status), LastSeq: sess.LastSeq, BudgetExhausted: sess.BudgetExhausted(),
@@ -42,57 +43,27 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	resp.Tools, resp.McpServers = jsonArray(toolCfg.Tools), jsonArray(toolCfg.MCPServers)
 	if sess.EnvironmentID != nil {
 		resp.EnvironmentId = *sess.EnvironmentID
-		env, err := s.store.EnvironmentGet(ctx, *sess.EnvironmentID)
-		switch {
-		case err == nil:
-			resp.EnvironmentConfig = string(env.Config)
-		case errors.Is(err, db.ErrNotFound):
+		if run.Environment != nil {
+			resp.EnvironmentConfig = string(run.Environment.Config)
+		} else {
 			s.log.WarnContext(ctx, "controlplane: session's environment is gone", "session", sess.ID, "environment", *sess.EnvironmentID)
-		default:
-			return nil, s.fail(ctx, op, err)
 		}
 	}
-	pending, err := s.store.SessionPendingTriggers(ctx, sess.ID, s.now())
-	if err != nil {
-		return nil, s.fail(ctx, op, err)
-	}
-	for i := range pending {
-		resp.PendingTriggers = append(resp.PendingTriggers, eventToPB(&pending[i], ""))
-	}
-	after := max(req.GetTranscriptAfterSeq(), 0)
-	transcript, err := s.store.Transcript(ctx, sess.ID, after)
-	if err != nil {
-		return nil, s.fail(ctx, op, err)
+	for i := range run.Pending {
+		resp.PendingTriggers = append(resp.PendingTriggers, eventToPB(&run.Pending[i], ""))
 	}
 	resp.TranscriptAfterSeq = after
-	resp.Transcript = make([]*pb.TranscriptEntry, 0, len(transcript))
-	for _, e := range transcript {
+	resp.Transcript = make([]*pb.TranscriptEntry, 0, len(run.Transcript))
+	for _, e := range run.Transcript {
 		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
 	if req.GetWithTurnContext() {
-		if resp.TurnContext, err = s.turnContext(ctx, sess.ID); err != nil {
-			return nil, s.fail(ctx, op, err)
+		resp.TurnContext = &pb.TurnContext{Resources: resourcesToPB(run.Resources)}
+		if run.Snapshot != nil {
+			resp.TurnContext.ContextSnapshot = snapshotToPB(run.Snapshot)
 		}
 	}
 	return resp, nil
-}
-
-// turnContext is what GetContextSnapshot and ListSessionResources would
-// return for the session.
-func (s *Server) turnContext(ctx context.Context, sessionID string) (*pb.TurnContext, error) {
-	snap, err := s.store.ContextSnapshotLatest(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := s.store.ResourcesOfSession(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	tc := &pb.TurnContext{Resources: resourcesToPB(rs)}
-	if snap != nil {
-		tc.ContextSnapshot = snapshotToPB(snap)
-	}
-	return tc, nil
 }
 
 func jsonArray(raw json.RawMessage) string {

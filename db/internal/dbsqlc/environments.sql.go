@@ -95,6 +95,28 @@ func (q *Queries) EnvironmentGetByIDForUpdate(ctx context.Context, id string) (E
 	return i, err
 }
 
+const environmentGetForSession = `-- name: EnvironmentGetForSession :one
+SELECT e.id, e.name, e.description, e.config, e.metadata, e.scope, e.created_at, e.updated_at, e.archived_at FROM environments e JOIN sessions s ON s.environment_id = e.id WHERE s.id = $1
+`
+
+// The environment a session was created in (no row: none, or deleted).
+func (q *Queries) EnvironmentGetForSession(ctx context.Context, id string) (Environment, error) {
+	row := q.db.QueryRow(ctx, environmentGetForSession, id)
+	var i Environment
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.Config,
+		&i.Metadata,
+		&i.Scope,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ArchivedAt,
+	)
+	return i, err
+}
+
 const environmentInsert = `-- name: EnvironmentInsert :one
 INSERT INTO environments (id, name, description, config, metadata, scope, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
