@@ -37,7 +37,7 @@ func setTurnEnd(req *db.AppendRequest, on bool, i int) {
 // BenchmarkTurnAppends measures the appends of one one-round turn as the
 // ControlPlane makes them: the trigger moving the session to running, the
 // span start, the model's message with the span end (carrying usage when
-// withUsage), and the turn's end (with its session.usage snapshot when
+// withUsage) and the turn's two transcript entries, and the turn's end (with its session.usage snapshot when
 // withUsage).
 func benchmarkTurnAppends(b *testing.B, withUsage bool) {
 	store := dbtest.Store(b)
@@ -68,7 +68,11 @@ func benchmarkTurnAppends(b *testing.B, withUsage bool) {
 		setUsage(&end, withUsage)
 		if _, _, err := store.Append(ctx, "sesn_bench", &db.AppendRequest{Now: now, Events: []db.NewEvent{
 			{ID: fmt.Sprintf("sevt_m%d", i), Type: "agent.message", Body: json.RawMessage(`{"content":[{"type":"text","text":"hi"}]}`), Key: fmt.Sprintf("t%d/message", i)},
-			end}}); err != nil {
+			end},
+			Transcript: []db.TranscriptEntry{
+				{Key: fmt.Sprintf("t%d/0", i), Body: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"hello"}]}`)},
+				{Key: fmt.Sprintf("t%d/1", i), Body: json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"hi"}]}`)}},
+			Processed: []string{fmt.Sprintf("sevt_%s_%d", db.StatusRunning, i)}}); err != nil {
 			b.Fatal(err)
 		}
 		move(i, db.StatusIdle, withUsage)

@@ -75,9 +75,12 @@ WITH tr AS (
     ORDER BY i
     ON CONFLICT (session_id, entry_key) DO NOTHING
 ), pr AS (
-    UPDATE events SET taken_at = COALESCE(taken_at, sqlc.arg(now)::timestamptz),
-        processed_at = COALESCE(processed_at, sqlc.arg(now)::timestamptz)
-    WHERE session_id = sqlc.arg(session_id) AND id = ANY(sqlc.arg(processed)::text[])
+    -- Joined to the ids, so each is one probe of the id index: with
+    -- "id = ANY(...)" a generic plan also scans the session's whole log.
+    UPDATE events e SET taken_at = COALESCE(e.taken_at, sqlc.arg(now)::timestamptz),
+        processed_at = COALESCE(e.processed_at, sqlc.arg(now)::timestamptz)
+    FROM unnest(sqlc.arg(processed)::text[]) AS p(id)
+    WHERE e.id = p.id AND e.session_id = sqlc.arg(session_id)
 ), s AS (
     UPDATE sessions SET
         last_seq    = last_seq + cardinality(sqlc.arg(ids)::text[]),

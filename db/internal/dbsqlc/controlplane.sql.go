@@ -82,10 +82,11 @@ func (q *Queries) EventListPending(ctx context.Context, sessionID string) ([]Eve
 }
 
 const eventMarkProcessed = `-- name: EventMarkProcessed :many
-UPDATE events SET taken_at = COALESCE(taken_at, $1::timestamptz),
-    processed_at = COALESCE(processed_at, $1::timestamptz)
-WHERE session_id = $2 AND id = ANY($3::text[])
-RETURNING session_id, seq, id, type, body, event_key, created_at, processed_at, taken_at
+UPDATE events e SET taken_at = COALESCE(e.taken_at, $1::timestamptz),
+    processed_at = COALESCE(e.processed_at, $1::timestamptz)
+FROM unnest($3::text[]) AS p(id)
+WHERE e.id = p.id AND e.session_id = $2
+RETURNING e.session_id, e.seq, e.id, e.type, e.body, e.event_key, e.created_at, e.processed_at, e.taken_at
 `
 
 type EventMarkProcessedParams struct {
@@ -94,6 +95,7 @@ type EventMarkProcessedParams struct {
 	Ids       []string
 }
 
+// Joined to the ids (one probe of the id index each), as EventsAppend's.
 func (q *Queries) EventMarkProcessed(ctx context.Context, arg EventMarkProcessedParams) ([]Event, error) {
 	rows, err := q.db.Query(ctx, eventMarkProcessed, arg.Now, arg.SessionID, arg.Ids)
 	if err != nil {

@@ -148,9 +148,12 @@ WITH tr AS (
     ORDER BY i
     ON CONFLICT (session_id, entry_key) DO NOTHING
 ), pr AS (
-    UPDATE events SET taken_at = COALESCE(taken_at, $4::timestamptz),
-        processed_at = COALESCE(processed_at, $4::timestamptz)
-    WHERE session_id = $1 AND id = ANY($5::text[])
+    -- Joined to the ids, so each is one probe of the id index: with
+    -- "id = ANY(...)" a generic plan also scans the session's whole log.
+    UPDATE events e SET taken_at = COALESCE(e.taken_at, $4::timestamptz),
+        processed_at = COALESCE(e.processed_at, $4::timestamptz)
+    FROM unnest($5::text[]) AS p(id)
+    WHERE e.id = p.id AND e.session_id = $1
 ), s AS (
     UPDATE sessions SET
         last_seq    = last_seq + cardinality($6::text[]),
