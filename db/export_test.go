@@ -10,13 +10,23 @@ import (
 // makes COMMIT go with the next statement. It reports whether the
 // connection was left idle, fit for reuse, afterwards.
 func (s *Store) RawTx(ctx context.Context, fn func(tx dbsqlc.DBTX, last func()) error) (reusable bool, err error) {
+	return s.rawTx(ctx, txOptions{}, fn)
+}
+
+// RawTxGenericPlans is RawTx for a transaction that runs generic plans, as
+// appends do.
+func (s *Store) RawTxGenericPlans(ctx context.Context, fn func(tx dbsqlc.DBTX, last func()) error) (reusable bool, err error) {
+	return s.rawTx(ctx, txOptions{genericPlans: true}, fn)
+}
+
+func (s *Store) rawTx(ctx context.Context, opts txOptions, fn func(tx dbsqlc.DBTX, last func()) error) (reusable bool, err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer c.Release()
 	defer func() { reusable = !c.Conn().IsClosed() && c.Conn().PgConn().TxStatus() == 'I' }()
-	return false, runTx(ctx, c, func(tx *lazyTx) error { return fn(tx, tx.markLast) })
+	return false, runTx(ctx, c, opts, func(tx *lazyTx) error { return fn(tx, tx.markLast) })
 }
 
 // Pipeline runs reads as RunState does: one round trip.

@@ -21,20 +21,34 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbsqlc.Queries) 
 // before that statement (an Exec or a QueryRow), last makes COMMIT travel
 // with it, one round trip fewer again. fn must run no statement after it.
 func (s *Store) inTxLast(ctx context.Context, op string, fn func(q *dbsqlc.Queries, last func()) error) error {
+	return s.inTxWith(ctx, op, txOptions{}, fn)
+}
+
+// txOptions tune a transaction.
+type txOptions struct {
+	// genericPlans makes its statements run generic plans, for a statement
+	// PostgreSQL would otherwise plan again at most executions (measured:
+	// EventsAppend, 1 ms of planning for 0.8 ms of execution). Set with
+	// BEGIN, in the same round trip.
+	genericPlans bool
+}
+
+// inTxWith is inTxLast with options.
+func (s *Store) inTxWith(ctx context.Context, op string, opts txOptions, fn func(q *dbsqlc.Queries, last func()) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return mapErr(op, err)
 	}
 	defer c.Release()
-	return mapErr(op, runTx(ctx, c, func(tx *lazyTx) error { return fn(dbsqlc.New(tx), tx.markLast) }))
+	return mapErr(op, runTx(ctx, c, opts, func(tx *lazyTx) error { return fn(dbsqlc.New(tx), tx.markLast) }))
 }
 
 // runTx runs fn in a transaction on c: rolled back when fn fails or
 // panics, committed when it returns nil. A connection left inside a
 // transaction (its rollback or commit failed) is destroyed by the pool on
 // release, never reused.
-func runTx(ctx context.Context, c *pgxpool.Conn, fn func(tx *lazyTx) error) error {
-	tx := &lazyTx{conn: c.Conn()}
+func runTx(ctx context.Context, c *pgxpool.Conn, opts txOptions, fn func(tx *lazyTx) error) error {
+	tx := &lazyTx{conn: c.Conn(), opts: opts}
 	settled := false
 	defer func() {
 		if tx.begun && !tx.ended && !settled {
@@ -66,6 +80,7 @@ func commitResult(tag pgconn.CommandTag, err error) error {
 // (commitNext).
 type lazyTx struct {
 	conn  *pgx.Conn
+	opts  txOptions
 	begun bool
 	// commitNext: COMMIT goes with the next Exec or QueryRow.
 	commitNext bool
@@ -95,6 +110,9 @@ func (t *lazyTx) send(ctx context.Context, sql string, args []any, commit bool) 
 	t.begun, t.commitNext = true, false
 	if begin {
 		b.Queue("begin")
+		if t.opts.genericPlans {
+			b.Queue("set local plan_cache_mode = force_generic_plan")
+		}
 	}
 	b.Queue(sql, args...)
 	if commit {
@@ -116,7 +134,11 @@ func (t *lazyTx) send(ctx context.Context, sql string, args []any, commit bool) 
 		return err
 	}
 	if begin {
-		if _, err := br.Exec(); err != nil {
+		_, err := br.Exec()
+		if err == nil && t.opts.genericPlans {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			_ = br.Close()
 			return nil, nil, err
 		}

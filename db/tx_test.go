@@ -177,3 +177,47 @@ func TestTransactions(t *testing.T) {
 		t.Errorf("after the locked update: v %d, %v; want 11", v, err)
 	}
 }
+
+// TestGenericPlansStayInTheirTransaction: a transaction with generic plans
+// (appends) runs its statements, the first and the last included, under
+// plan_cache_mode force_generic_plan, and leaves the pooled connection as
+// it was, whether it commits or fails.
+func TestGenericPlansStayInTheirTransaction(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	show := func(tx dbsqlc.DBTX) string {
+		t.Helper()
+		var mode string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		return mode
+	}
+	for _, fail := range []bool{false, true} {
+		var first, last string
+		reusable, err := store.RawTxGenericPlans(ctx, func(tx dbsqlc.DBTX, markLast func()) error {
+			first = show(tx)
+			markLast()
+			last = show(tx)
+			if fail {
+				return errors.New("fn failed")
+			}
+			return nil
+		})
+		if first != "force_generic_plan" || last != "force_generic_plan" || !reusable || (err != nil) != fail {
+			t.Errorf("fail %v: plan_cache_mode %q then %q, reusable %v, err %v; want force_generic_plan in both, reusable", fail, first, last, reusable, err)
+		}
+	}
+	// Every connection the pool holds is back to the default.
+	conns := store.Pool().AcquireAllIdle(ctx)
+	for _, c := range conns {
+		if mode := show(c); mode != "auto" {
+			t.Errorf("a pooled connection after the transactions runs plan_cache_mode %q, want auto", mode)
+		}
+		c.Release()
+	}
+	if len(conns) == 0 {
+		t.Fatal("no idle connection to check")
+	}
+}
