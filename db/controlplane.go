@@ -59,7 +59,10 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 	if withContext {
 		reads = append(reads,
 			func(q *dbsqlc.Queries) error { return optional(&snap)(q.ContextSnapshotLatest(ctx, sessionID)) },
-			func(q *dbsqlc.Queries) (err error) { resources, err = q.ResourceListForWorker(ctx, sessionID); return err })
+			func(q *dbsqlc.Queries) (err error) {
+				resources, err = q.ResourceListForWorker(ctx, sessionID)
+				return err
+			})
 	}
 	if err := s.pipeline(ctx, "read run state", reads...); err != nil {
 		return nil, err
