@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -37,7 +38,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.send(req, tok)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
-		return resp, err
+		return t.forbidden(resp, err)
 	}
 	discard(resp)
 	if t.creds == nil {
@@ -69,7 +70,22 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		return nil, &authError{url: t.url, reason: "the server refused the refreshed token too (HTTP 401)"}
 	}
-	return resp, err
+	return t.forbidden(resp, err)
+}
+
+// forbidden turns a 403 into an authentication failure: the server knows
+// the caller and refuses it access (MCP authorization: invalid scopes or
+// insufficient permissions), which no retry with the same token changes.
+func (t *authTransport) forbidden(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		return resp, err
+	}
+	reason := "the server refused access (HTTP 403)"
+	if strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope") {
+		reason = "the server refused access: the token lacks a scope it requires (HTTP 403, insufficient_scope)"
+	}
+	discard(resp)
+	return nil, &authError{url: t.url, reason: reason}
 }
 
 // token asks Credentials for the session's token.

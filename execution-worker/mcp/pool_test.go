@@ -398,6 +398,39 @@ func TestOAuth(t *testing.T) {
 	}
 }
 
+// TestOAuthForbidden: a server that refuses a valid token access (403
+// insufficient_scope) fails discovery and calls as an authentication
+// failure naming the server and the reason, without a refresh (a new token
+// would have the same scopes) and without token text; once it serves the
+// token again, calls work.
+func TestOAuthForbidden(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.NewOAuth(t)
+	creds := newTokens(srv)
+	tok := creds.set("s1", time.Hour)
+	p := newPool(t, mcp.Options{Credentials: creds})
+	srv.Forbid(true)
+	_, err := p.ListTools(t.Context(), "s1", srv.URL)
+	if !errors.Is(err, mcp.ErrAuthFailed) || !strings.Contains(err.Error(), srv.URL) || !strings.Contains(err.Error(), "insufficient_scope") {
+		t.Fatalf("ListTools refused with 403 = %v, want ErrAuthFailed naming the server and insufficient_scope", err)
+	}
+	if strings.Contains(err.Error(), tok) {
+		t.Errorf("error %q contains the token", err)
+	}
+	if n := srv.Refreshes(); n != 0 {
+		t.Errorf("refreshes after a 403 = %d, want 0", n)
+	}
+	srv.Forbid(false)
+	echo(t, p, "s1", srv.URL, "allowed again")
+	srv.Forbid(true)
+	if _, err := p.CallTool(t.Context(), "s1", srv.URL, "echo", json.RawMessage(`{"text":"x"}`)); !errors.Is(err, mcp.ErrAuthFailed) {
+		t.Errorf("CallTool refused with 403 = %v, want ErrAuthFailed", err)
+	}
+	if srv.Forbidden() < 2 {
+		t.Errorf("the server refused %d requests, want at least the discovery and the call", srv.Forbidden())
+	}
+}
+
 // TestOAuthWithoutCredentials: a server demanding a token from a pool
 // without credentials is an authentication failure.
 func TestOAuthWithoutCredentials(t *testing.T) {

@@ -27,6 +27,8 @@ type OAuth struct {
 	refresh      map[string]time.Duration // unused refresh token → ttl of the access tokens it mints
 	refreshes    int
 	unauthorized int
+	forbid       bool
+	forbidden    int
 	seen         []string
 }
 
@@ -72,6 +74,22 @@ func (o *OAuth) ExpireAccessTokens() {
 	clear(o.access)
 }
 
+// Forbid makes the server answer requests with a valid token 403
+// insufficient_scope (a token without the scope the server requires), as
+// MCP authorization describes, or serve them again.
+func (o *OAuth) Forbid(on bool) {
+	o.amu.Lock()
+	defer o.amu.Unlock()
+	o.forbid = on
+}
+
+// Forbidden counts MCP requests refused with 403.
+func (o *OAuth) Forbidden() int {
+	o.amu.Lock()
+	defer o.amu.Unlock()
+	return o.forbidden
+}
+
 // Refreshes counts successful refresh_token grants.
 func (o *OAuth) Refreshes() int {
 	o.amu.Lock()
@@ -105,15 +123,24 @@ func (o *OAuth) wrap(next http.Handler) http.Handler {
 		o.amu.Lock()
 		exp, known := o.access[tok]
 		valid := ok && known && time.Now().Before(exp)
-		if valid {
+		forbid := valid && o.forbid
+		switch {
+		case forbid:
+			o.forbidden++
+		case valid:
 			o.seen = append(o.seen, tok)
-		} else {
+		default:
 			o.unauthorized++
 		}
 		o.amu.Unlock()
-		if !valid {
+		switch {
+		case !valid:
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="missing, unknown or expired access token"`)
 			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
+			return
+		case forbid:
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="mcp:tools"`)
+			http.Error(w, "insufficient scope", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
