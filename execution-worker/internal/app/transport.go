@@ -50,7 +50,7 @@ func temporalOptions(cfg *config.Config, logger *slog.Logger) (client.Options, e
 		HostPort:  cfg.TemporalHostPort,
 		Namespace: cfg.TemporalNamespace,
 		Identity:  cfg.WorkerID,
-		Logger:    temporallog.NewStructuredLogger(logger.With("component", "temporal")),
+		Logger:    temporallog.NewStructuredLogger(slog.New(sdkLogHandler{logger.Handler()}).With("component", "temporal")),
 		ConnectionOptions: client.ConnectionOptions{
 			GetSystemInfoTimeout: cfg.TemporalConnectTimeout,
 			GrpcCompression:      grpcCompression(cfg.TemporalGzip),
