@@ -31,7 +31,11 @@ func (s *Store) ContextSnapshotLatest(ctx context.Context, sessionID string) (*C
 	if err != nil {
 		return nil, mapErr("get context snapshot", err)
 	}
-	return &ContextSnapshot{Key: row.SnapshotKey, Covered: int(row.Covered), Body: row.Body}, nil
+	return snapshotFromRow(row), nil
+}
+
+func snapshotFromRow(row dbsqlc.ContextSnapshotLatestRow) *ContextSnapshot {
+	return &ContextSnapshot{Key: row.SnapshotKey, Covered: int(row.Covered), Body: row.Body}
 }
 
 // ContextSnapshotSave appends req's events (as Append does, under the

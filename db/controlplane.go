@@ -67,7 +67,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 	if err := s.pipeline(ctx, "read run state", reads...); err != nil {
 		return nil, err
 	}
-	out := &RunState{Transcript: make([]TranscriptEntry, 0, len(entries))}
+	out := &RunState{Transcript: transcriptFromRows(entries)}
 	var err error
 	if out.Session, err = sessionFromRow(sess); err != nil {
 		return nil, err
@@ -82,11 +82,8 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 	} else if out.Pending, err = s.SessionPendingTriggers(ctx, sessionID, now); err != nil {
 		return nil, err
 	}
-	for _, r := range entries {
-		out.Transcript = append(out.Transcript, TranscriptEntry{Key: r.EntryKey, Body: r.Body, Seq: r.Seq})
-	}
 	if snap != nil {
-		out.Snapshot = &ContextSnapshot{Key: snap.SnapshotKey, Covered: int(snap.Covered), Body: snap.Body}
+		out.Snapshot = snapshotFromRow(*snap)
 	}
 	if withContext {
 		if out.Resources, err = resourcesFromRows(resources); err != nil {
@@ -257,11 +254,15 @@ func (s *Store) Transcript(ctx context.Context, sessionID string, afterSeq int64
 	if err != nil {
 		return nil, mapErr("list transcript", err)
 	}
+	return transcriptFromRows(rows), nil
+}
+
+func transcriptFromRows(rows []dbsqlc.TranscriptEntryListRow) []TranscriptEntry {
 	out := make([]TranscriptEntry, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, TranscriptEntry{Key: r.EntryKey, Body: r.Body, Seq: r.Seq})
 	}
-	return out, nil
+	return out
 }
 
 // ToolJournalEntry records what one tool call did.

@@ -322,7 +322,7 @@ func (s *Store) append(ctx context.Context, sessionID string, req *AppendRequest
 	var sess *Session
 	var events []Event
 	var taken bool
-	err := s.inTxWith(ctx, "append events", txOptions{genericPlans: true}, func(q *dbsqlc.Queries, last func()) error {
+	err := s.inTxLast(ctx, "append events", txOptions{genericPlans: true}, func(q *dbsqlc.Queries, last func()) error {
 		var err error
 		sess, events, err = s.appendKeyed(ctx, q, sessionID, req, lookup, last)
 		var pgErr *pgconn.PgError

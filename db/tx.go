@@ -14,14 +14,7 @@ import (
 // transaction's BEGIN travels with its first statement (see lazyTx): one
 // round trip fewer per transaction.
 func (s *Store) inTx(ctx context.Context, op string, fn func(q *dbsqlc.Queries) error) error {
-	return s.inTxLast(ctx, op, func(q *dbsqlc.Queries, _ func()) error { return fn(q) })
-}
-
-// inTxLast is inTx for a fn that can tell its last statement: called just
-// before that statement (an Exec or a QueryRow), last makes COMMIT travel
-// with it, one round trip fewer again. fn must run no statement after it.
-func (s *Store) inTxLast(ctx context.Context, op string, fn func(q *dbsqlc.Queries, last func()) error) error {
-	return s.inTxWith(ctx, op, txOptions{}, fn)
+	return s.inTxLast(ctx, op, txOptions{}, func(q *dbsqlc.Queries, _ func()) error { return fn(q) })
 }
 
 // txOptions tune a transaction.
@@ -33,8 +26,11 @@ type txOptions struct {
 	genericPlans bool
 }
 
-// inTxWith is inTxLast with options.
-func (s *Store) inTxWith(ctx context.Context, op string, opts txOptions, fn func(q *dbsqlc.Queries, last func()) error) error {
+// inTxLast is inTx, with options, for a fn that can tell its last
+// statement: called just before that statement (an Exec or a QueryRow),
+// last makes COMMIT travel with it, one round trip fewer again. fn must
+// run no statement after it.
+func (s *Store) inTxLast(ctx context.Context, op string, opts txOptions, fn func(q *dbsqlc.Queries, last func()) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return mapErr(op, err)

@@ -31,11 +31,6 @@ func (h sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-// Enabled lets a demoted warning through to Handle, which decides.
-func (h sdkLogHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	return h.Handler.Enabled(ctx, level)
-}
-
 func (h sdkLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return sdkLogHandler{h.Handler.WithAttrs(attrs)}
 }
