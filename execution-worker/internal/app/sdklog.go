@@ -22,7 +22,7 @@ const heartbeatErrorMessage = "RecordActivityHeartbeat with error"
 
 func (h sdkLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level == slog.LevelWarn && r.Message == heartbeatErrorMessage && canceledAttr(r) {
-		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		if !h.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
 		r = r.Clone()
