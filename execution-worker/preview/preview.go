@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
@@ -95,7 +97,11 @@ func (s *Streamer) Run(ctx context.Context) {
 		if time.Since(start) > 10*time.Second {
 			backoff = 100 * time.Millisecond // it worked for a while
 		}
-		s.log.Warn("preview stream to the ControlPlane lost; previews are dropped until it reconnects",
+		level := slog.LevelWarn
+		if status.Code(err) == codes.Unavailable {
+			level = slog.LevelInfo // an api-server starting, restarting or draining
+		}
+		s.log.Log(ctx, level, "preview stream to the ControlPlane lost; previews are dropped until it reconnects",
 			"err", err, "backoff", backoff, "dropped_total", s.dropped.Load())
 		select {
 		case <-ctx.Done():

@@ -1,8 +1,12 @@
 package preview
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +93,67 @@ func TestSinkNeverBlocksAndNamesEventsByKey(t *testing.T) {
 			t.Fatalf("frame %d not received", i)
 		}
 	}
+}
+
+// TestStreamWaitsQuietlyForTheControlPlane: a worker that starts before
+// its api-server (make dev, a rollout) retries the preview stream at INFO;
+// the api-server answering, the stream connects.
+func TestStreamWaitsQuietlyForTheControlPlane(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens yet: dials are refused
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	logs := &lockedBuffer{}
+	s := NewStreamer(pb.NewControlPlaneClient(conn), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "preview stream to the ControlPlane lost"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no retry logged within 10s")
+		}
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterControlPlaneServer(srv, &recorder{frames: make(chan *pb.PreviewFrame, 1)})
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	for deadline := time.Now().Add(10 * time.Second); !s.Connected(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream did not connect within 10s of the server starting")
+		}
+	}
+	if out := logs.String(); strings.Contains(out, "level=WARN") || !strings.Contains(out, "level=INFO") {
+		t.Errorf("retries while the ControlPlane was not listening, want INFO only:\n%s", out)
+	}
+}
+
+// lockedBuffer is a log sink safe for the streamer's goroutine and the
+// test's reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
