@@ -89,6 +89,14 @@ log "make dev-up"
 collect_started
 log "dev-up started pids: ${PIDS[*]:-none}; ports to be freed: ${PORTS[*]}"
 
+# Workers run without the api-server's secrets.
+for f in execution-worker.pid execution-worker-docker.pid; do
+	pid="$(read_pid "${STATE_DIR}/${f}")" || continue
+	leaked="$(tr '\0' '\n' <"/proc/${pid}/environ" | grep -oE '^MANGO_(API_KEY|VAULT_KEYS|DATABASE_URL)=' || true)"
+	[[ -z $leaked ]] || die "${f%.pid} (pid ${pid}) has the api-server's secrets in its environment: ${leaked//$'\n'/ }"
+done
+ok "workers started without the api-server's secrets"
+
 [[ -f "${REPO_ROOT}/.dev.env" ]] || die ".dev.env not written by dev-up"
 log "go run ./api-server/examples/quickstart (with .dev.env)"
 (

@@ -141,8 +141,13 @@ start_api() {
 	start_bg api-server "$API_PIDFILE" "$API_LOG" env ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16060} "$API_BIN"
 }
 
+# The api-server's secrets, which a worker never needs (PostgreSQL and
+# the vault belong to the api-server; workers reach both through the
+# ControlPlane): workers start without them, as in the Helm chart.
+WORKER_UNSET=(-u MANGO_API_KEY -u MANGO_VAULT_KEYS -u MANGO_DATABASE_URL)
+
 # shellcheck disable=SC2086 # an unset MANGO_DEV_PPROF adds no word
-start_worker() { start_bg execution-worker "$WORKER_PIDFILE" "$WORKER_LOG" env ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16061} "$WORKER_BIN"; }
+start_worker() { start_bg execution-worker "$WORKER_PIDFILE" "$WORKER_LOG" env "${WORKER_UNSET[@]}" ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16061} "$WORKER_BIN"; }
 
 # wait_ready: /readyz green within READY_TIMEOUT, failing early if a child died.
 wait_ready() {
@@ -204,7 +209,7 @@ start_docker_worker() {
 		return 0
 	fi
 	start_bg execution-worker-docker "$DOCKER_WORKER_PIDFILE" "${STATE_DIR}/execution-worker-docker.log" \
-		env MANGO_SANDBOX=docker ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16062} "$WORKER_BIN"
+		env "${WORKER_UNSET[@]}" MANGO_SANDBOX=docker ${MANGO_DEV_PPROF:+MANGO_PPROF_ADDR=127.0.0.1:16062} "$WORKER_BIN"
 }
 
 # ------------------------------------------------------------- banner
