@@ -44,6 +44,9 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1);
 -- name: FileExpiredList :many
 SELECT id FROM files WHERE expires_at <= sqlc.arg(now)::timestamptz ORDER BY expires_at LIMIT sqlc.arg(row_limit);
 
+-- name: FileKeysReferenced :many
+SELECT DISTINCT storage_key FROM files WHERE storage_key = ANY(sqlc.arg(keys)::text[]);
+
 -- name: BlobOrphansDelete :execrows
 DELETE FROM file_blob_heads h
 WHERE h.key IN (

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -24,12 +25,32 @@ type fileSweeper struct {
 	// orphanBlobs also deletes PostgreSQL blobs no file references once
 	// they are older than orphanGrace (set with the PostgreSQL store).
 	orphanBlobs bool
+	// listed, when files can list its blobs (S3), has each sweep walk on
+	// through them from listAfter and delete those no file references once
+	// they are older than listedOrphanGrace.
+	listed    filestore.Lister
+	listAfter string
+	// page and pages, when not 0, replace listPage and listPages (tests).
+	page, pages int
 }
 
 // orphanGrace is how old an unreferenced blob must be before the sweeper
 // deletes it: far longer than the moment between storing an upload's or
 // output's bytes and writing its metadata.
 const orphanGrace = time.Hour
+
+// listedOrphanGrace is orphanGrace for a listed store. S3 dates an object
+// stored in parts by the start of its upload, not its end, so a large
+// upload over a slow link is older than it looks when its metadata is
+// written.
+const listedOrphanGrace = 24 * time.Hour
+
+// Each sweep looks at up to listPages pages of listPage listed blobs, so a
+// bucket of a million blobs is walked about every two hours.
+const (
+	listPage  = 1000
+	listPages = 10
+)
 
 func (s *fileSweeper) run(ctx context.Context) {
 	t := time.NewTicker(s.every)
@@ -70,6 +91,9 @@ func (s *fileSweeper) sweep(ctx context.Context) {
 			break
 		}
 	}
+	if s.listed != nil {
+		s.sweepListed(ctx, now)
+	}
 	if s.orphanBlobs && ctx.Err() == nil {
 		n, err := s.store.BlobOrphansDelete(ctx, now.Add(-orphanGrace), 1000)
 		switch {
@@ -77,6 +101,63 @@ func (s *fileSweeper) sweep(ctx context.Context) {
 			s.log.WarnContext(ctx, "sweep orphaned file bytes", "err", err)
 		case n > 0:
 			s.log.InfoContext(ctx, "deleted orphaned file bytes", "blobs", n)
+		}
+	}
+}
+
+// sweepListed walks on through the listed store's blobs and deletes those
+// no file references that are older than listedOrphanGrace. Keys of
+// another form than filestore.NewKey's are never touched: the bucket may
+// hold other things.
+func (s *fileSweeper) sweepListed(ctx context.Context, now time.Time) {
+	var deleted int
+	defer func() {
+		if deleted > 0 {
+			s.log.InfoContext(ctx, "deleted file bytes no file references", "blobs", deleted)
+		}
+	}()
+	size, pages := cmp.Or(s.page, listPage), cmp.Or(s.pages, listPages)
+	for range pages {
+		page, err := s.listed.ListKeys(ctx, s.listAfter, size)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "sweep unreferenced file bytes: list", "err", err)
+			}
+			return
+		}
+		s.listAfter = ""
+		if len(page) == size {
+			s.listAfter = page[len(page)-1].Key // the next sweep goes on from here
+		}
+		var old []string
+		for _, b := range page {
+			if filestore.IsKey(b.Key) && b.Modified.Before(now.Add(-listedOrphanGrace)) {
+				old = append(old, b.Key)
+			}
+		}
+		refs, err := s.store.FileKeysReferenced(ctx, old)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "sweep unreferenced file bytes: find references", "err", err)
+			}
+			return
+		}
+		referenced := make(map[string]bool, len(refs))
+		for _, k := range refs {
+			referenced[k] = true
+		}
+		for _, k := range old {
+			if referenced[k] {
+				continue
+			}
+			if err := s.files.Delete(ctx, k); err != nil {
+				s.log.WarnContext(ctx, "unreferenced file bytes left in the store", "storage_key", k, "err", err)
+				continue
+			}
+			deleted++
+		}
+		if s.listAfter == "" {
+			return // the end: the next sweep starts over
 		}
 	}
 }

@@ -3,13 +3,20 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
 	"github.com/mangohq/mango/api-server/internal/filestore"
+	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
 )
@@ -73,5 +80,97 @@ func TestSweepExpiredFiles(t *testing.T) {
 	list, _, err := store.FileList(ctx, db.FileListParams{Limit: 10, Now: future.Add(time.Second)})
 	if err != nil || len(list) != 1 || list[0].ID != "file_forever" {
 		t.Fatalf("listed after file_live expired: %+v, %v; want only file_forever", list, err)
+	}
+}
+
+// TestSweepUnreferencedListedBlobs: with a store that lists its blobs
+// (S3), the sweeper deletes the bytes no file references once they are
+// older than listedOrphanGrace, walking the bucket a few pages per sweep
+// and starting over at its end; bytes a file references, recent bytes and
+// objects of another form than filestore.NewKey's stay.
+func TestSweepUnreferencedListedBlobs(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	backend := s3mem.New()
+	if err := backend.CreateBucket("mango"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(srv.Close)
+	blobs, err := filestores3.New(filestores3.Config{Endpoint: srv.URL, Bucket: "mango", Region: "us-east-1", AccessKeyID: "k",
+		SecretAccessKey: "fake-secret", PathStyle: true, Prefix: "t/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	put := func(key string) {
+		t.Helper()
+		if _, err := blobs.Put(ctx, key, strings.NewReader("bytes"), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Six blobs in key order; the 2nd and the 5th belong to files.
+	keys := make([]string, 6)
+	for i := range keys {
+		keys[i] = filestore.NewKey()
+	}
+	slices.Sort(keys)
+	referenced := map[string]bool{keys[1]: true, keys[4]: true}
+	for i, k := range keys {
+		put(k)
+		if referenced[k] {
+			id := fmt.Sprintf("file_sweep%d_%d", i, time.Now().UnixNano())
+			if err := store.FileInsert(ctx, &db.File{ID: id, Filename: "f.txt", MimeType: "text/plain", SizeBytes: 5, SHA256: "x",
+				StorageKey: k, Origin: db.FileOriginUpload, CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put("other/thing") // not Mango's form: never swept
+	present := func() (got []string) {
+		t.Helper()
+		for _, k := range append(slices.Clone(keys), "other/thing") {
+			if _, err := blobs.Stat(ctx, k); err == nil {
+				got = append(got, k)
+			} else if !errors.Is(err, filestore.ErrNotFound) {
+				t.Fatal(err)
+			}
+		}
+		return got
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// Within the grace nothing goes, though the whole bucket is walked.
+	soon := &fileSweeper{store: store, files: blobs, listed: blobs, log: log, now: func() time.Time { return time.Now().Add(time.Hour) }}
+	soon.sweep(ctx)
+	if got := present(); len(got) != 7 {
+		t.Fatalf("swept within the grace: %d of 7 blobs left", len(got))
+	}
+	if soon.listAfter != "" {
+		t.Errorf("after a walk to the end the next sweep starts at %q, want the beginning", soon.listAfter)
+	}
+
+	// Past it, one page of two a sweep: keys 0 and 1, then 2 and 3, then
+	// 4 and 5; the fourth sweep finds the end, the fifth starts over.
+	later := &fileSweeper{store: store, files: blobs, listed: blobs, log: log, page: 2, pages: 1,
+		now: func() time.Time { return time.Now().Add(listedOrphanGrace + time.Minute) }}
+	steps := [][]string{
+		{keys[1], keys[2], keys[3], keys[4], keys[5], "other/thing"},
+		{keys[1], keys[4], keys[5], "other/thing"},
+		{keys[1], keys[4], "other/thing"},
+		{keys[1], keys[4], "other/thing"},
+	}
+	for i, want := range steps {
+		later.sweep(ctx)
+		if got := present(); !slices.Equal(got, want) {
+			t.Fatalf("after sweep %d: %v left, want %v", i+1, got, want)
+		}
+	}
+	if later.listAfter != "" {
+		t.Errorf("after the walk reached the end the next sweep starts at %q, want the beginning", later.listAfter)
+	}
+	later.sweep(ctx)
+	if later.listAfter != keys[4] {
+		t.Errorf("the walk started over: next sweep starts at %q, want %q", later.listAfter, keys[4])
 	}
 }

@@ -58,6 +58,23 @@ type Blobs interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// Lister is implemented by stores whose blobs can be listed, so the
+// api-server can find bytes no File references: those of an upload or
+// output whose metadata was never written (the process died in between),
+// or whose deletion failed after the metadata went.
+type Lister interface {
+	// ListKeys returns up to limit of the blobs whose keys begin with
+	// KeyPrefix, in key order, starting after the key after ("" for the
+	// first). Fewer than limit means the listing reached the end.
+	ListKeys(ctx context.Context, after string, limit int) ([]BlobInfo, error)
+}
+
+// BlobInfo is a listed blob: its key and when it was last written.
+type BlobInfo struct {
+	Key      string
+	Modified time.Time
+}
+
 // Presigner is implemented by stores that can hand out a short-lived URL
 // from which anyone holding it can GET a blob, so workers read bytes from
 // the store directly instead of through the api-server.

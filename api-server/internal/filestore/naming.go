@@ -12,11 +12,25 @@ import (
 	"unicode/utf8"
 )
 
+// KeyPrefix begins every key NewKey makes.
+const KeyPrefix = "files/"
+
 // NewKey returns a fresh opaque key for a blob of a File.
 func NewKey() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return "files/" + hex.EncodeToString(b)
+	return KeyPrefix + hex.EncodeToString(b)
+}
+
+// IsKey reports whether key has the form NewKey gives: a blob of
+// Mango's, not something else kept in the same bucket.
+func IsKey(key string) bool {
+	hexPart, ok := strings.CutPrefix(key, KeyPrefix)
+	if !ok || len(hexPart) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
 }
 
 // MaxFilenameBytes bounds the name of a File.

@@ -22,3 +22,20 @@ func TestUploadName(t *testing.T) {
 		}
 	}
 }
+
+// TestIsKey: a key NewKey makes is one; keys of other forms, which a
+// shared bucket may hold, are not.
+func TestIsKey(t *testing.T) {
+	for range 100 {
+		if k := filestore.NewKey(); !filestore.IsKey(k) {
+			t.Fatalf("IsKey(%q) = false for a key of NewKey", k)
+		}
+	}
+	for _, k := range []string{"", "files/", "files/0123456789abcdef0123456789abcdef0", "files/0123456789abcdef0123456789abcde",
+		"files/0123456789ABCDEF0123456789ABCDEF", "files/0123456789abcdef0123456789abcdeg", "other/0123456789abcdef0123456789abcdef",
+		"files/0123456789abcdef/123456789abcdef"} {
+		if filestore.IsKey(k) {
+			t.Errorf("IsKey(%q) = true, want false", k)
+		}
+	}
+}

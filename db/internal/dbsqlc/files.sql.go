@@ -151,6 +151,30 @@ func (q *Queries) FileKeyReferenced(ctx context.Context, storageKey string) (boo
 	return exists, err
 }
 
+const fileKeysReferenced = `-- name: FileKeysReferenced :many
+SELECT DISTINCT storage_key FROM files WHERE storage_key = ANY($1::text[])
+`
+
+func (q *Queries) FileKeysReferenced(ctx context.Context, keys []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, fileKeysReferenced, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var storage_key string
+		if err := rows.Scan(&storage_key); err != nil {
+			return nil, err
+		}
+		items = append(items, storage_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const fileList = `-- name: FileList :many
 SELECT id, filename, mime_type, size_bytes, sha256, storage_key, downloadable, scope_session_id, origin, output_path, output_modified_at, created_at, expires_at FROM files
 WHERE ($1::text IS NULL OR scope_session_id = $1::text)

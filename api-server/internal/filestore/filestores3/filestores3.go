@@ -326,6 +326,29 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// ListKeys implements [filestore.Lister]: the objects under the store's
+// prefix and [filestore.KeyPrefix], one ListObjectsV2 request per
+// thousand.
+func (s *Store) ListKeys(ctx context.Context, after string, limit int) ([]filestore.BlobInfo, error) {
+	ctx, stop := context.WithCancel(ctx) // ends the listing once limit is reached
+	defer stop()
+	opts := minio.ListObjectsOptions{Prefix: s.prefix + filestore.KeyPrefix, Recursive: true, MaxKeys: min(limit, 1000)}
+	if after != "" {
+		opts.StartAfter = s.prefix + after
+	}
+	var out []filestore.BlobInfo
+	for obj := range s.client.ListObjects(ctx, s.bucket, opts) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list blobs: %w", obj.Err)
+		}
+		out = append(out, filestore.BlobInfo{Key: strings.TrimPrefix(obj.Key, s.prefix), Modified: obj.LastModified})
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
 // PresignGet implements [filestore.Presigner]. It does not check that the
 // blob exists.
 func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error) {

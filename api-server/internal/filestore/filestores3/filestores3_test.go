@@ -13,9 +13,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -303,3 +305,48 @@ func logged(cfg filestores3.Config) string {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// TestListKeys: the listing holds the blobs of filestore.NewKey's form,
+// in key order, page after page, each dated by its upload; other keys
+// under the store's prefix are left out.
+func TestListKeys(t *testing.T) {
+	t.Parallel()
+	s, _, _ := fake(t)
+	ctx := context.Background()
+	var want []string
+	for range 5 {
+		k := filestore.NewKey()
+		if _, err := s.Put(ctx, k, strings.NewReader("x"), 1<<20); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+		want = append(want, k)
+	}
+	if _, err := s.Put(ctx, "other/x", strings.NewReader("x"), 1<<20); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	slices.Sort(want)
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages of 2 for 5 blobs: %v", got)
+		}
+		page, err := s.ListKeys(ctx, after, 2)
+		if err != nil {
+			t.Fatalf("ListKeys(%q): %v", after, err)
+		}
+		for _, b := range page {
+			if time.Since(b.Modified).Abs() > time.Minute {
+				t.Errorf("%s dated %v, want about now", b.Key, b.Modified)
+			}
+			got = append(got, b.Key)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+}
