@@ -16,6 +16,11 @@ import (
 // as new.
 const continueAsNewAfter = 4000
 
+// carriedInterrupts bounds the outbox ids of pushed interrupts carried
+// across continue-as-new: a signal is due within moments of its push, so
+// only the latest few can still be in flight.
+const carriedInterrupts = 64
+
 // defaultHostQueueTimeout is how long a turn waits on the locality queue
 // of the session's sandbox before the workflow asks whether any worker of
 // that locality is alive (MANGO_HOST_GONE_AFTER on the api-server).
@@ -91,7 +96,19 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 	deleted := false
 	// Outbox ids of interrupts whose turn a worker's push already stopped
 	// (TurnInterrupted results): their signals, arriving later, are spent.
+	// The latest are carried across continue-as-new, since a signal may
+	// arrive after it.
 	pushed := map[int64]bool{}
+	var pushedOrder []int64
+	markPushed := func(id int64) {
+		if !pushed[id] {
+			pushed[id] = true
+			pushedOrder = append(pushedOrder, id)
+		}
+	}
+	for _, id := range in.GetPushedInterruptOutboxIds() {
+		markPushed(id)
+	}
 	// Whether turns may run eagerly: not after one was handed back.
 	eagerOK := true
 
@@ -139,7 +156,8 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 			if workflow.GetInfo(ctx).GetCurrentHistoryLength() > limit {
 				return workflow.NewContinueAsNewError(ctx, sessionwf.WorkflowType,
 					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue,
-						HistoryLimit: in.GetHistoryLimit(), HostQueueTimeoutSeconds: in.GetHostQueueTimeoutSeconds()})
+						HistoryLimit: in.GetHistoryLimit(), HostQueueTimeoutSeconds: in.GetHostQueueTimeoutSeconds(),
+						PushedInterruptOutboxIds: pushedOrder[max(0, len(pushedOrder)-carriedInterrupts):]})
 			}
 			// Wait for a signal or for cancellation (the deletion workflow
 			// cancels this one): a blocking Receive alone ignores the latter.
@@ -252,7 +270,7 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 				queue = res.TaskQueue
 			}
 			if res.Outcome == TurnInterrupted && res.InterruptOutboxID != 0 {
-				pushed[res.InterruptOutboxID] = true
+				markPushed(res.InterruptOutboxID)
 			}
 			if res.Outcome == TurnRetry {
 				attempt++

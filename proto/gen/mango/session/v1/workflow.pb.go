@@ -119,8 +119,13 @@ type SessionWorkflowInput struct {
 	// turn fails explicitly. 0 means the default (2 minutes). Carried across
 	// continue-as-new.
 	HostQueueTimeoutSeconds int32 `protobuf:"varint,5,opt,name=host_queue_timeout_seconds,json=hostQueueTimeoutSeconds,proto3" json:"host_queue_timeout_seconds,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Outbox ids of the latest interrupts whose turn a worker's push already
+	// stopped (RunTurn's interrupted outcome), oldest first: their signals,
+	// when they arrive after continue-as-new, are spent and cancel no later
+	// turn. Carried across continue-as-new (at most 64).
+	PushedInterruptOutboxIds []int64 `protobuf:"varint,6,rep,packed,name=pushed_interrupt_outbox_ids,json=pushedInterruptOutboxIds,proto3" json:"pushed_interrupt_outbox_ids,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *SessionWorkflowInput) Reset() {
@@ -186,6 +191,13 @@ func (x *SessionWorkflowInput) GetHostQueueTimeoutSeconds() int32 {
 		return x.HostQueueTimeoutSeconds
 	}
 	return 0
+}
+
+func (x *SessionWorkflowInput) GetPushedInterruptOutboxIds() []int64 {
+	if x != nil {
+		return x.PushedInterruptOutboxIds
+	}
+	return nil
 }
 
 // WakeupSignal is the payload of the "wakeup" signal. It is a hint: the
@@ -269,7 +281,7 @@ var File_mango_session_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_mango_session_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x01\n" +
+	"\x1fmango/session/v1/workflow.proto\x12\x10mango.session.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\x02\n" +
 	"\x14SessionWorkflowInput\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
@@ -277,7 +289,8 @@ const file_mango_session_v1_workflow_proto_rawDesc = "" +
 	"\n" +
 	"task_queue\x18\x03 \x01(\tR\ttaskQueue\x12#\n" +
 	"\rhistory_limit\x18\x04 \x01(\x05R\fhistoryLimit\x12;\n" +
-	"\x1ahost_queue_timeout_seconds\x18\x05 \x01(\x05R\x17hostQueueTimeoutSeconds\"\xb9\x01\n" +
+	"\x1ahost_queue_timeout_seconds\x18\x05 \x01(\x05R\x17hostQueueTimeoutSeconds\x12=\n" +
+	"\x1bpushed_interrupt_outbox_ids\x18\x06 \x03(\x03R\x18pushedInterruptOutboxIds\"\xb9\x01\n" +
 	"\fWakeupSignal\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.mango.session.v1.WakeupKindR\x04kind\x12\x1d\n" +
 	"\n" +
