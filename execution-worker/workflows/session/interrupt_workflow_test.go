@@ -143,11 +143,11 @@ func TestPushedInterruptSignalAfterContinueAsNew(t *testing.T) {
 			if err := c.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil); err != nil {
 				t.Fatalf("session workflow: %v", err)
 			}
-			desc, err := c.DescribeWorkflowExecution(ctx, id, run.GetRunID())
+			desc, err := c.DescribeWorkflow(ctx, id, run.GetRunID())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			if st := desc.Status; st != enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 				t.Fatalf("first run ended %v, want continued as new", st)
 			}
 			if got := cancelled.Load(); got != tc.wantCancel {
