@@ -105,11 +105,8 @@ func (a *API) agentGet(c echo.Context) error {
 	} else {
 		ag, err = a.deps.Store.AgentGet(ctx, id)
 	}
-	if errors.Is(err, db.ErrNotFound) {
-		return agentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, agentNotFound(id))
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
 }
@@ -150,11 +147,8 @@ func (a *API) agentUpdate(c echo.Context) error {
 		}
 		return json.Marshal(next)
 	})
-	if errors.Is(err, db.ErrNotFound) {
-		return agentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, agentNotFound(id))
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
 }
@@ -168,11 +162,8 @@ func (a *API) agentArchive(c echo.Context) error {
 		return err
 	}
 	ag, err := a.deps.Store.AgentArchive(c.Request().Context(), id, a.now())
-	if errors.Is(err, db.ErrNotFound) {
-		return agentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, agentNotFound(id))
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
 }
@@ -237,11 +228,8 @@ func (a *API) agentVersions(c echo.Context) error {
 		before = &n
 	}
 	versions, more, err := a.deps.Store.AgentVersions(c.Request().Context(), id, before, page.limit)
-	if errors.Is(err, db.ErrNotFound) {
-		return agentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, agentNotFound(id))
 	}
 	resp := listResponse[*agentResponse]{Data: make([]*agentResponse, 0, len(versions))}
 	for i := range versions {

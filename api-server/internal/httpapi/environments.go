@@ -99,11 +99,8 @@ func (a *API) environmentGet(c echo.Context) error {
 		return err
 	}
 	env, err := a.deps.Store.EnvironmentGet(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return environmentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, environmentNotFound(id))
 	}
 	return c.JSON(http.StatusOK, toEnvironmentResponse(env))
 }
@@ -164,11 +161,8 @@ func (a *API) environmentArchive(c echo.Context) error {
 		return err
 	}
 	env, err := a.deps.Store.EnvironmentArchive(c.Request().Context(), id, a.now())
-	if errors.Is(err, db.ErrNotFound) {
-		return environmentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, environmentNotFound(id))
 	}
 	return c.JSON(http.StatusOK, toEnvironmentResponse(env))
 }
@@ -179,11 +173,8 @@ func (a *API) environmentDelete(c echo.Context) error {
 		return err
 	}
 	err = a.deps.Store.EnvironmentDelete(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return environmentNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, environmentNotFound(id))
 	}
 	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "environment_deleted"})
 }

@@ -64,3 +64,12 @@ func (a *API) publicError(err error, c echo.Context) *apierror.Error {
 	a.deps.Logger.Error("internal error", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
 	return apierror.Internal()
 }
+
+// notFoundAs is notFound when err is the store's ErrNotFound, else err:
+// the answer for a resource the request named that does not exist.
+func notFoundAs(err, notFound error) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return notFound
+	}
+	return err
+}

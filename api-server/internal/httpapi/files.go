@@ -362,11 +362,8 @@ func (a *API) fileDelete(c echo.Context) error {
 		return err
 	}
 	key, unreferenced, err := a.deps.Store.FileDelete(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return fileNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, fileNotFound(id))
 	}
 	if unreferenced {
 		a.deleteBlob(c.Request().Context(), key)

@@ -96,11 +96,8 @@ func (a *API) vaultGet(c echo.Context) error {
 		return err
 	}
 	v, err := a.deps.Store.VaultGet(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return vaultNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, vaultNotFound(id))
 	}
 	return c.JSON(http.StatusOK, toVaultResponse(v))
 }
@@ -140,11 +137,8 @@ func (a *API) vaultUpdate(c echo.Context) error {
 		next.UpdatedAt = a.now()
 		return &next, nil
 	})
-	if errors.Is(err, db.ErrNotFound) {
-		return vaultNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, vaultNotFound(id))
 	}
 	return c.JSON(http.StatusOK, toVaultResponse(v))
 }
@@ -158,11 +152,8 @@ func (a *API) vaultArchive(c echo.Context) error {
 		return err
 	}
 	v, err := a.deps.Store.VaultArchive(c.Request().Context(), id, a.now())
-	if errors.Is(err, db.ErrNotFound) {
-		return vaultNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, vaultNotFound(id))
 	}
 	return c.JSON(http.StatusOK, toVaultResponse(v))
 }
@@ -173,11 +164,8 @@ func (a *API) vaultDelete(c echo.Context) error {
 		return err
 	}
 	err = a.deps.Store.VaultDelete(c.Request().Context(), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return vaultNotFound(id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, vaultNotFound(id))
 	}
 	return c.JSON(http.StatusOK, map[string]string{"id": id, "type": "vault_deleted"})
 }
