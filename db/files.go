@@ -270,14 +270,14 @@ func (s *Store) FileExpire(ctx context.Context, now time.Time, limit int) (orpha
 	return orphaned, n, nil
 }
 
-// FileKeysReferenced returns those of keys that some file references (its
-// storage_key), in no particular order.
-func (s *Store) FileKeysReferenced(ctx context.Context, keys []string) ([]string, error) {
+// FileKeysUnreferenced returns those of keys that no file references (as
+// its storage_key), in no particular order.
+func (s *Store) FileKeysUnreferenced(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	refs, err := s.q.FileKeysReferenced(ctx, keys)
-	return refs, mapErr("find referenced storage keys", err)
+	free, err := s.q.FileKeysUnreferenced(ctx, keys)
+	return free, mapErr("find unreferenced storage keys", err)
 }
 
 // BlobOrphansDelete deletes up to limit blobs of the PostgreSQL file store

@@ -44,8 +44,9 @@ SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1);
 -- name: FileExpiredList :many
 SELECT id FROM files WHERE expires_at <= sqlc.arg(now)::timestamptz ORDER BY expires_at LIMIT sqlc.arg(row_limit);
 
--- name: FileKeysReferenced :many
-SELECT DISTINCT storage_key FROM files WHERE storage_key = ANY(sqlc.arg(keys)::text[]);
+-- name: FileKeysUnreferenced :many
+SELECT k::text FROM unnest(sqlc.arg(keys)::text[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = k);
 
 -- name: BlobOrphansDelete :execrows
 DELETE FROM file_blob_heads h

@@ -1,18 +1,17 @@
 package preview
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -111,7 +110,7 @@ func TestStreamWaitsQuietlyForTheControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	logs := &lockedBuffer{}
+	logs := &cptest.LockedBuffer{}
 	s := NewStreamer(pb.NewControlPlaneClient(conn), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -137,23 +136,4 @@ func TestStreamWaitsQuietlyForTheControlPlane(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "level=WARN") || !strings.Contains(out, "level=INFO") {
 		t.Errorf("retries while the ControlPlane was not listening, want INFO only:\n%s", out)
 	}
-}
-
-// lockedBuffer is a log sink safe for the streamer's goroutine and the
-// test's reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

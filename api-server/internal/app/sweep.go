@@ -135,21 +135,14 @@ func (s *fileSweeper) sweepListed(ctx context.Context, now time.Time) {
 				old = append(old, b.Key)
 			}
 		}
-		refs, err := s.store.FileKeysReferenced(ctx, old)
+		free, err := s.store.FileKeysUnreferenced(ctx, old)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "sweep unreferenced file bytes: find references", "err", err)
 			}
 			return
 		}
-		referenced := make(map[string]bool, len(refs))
-		for _, k := range refs {
-			referenced[k] = true
-		}
-		for _, k := range old {
-			if referenced[k] {
-				continue
-			}
+		for _, k := range free {
 			if err := s.files.Delete(ctx, k); err != nil {
 				s.log.WarnContext(ctx, "unreferenced file bytes left in the store", "storage_key", k, "err", err)
 				continue

@@ -151,23 +151,24 @@ func (q *Queries) FileKeyReferenced(ctx context.Context, storageKey string) (boo
 	return exists, err
 }
 
-const fileKeysReferenced = `-- name: FileKeysReferenced :many
-SELECT DISTINCT storage_key FROM files WHERE storage_key = ANY($1::text[])
+const fileKeysUnreferenced = `-- name: FileKeysUnreferenced :many
+SELECT k::text FROM unnest($1::text[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = k)
 `
 
-func (q *Queries) FileKeysReferenced(ctx context.Context, keys []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, fileKeysReferenced, keys)
+func (q *Queries) FileKeysUnreferenced(ctx context.Context, keys []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, fileKeysUnreferenced, keys)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var items []string
 	for rows.Next() {
-		var storage_key string
-		if err := rows.Scan(&storage_key); err != nil {
+		var k string
+		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
-		items = append(items, storage_key)
+		items = append(items, k)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -1,13 +1,11 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +15,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mangohq/mango/execution-worker/internal/app"
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func envFunc(env map[string]string) func(string) string {
 	return func(k string) string {
@@ -80,7 +61,7 @@ func TestRunRejectsConfigBeforeDialing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.env["MANGO_TEMPORAL_HOSTPORT"] = "127.0.0.1:1"
-			var logs syncBuffer
+			var logs cptest.LockedBuffer
 			err := app.Run(context.Background(), envFunc(tt.env), &logs)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run() = %v, want an error containing %q", err, tt.want)
@@ -102,7 +83,7 @@ func TestRunTemporalUnreachable(t *testing.T) {
 		"MANGO_TEMPORAL_CONNECT_TIMEOUT": "1s",
 	}
 	start := time.Now()
-	err := app.Run(context.Background(), envFunc(env), &syncBuffer{})
+	err := app.Run(context.Background(), envFunc(env), &cptest.LockedBuffer{})
 	if err == nil || !strings.Contains(err.Error(), "MANGO_TEMPORAL_HOSTPORT=127.0.0.1:1") {
 		t.Fatalf("Run() = %v, want an error naming MANGO_TEMPORAL_HOSTPORT=127.0.0.1:1", err)
 	}
@@ -156,7 +137,7 @@ func TestRunPollsTemporal(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs cptest.LockedBuffer
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, envFunc(env), &logs) }()
 	t.Cleanup(func() {

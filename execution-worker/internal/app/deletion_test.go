@@ -25,7 +25,7 @@ func runWorker(t *testing.T, env map[string]string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
+	logs := &cptest.LockedBuffer{}
 	go func() { done <- app.Run(ctx, envFunc(env), logs) }()
 	stopped := false
 	stop = func() {

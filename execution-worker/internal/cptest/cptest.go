@@ -162,7 +162,7 @@ func Start(t testing.TB, env ...string) *Server {
 		t.Fatalf("api-server migrate: %v\n%s", err, out)
 	}
 	// The deadline below reads the logs while the process still writes them.
-	var logs lockedBuffer
+	var logs LockedBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -209,20 +209,20 @@ func Start(t testing.TB, env ...string) *Server {
 	}
 }
 
-// lockedBuffer collects a process's output; it may be read while the
-// process writes.
-type lockedBuffer struct {
+// LockedBuffer collects output written by other goroutines (a process's
+// copier, a logger); it may be read while they write.
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

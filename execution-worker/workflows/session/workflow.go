@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -98,17 +99,7 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 	// (TurnInterrupted results): their signals, arriving later, are spent.
 	// The latest are carried across continue-as-new, since a signal may
 	// arrive after it.
-	pushed := map[int64]bool{}
-	var pushedOrder []int64
-	markPushed := func(id int64) {
-		if !pushed[id] {
-			pushed[id] = true
-			pushedOrder = append(pushedOrder, id)
-		}
-	}
-	for _, id := range in.GetPushedInterruptOutboxIds() {
-		markPushed(id)
-	}
+	pushed := slices.Clone(in.GetPushedInterruptOutboxIds())
 	// Whether turns may run eagerly: not after one was handed back.
 	eagerOK := true
 
@@ -121,7 +112,7 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 			}
 		case sessionv1.WakeupKind_WAKEUP_KIND_INTERRUPT:
 			pending = true
-			if id := sig.GetOutboxId(); id != 0 && pushed[id] &&
+			if id := sig.GetOutboxId(); id != 0 && slices.Contains(pushed, id) &&
 				workflow.GetVersion(ctx, pushedInterruptChange, workflow.DefaultVersion, 1) == 1 {
 				return // its turn already ended: the running one is a later turn
 			}
@@ -157,7 +148,7 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 				return workflow.NewContinueAsNewError(ctx, sessionwf.WorkflowType,
 					&sessionv1.SessionWorkflowInput{SessionId: in.GetSessionId(), Provider: in.GetProvider(), TaskQueue: queue,
 						HistoryLimit: in.GetHistoryLimit(), HostQueueTimeoutSeconds: in.GetHostQueueTimeoutSeconds(),
-						PushedInterruptOutboxIds: pushedOrder[max(0, len(pushedOrder)-carriedInterrupts):]})
+						PushedInterruptOutboxIds: pushed[max(0, len(pushed)-carriedInterrupts):]})
 			}
 			// Wait for a signal or for cancellation (the deletion workflow
 			// cancels this one): a blocking Receive alone ignores the latter.
@@ -270,7 +261,7 @@ func (w *Workflow) Run(ctx workflow.Context, in *sessionv1.SessionWorkflowInput)
 				queue = res.TaskQueue
 			}
 			if res.Outcome == TurnInterrupted && res.InterruptOutboxID != 0 {
-				markPushed(res.InterruptOutboxID)
+				pushed = append(pushed, res.InterruptOutboxID)
 			}
 			if res.Outcome == TurnRetry {
 				attempt++
