@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -129,6 +130,55 @@ func JSONBody(v any) func() (io.Reader, string, error) {
 		}
 		return bytes.NewReader(b), "application/json", nil
 	}
+}
+
+// ErrMalformed marks an answer that does not follow the protocol: it is
+// never retried.
+var ErrMalformed = errors.New("malformed response")
+
+// Transient reports whether a call that failed with err may be sent
+// again: after a 429 always (the server did not process it), after a 5xx
+// or a transport error only when the call is idempotent, and never after a
+// malformed answer.
+func Transient(err error, idempotent bool) bool {
+	st := StatusOf(err)
+	return st == http.StatusTooManyRequests || idempotent && (st >= 500 || st == 0 && !errors.Is(err, ErrMalformed))
+}
+
+// Decode unmarshals the JSON answer data into v. Its error wraps
+// [ErrMalformed], names service and what was asked, and quotes the start
+// of the body.
+func Decode(service, what string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %s: %w: %v (body starts %q)", service, what, ErrMalformed, err, data[:min(len(data), 64)])
+	}
+	return nil
+}
+
+// NewRequest returns the request of one attempt: body (nil: none) yields
+// a fresh reader and its content type for every attempt, and a positive
+// length is sent as the Content-Length. An invalid method or URL wraps
+// [ErrMalformed]; an error of body is returned as it is.
+func NewRequest(ctx context.Context, method, url string, body func() (io.Reader, string, error), length int64) (*http.Request, error) {
+	var r io.Reader
+	ctype := ""
+	if body != nil {
+		var err error
+		if r, ctype, err = body(); err != nil {
+			return nil, err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if length > 0 {
+		req.ContentLength = length
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	return req, nil
 }
 
 // ErrResent reports a second attempt at a streamed body, whose reader was

@@ -192,3 +192,80 @@ func TestOpError(t *testing.T) {
 		t.Errorf("CodeOf(other error) = %q, want empty", c)
 	}
 }
+
+func TestTransient(t *testing.T) {
+	status := func(code int) error { return &httpcall.StatusError{Service: "s", Status: code} }
+	malformed := fmt.Errorf("decode: %w", httpcall.ErrMalformed)
+	transport := errors.New("connection reset")
+	for _, c := range []struct {
+		name       string
+		err        error
+		idempotent bool
+		want       bool
+	}{
+		{"429", status(429), false, true},
+		{"503 idempotent", status(503), true, true},
+		{"503 not idempotent", status(503), false, false},
+		{"404 idempotent", status(404), true, false},
+		{"transport idempotent", transport, true, true},
+		{"transport not idempotent", transport, false, false},
+		{"malformed idempotent", malformed, true, false},
+	} {
+		if got := httpcall.Transient(c.err, c.idempotent); got != c.want {
+			t.Errorf("%s: Transient = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	var v struct{ ID string }
+	if err := httpcall.Decode("svc", "get thing", []byte(`{"ID":"a"}`), &v); err != nil || v.ID != "a" {
+		t.Fatalf("Decode = %v, %+v", err, v)
+	}
+	body := `{"ID": ` + strings.Repeat("x", 100)
+	err := httpcall.Decode("svc", "get thing", []byte(body), &v)
+	if !errors.Is(err, httpcall.ErrMalformed) {
+		t.Fatalf("Decode of a bad body = %v, want ErrMalformed", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "svc: get thing: malformed response: ") || !strings.Contains(msg, fmt.Sprintf("(body starts %q)", body[:64])) {
+		t.Errorf("message %q: want service, what and the body's first 64 bytes", msg)
+	}
+}
+
+func TestNewRequest(t *testing.T) {
+	body := httpcall.JSONBody(map[string]int{"a": 1})
+	req, err := httpcall.NewRequest(context.Background(), http.MethodPost, "http://127.0.0.1/x", body, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(req.Body)
+	if string(got) != `{"a":1}` || req.ContentLength != 7 || req.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("request: body %q, length %d, type %q; want the JSON, 7, application/json", got, req.ContentLength, req.Header.Get("Content-Type"))
+	}
+	if req, err = httpcall.NewRequest(context.Background(), http.MethodGet, "http://127.0.0.1/x", nil, 0); err != nil || req.Body != nil || req.Header.Get("Content-Type") != "" {
+		t.Errorf("no body: %v, body %v, type %q", err, req.Body, req.Header.Get("Content-Type"))
+	}
+	if _, err := httpcall.NewRequest(context.Background(), "BAD METHOD", "http://127.0.0.1/x", nil, 0); !errors.Is(err, httpcall.ErrMalformed) {
+		t.Errorf("invalid method: %v, want ErrMalformed", err)
+	}
+	stream := httpcall.StreamBody(strings.NewReader("x"), "text/plain")
+	_, _ = httpcall.NewRequest(context.Background(), http.MethodPut, "http://127.0.0.1/x", stream, 0)
+	if _, err := httpcall.NewRequest(context.Background(), http.MethodPut, "http://127.0.0.1/x", stream, 0); !errors.Is(err, httpcall.ErrResent) {
+		t.Errorf("second attempt of a streamed body: %v, want ErrResent", err)
+	}
+}
+
+func TestReadStatusError(t *testing.T) {
+	resp := &http.Response{
+		StatusCode: http.StatusTooManyRequests,
+		Header:     http.Header{"Retry-After": {"3"}},
+		Body:       io.NopCloser(strings.NewReader(`{"message": "slow down"}` + strings.Repeat(" ", 100))),
+	}
+	wait, err := httpcall.ReadStatusError(resp, 24, httpcall.StatusError{Service: "svc", Method: "GET", Target: "/x", MessageKeys: []string{"message"}})
+	if wait != 3*time.Second {
+		t.Errorf("wait = %v, want the Retry-After 3s", wait)
+	}
+	if httpcall.StatusOf(err) != http.StatusTooManyRequests || err.Error() != "svc: GET /x: 429 Too Many Requests: slow down" {
+		t.Errorf("error = %v (status %d)", err, httpcall.StatusOf(err))
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // StatusError is a non-2xx answer of Service to Method Target, with the
@@ -20,6 +22,16 @@ type StatusError struct {
 	// message, the first present wins (names matched ignoring case, as
 	// encoding/json matches fields); else the message is the whole body.
 	MessageKeys []string
+}
+
+// ReadStatusError reads the body of the non-2xx answer resp (at most limit
+// bytes), closes it, and returns the server's Retry-After (0: none) and e
+// with the answer's status and body.
+func ReadStatusError(resp *http.Response, limit int64, e StatusError) (time.Duration, error) {
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	e.Status, e.Body = resp.StatusCode, string(b)
+	return RetryAfter(resp.Header), &e
 }
 
 func (e *StatusError) Error() string {

@@ -2,8 +2,6 @@ package sandboxdaytona
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,95 +36,59 @@ type request struct {
 // do runs req with retries and returns the response body (bounded).
 func (p *Provider) do(ctx context.Context, req request) ([]byte, error) {
 	var data []byte
-	policy := httpcall.Policy{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.Retries}
-	_, _, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (bool, time.Duration, error) {
-		var wait time.Duration
-		var err error
-		if data, wait, err = p.once(ctx, req); err == nil {
-			return false, 0, nil
+	err := p.retry(ctx, req, func(ctx context.Context) (time.Duration, error) {
+		resp, wait, err := p.send(ctx, req)
+		if err != nil {
+			return wait, err
 		}
-		st := statusOf(err)
-		return st == http.StatusTooManyRequests ||
-			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))), wait, err
+		defer func() { _ = resp.Body.Close() }()
+		if data, err = io.ReadAll(io.LimitReader(resp.Body, maxJSONBody)); err != nil {
+			return 0, fmt.Errorf("daytona: %s %s: read body: %w", req.method, redact(req.url), err)
+		}
+		return 0, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
-}
-
-// errMalformed marks a response that does not follow the protocol; it is
-// never retried.
-var errMalformed = errors.New("malformed response")
-
-func (p *Provider) once(ctx context.Context, req request) ([]byte, time.Duration, error) {
-	resp, wait, err := p.send(ctx, req)
-	if err != nil {
-		return nil, wait, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
-	if err != nil {
-		return nil, 0, fmt.Errorf("daytona: %s %s: read body: %w", req.method, redact(req.url), err)
-	}
-	return data, 0, nil
+	return data, err
 }
 
 // stream runs req with the retries of do and returns the response, its
 // body unread (the caller closes it).
 func (p *Provider) stream(ctx context.Context, req request) (*http.Response, error) {
 	var resp *http.Response
+	err := p.retry(ctx, req, func(ctx context.Context) (wait time.Duration, err error) {
+		resp, wait, err = p.send(ctx, req)
+		return wait, err
+	})
+	return resp, err
+}
+
+// retry runs attempt until it succeeds or req may not be sent again.
+func (p *Provider) retry(ctx context.Context, req request, attempt func(context.Context) (time.Duration, error)) error {
 	policy := httpcall.Policy{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax, Retries: p.cfg.Retries}
 	_, _, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (bool, time.Duration, error) {
-		var wait time.Duration
-		var err error
-		if resp, wait, err = p.send(ctx, req); err == nil {
-			return false, 0, nil
-		}
-		st := statusOf(err)
-		return st == http.StatusTooManyRequests ||
-			(req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))), wait, err
+		wait, err := attempt(ctx)
+		return err != nil && httpcall.Transient(err, req.idempotent), wait, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return err
 }
 
 // send makes one attempt of req and returns a 2xx response with its body
 // unread, or an *httpcall.StatusError (with the server's Retry-After).
 func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.Duration, error) {
-	var body io.Reader
-	ctype := ""
-	if req.body != nil {
-		var err error
-		if body, ctype, err = req.body(); err != nil {
-			return nil, 0, err
-		}
-	}
-	hr, err := http.NewRequestWithContext(ctx, req.method, req.url, body)
+	hr, err := httpcall.NewRequest(ctx, req.method, req.url, req.body, req.length)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	if req.length > 0 {
-		hr.ContentLength = req.length
+		return nil, 0, err
 	}
 	hr.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
 	hr.Header.Set("Accept", "application/json")
-	if ctype != "" {
-		hr.Header.Set("Content-Type", ctype)
-	}
 	resp, err := p.cfg.HTTPClient.Do(hr)
 	if err != nil {
 		return nil, 0, fmt.Errorf("daytona: %s %s: %w", req.method, redact(req.url), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header), &httpcall.StatusError{
-			Service: "daytona", Method: req.method, Target: redact(req.url), Status: resp.StatusCode, Body: string(b),
-			MessageKeys: []string{"message", "error"},
-		}
+		wait, err := httpcall.ReadStatusError(resp, maxErrorBody, httpcall.StatusError{
+			Service: "daytona", Method: req.method, Target: redact(req.url), MessageKeys: []string{"message", "error"},
+		})
+		return nil, wait, err
 	}
 	return resp, 0, nil
 }
@@ -141,13 +103,8 @@ func redact(u string) string {
 }
 
 // decode unmarshals a JSON response, reporting a protocol error clearly.
-func decode(what string, data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		snippet := data
-		if len(snippet) > 64 {
-			snippet = snippet[:64]
-		}
-		return fmt.Errorf("daytona: %s: %w: %v (body starts %q)", what, errMalformed, err, snippet)
-	}
-	return nil
-}
+func decode(what string, data []byte, v any) error { return httpcall.Decode("daytona", what, data, v) }
+
+// errMalformed marks a response that does not follow the protocol; it is
+// never retried.
+var errMalformed = httpcall.ErrMalformed

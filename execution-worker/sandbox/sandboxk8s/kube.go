@@ -142,7 +142,7 @@ func toObject(u *unstructured.Unstructured) (*object, error) {
 
 // errMalformed marks an answer that does not follow the protocol; it is
 // never retried.
-var errMalformed = errors.New("malformed response")
+var errMalformed = httpcall.ErrMalformed
 
 // kube is the Kubernetes API of one namespace.
 type kube struct {

@@ -3,8 +3,6 @@ package sandboxk8s
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -63,22 +61,11 @@ type request struct {
 // send runs req against rt with retries and returns the (bounded) body.
 func (p *Provider) send(ctx context.Context, rt route, req request) ([]byte, error) {
 	var data []byte
-	err := p.retryWith(ctx, "", func(ctx context.Context) (bool, time.Duration, error) {
-		var wait time.Duration
-		var err error
+	err := p.retryRoute(ctx, req, func(ctx context.Context) (wait time.Duration, err error) {
 		data, wait, err = p.sendOnce(ctx, rt, req)
-		if err == nil {
-			return false, 0, nil
-		}
-		st := statusOf(err)
-		again := st == http.StatusTooManyRequests ||
-			req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))
-		return again, wait, err
+		return wait, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
+	return data, err
 }
 
 func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte, time.Duration, error) {
@@ -98,41 +85,27 @@ func (p *Provider) sendOnce(ctx context.Context, rt route, req request) ([]byte,
 // response, its body unread (the caller closes it).
 func (p *Provider) stream(ctx context.Context, rt route, req request) (*http.Response, error) {
 	var resp *http.Response
-	err := p.retryWith(ctx, "", func(ctx context.Context) (bool, time.Duration, error) {
-		var wait time.Duration
-		var err error
+	err := p.retryRoute(ctx, req, func(ctx context.Context) (wait time.Duration, err error) {
 		resp, wait, err = p.openRoute(ctx, rt, req)
-		if err == nil {
-			return false, 0, nil
-		}
-		st := statusOf(err)
-		again := st == http.StatusTooManyRequests ||
-			req.idempotent && (st >= 500 || st == 0 && !errors.Is(err, errMalformed))
-		return again, wait, err
+		return wait, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return resp, err
+}
+
+// retryRoute runs attempt until it succeeds or req may not be sent again.
+func (p *Provider) retryRoute(ctx context.Context, req request, attempt func(context.Context) (time.Duration, error)) error {
+	return p.retryWith(ctx, "", func(ctx context.Context) (bool, time.Duration, error) {
+		wait, err := attempt(ctx)
+		return err != nil && httpcall.Transient(err, req.idempotent), wait, err
+	})
 }
 
 // openRoute makes one attempt of req and returns a 2xx response with its body
 // unread, or an *httpcall.StatusError (with the server's Retry-After).
 func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.Response, time.Duration, error) {
-	var body io.Reader
-	ctype := ""
-	if req.body != nil {
-		var err error
-		if body, ctype, err = req.body(); err != nil {
-			return nil, 0, err
-		}
-	}
-	hr, err := http.NewRequestWithContext(ctx, req.method, p.cfg.RouterURL+req.path, body)
+	hr, err := httpcall.NewRequest(ctx, req.method, p.cfg.RouterURL+req.path, req.body, req.length)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	if req.length > 0 {
-		hr.ContentLength = req.length
+		return nil, 0, err
 	}
 	hr.Header.Set(headerSandboxID, rt.id)
 	hr.Header.Set(headerSandboxNamespace, p.cfg.Namespace)
@@ -146,20 +119,15 @@ func (p *Provider) openRoute(ctx context.Context, rt route, req request) (*http.
 	if p.cfg.RouterToken != "" {
 		hr.Header.Set("Authorization", "Bearer "+p.cfg.RouterToken)
 	}
-	if ctype != "" {
-		hr.Header.Set("Content-Type", ctype)
-	}
 	resp, err := p.cfg.HTTPClient.Do(hr)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sandbox router: %s %s: %w", req.method, shortPath(req.path), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, httpcall.RetryAfter(resp.Header), &httpcall.StatusError{
-			Service: "sandbox router", Method: req.method, Target: shortPath(req.path), Status: resp.StatusCode, Body: string(b),
-			MessageKeys: []string{"detail", "message"},
-		}
+		wait, err := httpcall.ReadStatusError(resp, maxErrorBody, httpcall.StatusError{
+			Service: "sandbox router", Method: req.method, Target: shortPath(req.path), MessageKeys: []string{"detail", "message"},
+		})
+		return nil, wait, err
 	}
 	return resp, 0, nil
 }
@@ -195,14 +163,7 @@ func multipartBody(name string, data []byte) func() (io.Reader, string, error) {
 
 // decode unmarshals a JSON response, reporting a protocol error clearly.
 func decode(what string, data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		snippet := data
-		if len(snippet) > 64 {
-			snippet = snippet[:64]
-		}
-		return fmt.Errorf("sandbox runtime: %s: %w: %v (body starts %q)", what, errMalformed, err, snippet)
-	}
-	return nil
+	return httpcall.Decode("sandbox runtime", what, data, v)
 }
 
 // percentEncode encodes every byte outside the RFC 3986 unreserved set,

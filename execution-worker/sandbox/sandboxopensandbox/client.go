@@ -60,29 +60,12 @@ func (p *Provider) do(ctx context.Context, op string, r request) (*http.Response
 // attempt sends r once. A non-2xx answer is an *httpcall.OpError; again reports
 // that r may retry it, after wait when the server said so.
 func (p *Provider) attempt(ctx context.Context, op string, r request) (resp *http.Response, again bool, wait time.Duration, err error) {
-	var body io.Reader
-	ctype := ""
-	if r.body != nil {
-		b, ct, err := r.body()
-		if err != nil {
-			return nil, false, 0, fmt.Errorf("%s: %w", op, err)
-		}
-		body, ctype = b, ct
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, r.url, body)
+	req, err := httpcall.NewRequest(ctx, r.method, r.url, r.body, r.length)
 	if err != nil {
 		return nil, false, 0, fmt.Errorf("%s: %w", op, err)
 	}
-	if r.length > 0 {
-		req.ContentLength = r.length
-	}
 	for k, vs := range r.header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
+		req.Header[k] = append(req.Header[k], vs...)
 	}
 	resp, err = p.cfg.HTTPClient.Do(req)
 	if err != nil {
