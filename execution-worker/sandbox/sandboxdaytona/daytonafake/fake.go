@@ -31,13 +31,11 @@ package daytonafake
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +49,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -66,11 +65,10 @@ type Server struct {
 	srv *httptest.Server
 	dir string
 
+	rec fakeapi.Recorder
+
 	mu        sync.Mutex
 	sandboxes map[string]*box // by id
-	faults    []*fault
-	counts    map[string]int
-	uploads   map[string]Upload
 }
 
 type box struct {
@@ -81,18 +79,10 @@ type box struct {
 	local           sandbox.Sandbox
 }
 
-type fault struct {
-	method, contains string
-	n                int
-	status           int
-	retryAfter       string
-	malformed        bool
-}
-
 // New starts a fake whose sandboxes live under dir (for example t.TempDir()).
 // Close stops it.
 func New(dir string) *Server {
-	s := &Server{dir: dir, sandboxes: map[string]*box{}, counts: map[string]int{}, uploads: map[string]Upload{}}
+	s := &Server{dir: dir, sandboxes: map[string]*box{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -114,33 +104,18 @@ func (s *Server) APIURL() string { return s.srv.URL + "/api" }
 // whose path contains contains answer status, with a Retry-After header
 // when retryAfter is set.
 func (s *Server) FailNext(method, contains string, n, status int, retryAfter string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{method: method, contains: contains, n: n, status: status, retryAfter: retryAfter})
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: contains, N: n, Status: status, RetryAfter: retryAfter})
 }
 
 // MalformNext makes the next n matching requests answer 200 with a body
 // that is not valid JSON.
 func (s *Server) MalformNext(method, contains string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{method: method, contains: contains, n: n, malformed: true})
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: contains, N: n, Malformed: true})
 }
 
 // Count returns how many requests with method (empty: any) and a path
 // containing contains were received.
-func (s *Server) Count(method, contains string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k, c := range s.counts {
-		m, p, _ := strings.Cut(k, " ")
-		if (method == "" || m == method) && strings.Contains(p, contains) {
-			n += c
-		}
-	}
-	return n
-}
+func (s *Server) Count(method, contains string) int { return s.rec.Count(method, contains) }
 
 // Expire removes a sandbox as if it had been killed or had expired.
 func (s *Server) Expire(id string) {
@@ -203,42 +178,20 @@ func (s *Server) IDs() []string {
 	return ids
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+var writeJSON = fakeapi.WriteJSON
 
 func writeErr(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.counts[r.Method+" "+r.URL.Path]++
-	var hit *fault
-	for _, f := range s.faults {
-		if f.n > 0 && (f.method == "" || f.method == r.Method) && strings.Contains(r.URL.Path, f.contains) {
-			f.n--
-			hit = f
-			break
-		}
-	}
-	s.mu.Unlock()
+	hit := s.rec.Take(r)
 	if r.Header.Get("Authorization") != "Bearer "+APIKey {
 		writeErr(w, http.StatusUnauthorized, "invalid API key")
 		return
 	}
 	if hit != nil {
-		if hit.malformed {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"exitCode": 0, "result": "\u00`)
-			return
-		}
-		if hit.retryAfter != "" {
-			w.Header().Set("Retry-After", hit.retryAfter)
-		}
-		writeErr(w, hit.status, "injected fault")
+		hit.Write(w, `{"exitCode": 0, "result": "\u00`, writeErr)
 		return
 	}
 	switch {
@@ -578,58 +531,27 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, local sandbox.
 }
 
 // Upload is what the fake received for one uploaded file.
-type Upload struct {
-	// Bytes is the content's length; SHA256 its hex digest.
-	Bytes  int64
-	SHA256 string
-}
+type Upload = fakeapi.Upload
 
 // Upload returns the last upload to path p (as the sandbox names it) of
 // sandbox id.
 func (s *Server) Upload(id, p string) (Upload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.uploads[id+":"+filepath.Clean(p)]
-	return u, ok
+	return s.rec.Upload(id + ":" + filepath.Clean(p))
 }
 
 // upload serves POST /files/upload: the multipart "file" part streamed to
 // path. Like a daemon without mkdir -p, the parent must exist.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, local sandbox.Sandbox) {
 	p := r.URL.Query().Get("path")
-	mr, err := r.MultipartReader()
+	part, err := fakeapi.FilePart(r)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "file: "+err.Error())
 		return
 	}
-	var part io.Reader
-	for part == nil {
-		pt, err := mr.NextPart()
-		if err != nil {
-			writeErr(w, http.StatusBadRequest, "file: no file part")
-			return
-		}
-		if pt.FormName() == "file" {
-			part = pt
-		}
-	}
-	f, err := os.OpenFile(hostPath(local, p), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := s.rec.Store(id+":"+filepath.Clean(p), hostPath(local, p), part, 0o644); err != nil {
 		fileErr(w, err)
 		return
 	}
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, sum), part)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	s.mu.Lock()
-	s.uploads[id+":"+filepath.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
-	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"message": "File uploaded successfully"})
 }
 

@@ -15,7 +15,6 @@ package e2bfake
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -90,8 +90,8 @@ type Server struct {
 	faults    map[string][]fault
 	malformed int
 	counts    map[string]int
-	uploads   map[string]Upload
 	users     map[string]int // processes started, by envd user
+	rec       fakeapi.Recorder
 }
 
 type fakeSandbox struct {
@@ -125,7 +125,6 @@ func New(t testing.TB, opts Options) *Server {
 		sandboxes: map[string]*fakeSandbox{},
 		faults:    map[string][]fault{},
 		counts:    map[string]int{},
-		uploads:   map[string]Upload{},
 		users:     map[string]int{},
 	}
 	if s.Domain == "" {
@@ -233,11 +232,7 @@ func (s *Server) IDs() []string {
 	return ids
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+var writeJSON = fakeapi.WriteJSON
 
 func apiError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"code": status, "message": msg})
@@ -671,19 +666,10 @@ func inSandbox(sb *fakeSandbox, h string) bool {
 }
 
 // Upload is what the fake received for one uploaded file.
-type Upload struct {
-	// Bytes is the content's length; SHA256 its hex digest.
-	Bytes  int64
-	SHA256 string
-}
+type Upload = fakeapi.Upload
 
 // Upload returns the last upload to path p of sandbox id.
-func (s *Server) Upload(id, p string) (Upload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.uploads[id+":"+path.Clean(p)]
-	return u, ok
-}
+func (s *Server) Upload(id, p string) (Upload, bool) { return s.rec.Upload(id + ":" + path.Clean(p)) }
 
 // readFile serves GET /files: the file's content, streamed (with
 // Content-Length and Range support, as envd's http.ServeContent).
@@ -724,43 +710,20 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *fakeSandb
 	}
 	var content io.Reader = r.Body
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
-		mr, err := r.MultipartReader()
+		part, err := fakeapi.FilePart(r)
 		if err != nil {
 			apiError(w, http.StatusBadRequest, "multipart: "+err.Error())
 			return
 		}
-		for {
-			part, err := mr.NextPart()
-			if err != nil {
-				apiError(w, http.StatusBadRequest, "multipart: no file part")
-				return
-			}
-			if part.FormName() == "file" {
-				content = part
-				break
-			}
-		}
+		content = part
 	}
 	if err := os.MkdirAll(path.Dir(h), 0o755); err != nil {
 		apiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	f, err := os.OpenFile(h, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := s.rec.Store(sb.id+":"+path.Clean(p), h, content, 0o644); err != nil {
 		apiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, sum), content)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		apiError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	s.mu.Lock()
-	s.uploads[sb.id+":"+path.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
-	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, []map[string]string{{"path": p, "name": path.Base(p), "type": "file"}})
 }

@@ -39,7 +39,6 @@ package k8sfake
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -63,6 +62,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -90,8 +90,6 @@ type Server struct {
 
 	mu          sync.Mutex
 	objs        map[string]*resource // by plural/namespace/name
-	faults      []*fault
-	counts      map[string]int
 	rv          int
 	readyDelay  time.Duration
 	deleteDelay time.Duration
@@ -99,7 +97,7 @@ type Server struct {
 	pools       []string
 	headers     http.Header
 	closed      bool
-	uploads     map[string]Upload // by sandbox name and path
+	rec         fakeapi.Recorder // uploads by sandbox name and path
 }
 
 // resource is one stored object.
@@ -110,19 +108,11 @@ type resource struct {
 	env    map[string]string // its container environment
 }
 
-type fault struct {
-	method, contains string
-	n, status        int
-	retryAfter       string
-	malformed        bool
-	truncated        bool
-}
-
 // New starts a fake whose sandboxes live under dir (for example
 // t.TempDir()). Close stops it.
 func New(dir string) *Server {
 	s := &Server{
-		dir: dir, objs: map[string]*resource{}, counts: map[string]int{}, uploads: map[string]Upload{},
+		dir: dir, objs: map[string]*resource{},
 		readyDelay: 30 * time.Millisecond, deleteDelay: 20 * time.Millisecond, execTimeout: 300 * time.Second,
 	}
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
@@ -186,41 +176,24 @@ func (s *Server) SetWarmPools(names ...string) {
 // matches (empty: any) and whose path contains contains answer status,
 // with a Retry-After header when retryAfter is set.
 func (s *Server) FailNext(method, contains string, n, status int, retryAfter string) {
-	s.addFault(&fault{method: method, contains: contains, n: n, status: status, retryAfter: retryAfter})
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: contains, N: n, Status: status, RetryAfter: retryAfter})
 }
 
 // MalformNext makes the next n matching requests answer 200 with a body
 // that is not valid JSON.
 func (s *Server) MalformNext(method, contains string, n int) {
-	s.addFault(&fault{method: method, contains: contains, n: n, malformed: true})
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: contains, N: n, Malformed: true})
 }
 
 // TruncateNext makes the next n matching requests answer 200 with a body
 // cut short of its Content-Length (the connection closes mid-body).
 func (s *Server) TruncateNext(method, contains string, n int) {
-	s.addFault(&fault{method: method, contains: contains, n: n, truncated: true})
-}
-
-func (s *Server) addFault(f *fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: contains, N: n, Truncated: true})
 }
 
 // Count returns how many requests with method (empty: any) and a path
 // containing contains either server received.
-func (s *Server) Count(method, contains string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k, c := range s.counts {
-		m, p, _ := strings.Cut(k, " ")
-		if (method == "" || m == method) && strings.Contains(p, contains) {
-			n += c
-		}
-	}
-	return n
-}
+func (s *Server) Count(method, contains string) int { return s.rec.Count(method, contains) }
 
 // RouterHeaders returns the headers of the last request the router routed.
 func (s *Server) RouterHeaders() http.Header {
@@ -311,43 +284,10 @@ func destroy(locals []sandbox.Sandbox) {
 	}
 }
 
-// takeFault counts the request and returns the fault it hits, if any.
-func (s *Server) takeFault(r *http.Request) *fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.counts[r.Method+" "+r.URL.Path]++
-	for _, f := range s.faults {
-		if f.n > 0 && (f.method == "" || f.method == r.Method) && strings.Contains(r.URL.Path, f.contains) {
-			f.n--
-			return f
-		}
-	}
-	return nil
-}
+var writeJSON = fakeapi.WriteJSON
 
-// inject answers a fault; detail renders an error body.
-func inject(w http.ResponseWriter, f *fault, detail func(w http.ResponseWriter, status int, msg string)) {
-	switch {
-	case f.malformed:
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"kind": "Sandbox", "stdout": "\u00`)
-	case f.truncated:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", "4096")
-		_, _ = io.WriteString(w, `{"stdout": "`)
-	default:
-		if f.retryAfter != "" {
-			w.Header().Set("Retry-After", f.retryAfter)
-		}
-		detail(w, f.status, "injected fault")
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
+// malformed starts the body of an injected malformed or truncated answer.
+const malformed = `{"kind": "Sandbox", "stdout": "\u00`
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -379,13 +319,13 @@ func writeStatus(w http.ResponseWriter, code int, msg string, details map[string
 func apiFault(w http.ResponseWriter, status int, msg string) { writeStatus(w, status, msg, nil) }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	f := s.takeFault(r)
+	f := s.rec.Take(r)
 	if r.Header.Get("Authorization") != "Bearer "+Token {
 		writeStatus(w, http.StatusUnauthorized, "Unauthorized", nil)
 		return
 	}
 	if f != nil {
-		inject(w, f, apiFault)
+		f.Write(w, malformed, apiFault)
 		return
 	}
 	// /apis/{group}/v1beta1/namespaces/{ns}/{plural}[/{name}]
@@ -781,13 +721,13 @@ func dnsLabel(s string) bool {
 }
 
 func (s *Server) serveRouter(w http.ResponseWriter, r *http.Request) {
-	f := s.takeFault(r)
+	f := s.rec.Take(r)
 	if r.URL.Path == "/healthz" {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
 	if f != nil {
-		inject(w, f, routerError)
+		f.Write(w, malformed, routerError)
 		return
 	}
 	id := r.Header.Get("X-Sandbox-ID")
@@ -829,10 +769,8 @@ func (s *Server) serveRouter(w http.ResponseWriter, r *http.Request) {
 		routerError(w, http.StatusBadGateway, "Could not connect to the backend sandbox: "+id)
 		return
 	}
-	rt := runtime{local: local, env: env, timeout: execTimeout, uploaded: func(full string, u Upload) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.uploads[ns+"/"+id+":"+full] = u
+	rt := runtime{local: local, env: env, timeout: execTimeout, store: func(full string, content io.Reader) error {
+		return s.rec.Store(ns+"/"+id+":"+full, full, content, 0o644)
 	}}
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/":
@@ -854,8 +792,8 @@ type runtime struct {
 	local   sandbox.Sandbox
 	env     map[string]string
 	timeout time.Duration
-	// uploaded records an upload to a path.
-	uploaded func(full string, u Upload)
+	// store writes an upload to a path and records it.
+	store func(full string, content io.Reader) error
 }
 
 func failed(w http.ResponseWriter, msg string) {
@@ -968,12 +906,10 @@ func (rt runtime) upload(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"message": "Access denied"})
 			return
 		}
-		n, sum, err := store(full, part)
-		if err != nil {
+		if err := rt.store(full, part); err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"message": "File upload failed: " + err.Error()})
 			return
 		}
-		rt.uploaded(full, Upload{Bytes: n, SHA256: sum})
 		writeJSON(w, http.StatusOK, map[string]string{"message": fmt.Sprintf("File '%s' uploaded successfully.", name)})
 		return
 	}
@@ -1006,10 +942,7 @@ func (rt runtime) download(w http.ResponseWriter, p string) {
 // view: its root is the local sandbox's directory) of the Sandbox
 // namespace/name.
 func (s *Server) Upload(namespace, name, p string) (Upload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.uploads[namespace+"/"+name+":"+filepath.Clean(p)]
-	return u, ok
+	return s.rec.Upload(namespace + "/" + name + ":" + filepath.Clean(p))
 }
 
 // encodedScript matches an "sh -c" script that pipes a base64-encoded
@@ -1017,26 +950,7 @@ func (s *Server) Upload(namespace, name, p string) (Upload, bool) {
 var encodedScript = regexp.MustCompile(`^echo ([A-Za-z0-9+/=]+) \| base64 -d \| /bin/sh$`)
 
 // Upload is what the fake received for one uploaded file.
-type Upload struct {
-	// Bytes is the content's length; SHA256 its hex digest.
-	Bytes  int64
-	SHA256 string
-}
-
-// store streams r to the file full (created or truncated, mode 0644) and
-// returns its length and hex SHA-256.
-func store(full string, r io.Reader) (int64, string, error) {
-	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, "", err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), err
-}
+type Upload = fakeapi.Upload
 
 // pyUnquote is Python's urllib.parse.unquote: valid %XX escapes are
 // decoded, anything else is kept.

@@ -12,8 +12,6 @@ package opensandboxfake
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +33,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -54,14 +53,13 @@ type Server struct {
 	// the client's paging.
 	MaxPageSize int
 
+	rec fakeapi.Recorder
+
 	mu        sync.Mutex
 	seq       int
 	boxes     map[string]*box
-	faults    []*fault
-	counts    map[string]int
 	malformed bool
 	proxied   int
-	uploads   map[string]Upload
 }
 
 type box struct {
@@ -109,12 +107,6 @@ type ExecEntry struct {
 	Policy  *Policy
 }
 
-type fault struct {
-	method, prefix string
-	status, n      int
-	retryAfter     string
-}
-
 // New starts a fake server; it is closed when tb ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
@@ -122,7 +114,7 @@ func New(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{local: local, boxes: map[string]*box{}, counts: map[string]int{}, uploads: map[string]Upload{}, ProvisionDelay: 20 * time.Millisecond}
+	s := &Server{local: local, boxes: map[string]*box{}, ProvisionDelay: 20 * time.Millisecond}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes", s.list)
 	mux.HandleFunc("POST /v1/sandboxes", s.create)
@@ -150,27 +142,14 @@ func (s *Server) URL() string { return s.srv.URL }
 func (s *Server) Host() string { return strings.TrimPrefix(s.srv.URL, "http://") }
 
 // Fail answers the next n requests whose method is method ("" any) and
-// whose path starts with prefix with status (and Retry-After when set).
-func (s *Server) Fail(method, prefix string, status, n int, retryAfter string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{method: method, prefix: prefix, status: status, n: n, retryAfter: retryAfter})
+// whose path contains path with status (and Retry-After when set).
+func (s *Server) Fail(method, path string, status, n int, retryAfter string) {
+	s.rec.Inject(fakeapi.Fault{Method: method, Path: path, N: n, Status: status, RetryAfter: retryAfter})
 }
 
 // Requests counts the requests received whose method is method ("" any)
-// and whose path starts with prefix.
-func (s *Server) Requests(method, prefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k, c := range s.counts {
-		m, p, _ := strings.Cut(k, " ")
-		if (method == "" || m == method) && strings.HasPrefix(p, prefix) {
-			n += c
-		}
-	}
-	return n
-}
+// and whose path contains path.
+func (s *Server) Requests(method, path string) int { return s.rec.Count(method, path) }
 
 // SetMalformedStream makes /command answer a malformed frame and then hang.
 func (s *Server) SetMalformedStream(on bool) {
@@ -271,22 +250,8 @@ func (s *Server) Count(key, value string) int {
 
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.counts[r.Method+" "+r.URL.Path]++
-		var hit *fault
-		for _, f := range s.faults {
-			if f.n > 0 && (f.method == "" || f.method == r.Method) && strings.HasPrefix(r.URL.Path, f.prefix) {
-				f.n--
-				hit = f
-				break
-			}
-		}
-		s.mu.Unlock()
-		if hit != nil {
-			if hit.retryAfter != "" {
-				w.Header().Set("Retry-After", hit.retryAfter)
-			}
-			writeError(w, hit.status, "INJECTED", "injected fault")
+		if hit := s.rec.Take(r); hit != nil {
+			hit.Write(w, "", func(w http.ResponseWriter, status int, msg string) { writeError(w, status, "INJECTED", msg) })
 			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/v1/") && s.APIKey != "" && r.Header.Get("OPEN-SANDBOX-API-KEY") != s.APIKey {
@@ -302,16 +267,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+	writeJSON(w, status, map[string]string{"code": code, "message": msg})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+var writeJSON = fakeapi.WriteJSON
 
 // view renders a box (under s.mu), advancing Pending to Running.
 func (s *Server) view(b *box) map[string]any {
@@ -687,19 +646,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 // Upload is what the fake received for one uploaded file.
-type Upload struct {
-	// Bytes is the content's length; SHA256 its hex digest.
-	Bytes  int64
-	SHA256 string
-}
+type Upload = fakeapi.Upload
 
 // Upload returns the last upload to path p (as the sandbox names it) of
 // sandbox id.
 func (s *Server) Upload(id, p string) (Upload, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.uploads[id+":"+filepath.Clean(p)]
-	return u, ok
+	return s.rec.Upload(id + ":" + filepath.Clean(p))
 }
 
 // store streams content to the sandbox path p (parents created, the mode
@@ -709,25 +661,10 @@ func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode
 	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(h, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
+	if err := s.rec.Store(id+":"+filepath.Clean(p), h, content, mode); err != nil {
 		return err
 	}
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, sum), content)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.uploads[id+":"+filepath.Clean(p)] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
-	s.mu.Unlock()
-	return nil
+	return os.Chmod(h, mode)
 }
 
 // hostPath maps a path inside the fake sandbox to the host: /mnt/session

@@ -1,0 +1,170 @@
+// Package fakeapi holds what the in-process fakes of the remote sandbox
+// services share: every request counted by method and path, faults
+// injected into the next matching requests, the size and digest of every
+// uploaded file, and JSON answers.
+package fakeapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Fault answers the next N requests whose method is Method (empty: any)
+// and whose path contains Path.
+type Fault struct {
+	Method, Path string
+	N            int
+	// Status is the error answer's status; RetryAfter, when set, its
+	// Retry-After header.
+	Status     int
+	RetryAfter string
+	// Malformed answers 200 with a body that is not valid JSON; Truncated
+	// answers 200 with a body cut short of its Content-Length (the
+	// connection closes mid-body).
+	Malformed, Truncated bool
+}
+
+// Write answers the fault: malformed is the start of the invalid JSON body
+// a Malformed or Truncated fault sends, and writeErr renders the service's
+// error body for the others.
+func (f *Fault) Write(w http.ResponseWriter, malformed string, writeErr func(w http.ResponseWriter, status int, msg string)) {
+	switch {
+	case f.Malformed:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, malformed)
+	case f.Truncated:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "4096")
+		_, _ = io.WriteString(w, malformed)
+	default:
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		writeErr(w, f.Status, "injected fault")
+	}
+}
+
+// Upload is what a fake received for one uploaded file.
+type Upload struct {
+	// Bytes is the content's length; SHA256 its hex digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// Recorder counts requests, injects faults and records uploads. The zero
+// value is ready; it is safe for concurrent use.
+type Recorder struct {
+	mu      sync.Mutex
+	counts  map[string]int // by "METHOD path"
+	faults  []*Fault
+	uploads map[string]Upload
+}
+
+// Inject makes f answer the next f.N matching requests. Faults are tried
+// in the order they were injected.
+func (r *Recorder) Inject(f Fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, &f)
+}
+
+// Take counts req and returns the fault it hits (one of its N used up),
+// or nil.
+func (r *Recorder) Take(req *http.Request) *Fault {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts == nil {
+		r.counts = map[string]int{}
+	}
+	r.counts[req.Method+" "+req.URL.Path]++
+	for _, f := range r.faults {
+		if f.N > 0 && (f.Method == "" || f.Method == req.Method) && strings.Contains(req.URL.Path, f.Path) {
+			f.N--
+			return f
+		}
+	}
+	return nil
+}
+
+// Count returns how many requests with method (empty: any) and a path
+// containing contains were taken.
+func (r *Recorder) Count(method, contains string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for k, c := range r.counts {
+		m, p, _ := strings.Cut(k, " ")
+		if (method == "" || m == method) && strings.Contains(p, contains) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Store streams content to file (created with mode, or truncated) and
+// records its size and digest under key.
+func (r *Recorder) Store(key, file string, content io.Reader, mode fs.FileMode) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum), content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.uploads == nil {
+		r.uploads = map[string]Upload{}
+	}
+	r.uploads[key] = Upload{Bytes: n, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	return nil
+}
+
+// Upload returns what was last stored under key.
+func (r *Recorder) Upload(key string) (Upload, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u, ok := r.uploads[key]
+	return u, ok
+}
+
+// FilePart returns the part named "file" of a multipart request.
+func FilePart(req *http.Request) (*multipart.Part, error) {
+	mr, err := req.MultipartReader()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("no file part")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if part.FormName() == "file" {
+			return part, nil
+		}
+	}
+}
+
+// WriteJSON answers status with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
