@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -86,4 +87,48 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q", v)
 	}
 	return n * mult, nil
+}
+
+// CapWriter keeps the first Limit bytes written to it and records whether
+// more arrived. It never fails, so the stream it is fed from keeps being
+// drained.
+type CapWriter struct {
+	Limit     int
+	Truncated bool
+	buf       bytes.Buffer
+}
+
+func (w *CapWriter) Write(p []byte) (int, error) {
+	keep := p
+	if room := max(w.Limit-w.buf.Len(), 0); room < len(p) {
+		w.Truncated = true
+		keep = p[:room]
+	}
+	w.buf.Write(keep)
+	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (w *CapWriter) Bytes() []byte { return w.buf.Bytes() }
+
+// String returns what was kept.
+func (w *CapWriter) String() string { return w.buf.String() }
+
+// Output collects a command's stdout and stderr, each capped at a limit.
+type Output struct {
+	Stdout, Stderr CapWriter
+}
+
+// NewOutput returns an Output keeping up to limit bytes of each stream.
+func NewOutput(limit int) *Output {
+	return &Output{Stdout: CapWriter{Limit: limit}, Stderr: CapWriter{Limit: limit}}
+}
+
+// Result is the command's result: what the streams kept, its exit code
+// (-1 when it timed out), and how long it ran.
+func (o *Output) Result(exitCode int, timedOut bool, d time.Duration) *ExecResult {
+	return &ExecResult{
+		ExitCode: exitCode, Stdout: o.Stdout.Bytes(), Stderr: o.Stderr.Bytes(),
+		Truncated: o.Stdout.Truncated || o.Stderr.Truncated, TimedOut: timedOut, Duration: d,
+	}
 }

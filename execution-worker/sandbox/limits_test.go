@@ -63,3 +63,20 @@ func TestReadLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputKeepsTheFirstBytesAndDrainsTheRest(t *testing.T) {
+	out := sandbox.NewOutput(5)
+	for _, chunk := range []string{"abc", "defg", "hij"} {
+		if n, err := out.Stdout.Write([]byte(chunk)); n != len(chunk) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v; want every byte accepted", chunk, n, err)
+		}
+	}
+	_, _ = out.Stderr.Write([]byte("err"))
+	r := out.Result(3, false, time.Second)
+	if string(r.Stdout) != "abcde" || string(r.Stderr) != "err" || !r.Truncated || r.ExitCode != 3 || r.TimedOut || r.Duration != time.Second {
+		t.Errorf("Result = %+v; want stdout abcde, stderr err, truncated, exit 3", r)
+	}
+	if r := sandbox.NewOutput(5).Result(-1, true, 0); r.Truncated || !r.TimedOut || r.ExitCode != -1 {
+		t.Errorf("empty timed-out Result = %+v", r)
+	}
+}

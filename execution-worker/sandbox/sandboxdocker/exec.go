@@ -149,11 +149,10 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 	}
 	defer att.Close()
 
-	stdout := &capWriter{limit: limit}
-	stderr := &capWriter{limit: limit}
+	out := sandbox.NewOutput(limit)
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		_, err := stdcopy.StdCopy(&out.Stdout, &out.Stderr, att.Reader)
 		copied <- err
 	}()
 	if req.Stdin != nil {
@@ -185,14 +184,7 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return &sandbox.ExecResult{
-			ExitCode:  -1,
-			Stdout:    stdout.buf.Bytes(),
-			Stderr:    stderr.buf.Bytes(),
-			Truncated: stdout.truncated || stderr.truncated,
-			TimedOut:  true,
-			Duration:  dur,
-		}, nil
+		return out.Result(-1, true, dur), nil
 	}
 	if copyErr != nil {
 		kill()
@@ -205,13 +197,7 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 		}
 		return nil, fmt.Errorf("exec in sandbox %s: %w", shortID(s.ref.ID), s.mapErr(err))
 	}
-	return &sandbox.ExecResult{
-		ExitCode:  code,
-		Stdout:    stdout.buf.Bytes(),
-		Stderr:    stderr.buf.Bytes(),
-		Truncated: stdout.truncated || stderr.truncated,
-		Duration:  dur,
-	}, nil
+	return out.Result(code, false, dur), nil
 }
 
 // exitCode waits (briefly) for the daemon to record the exec's exit status.
@@ -261,26 +247,6 @@ func newToken() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
-}
-
-// capWriter keeps the first limit bytes written to it and records whether
-// more arrived. It never fails, so the stream keeps being drained.
-type capWriter struct {
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	if room := w.limit - w.buf.Len(); room < len(p) {
-		w.truncated = true
-		if room > 0 {
-			w.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	w.buf.Write(p)
-	return len(p), nil
 }
 
 // checkUsable reports ErrDestroyed after Destroy.

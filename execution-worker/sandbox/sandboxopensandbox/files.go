@@ -13,9 +13,9 @@ import (
 	"net/url"
 	"path"
 	"strconv"
-	"strings"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // maxFileSize bounds ReadFile, which holds the whole file in memory.
@@ -36,41 +36,9 @@ printf '%s' "$t"`
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
 
-// lexical maps p to a clean absolute path, or returns ErrPathEscape: p
-// relative to the root, absolute under it, or absolute under
-// [sandbox.SessionDir] or [sandbox.WorkspaceDir]. /workspace/x maps to
-// <root>/x when the root is elsewhere; /mnt/session paths stay as they are.
-func (s *remote) lexical(p string) (string, error) {
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("invalid path %q", p)
-	}
-	abs := p
-	if !path.IsAbs(p) {
-		abs = path.Join(s.root, p)
-	}
-	abs = path.Clean(abs)
-	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !s.allowed(abs) {
-		abs = path.Join(s.root, rest)
-	}
-	if !s.allowed(abs) {
-		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
-	}
-	return abs, nil
-}
-
-func within(root, p string) bool {
-	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
-}
-
-// allowed reports whether the clean absolute path p lies in the workspace
-// or in the session directory.
-func (s *remote) allowed(p string) bool {
-	return within(s.root, p) || within(sandbox.SessionDir, p)
-}
-
 // resolve checks p lexically, then resolves it inside the sandbox.
 func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, error) {
-	abs, err := s.lexical(p)
+	abs, err := shellexec.Lexical(s.root, p)
 	if err != nil {
 		return "", err
 	}
@@ -90,7 +58,7 @@ func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, err
 		return "", fmt.Errorf("%q: resolve: exit code %d", p, res.code)
 	}
 	real := res.stdout.String()
-	if !path.IsAbs(real) || path.Clean(real) != real || !s.allowed(real) {
+	if !path.IsAbs(real) || path.Clean(real) != real || !shellexec.Allowed(s.root, real) {
 		return "", fmt.Errorf("%q resolves to %q: %w", p, real, sandbox.ErrPathEscape)
 	}
 	return real, nil

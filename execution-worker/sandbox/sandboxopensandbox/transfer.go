@@ -17,6 +17,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -137,7 +138,7 @@ func (s *remote) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	abs, err := s.lexical(dir)
+	abs, err := shellexec.Lexical(s.root, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
@@ -185,7 +186,7 @@ func (s *remote) RemoveAll(ctx context.Context, p string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	abs, err := s.lexical(p)
+	abs, err := shellexec.Lexical(s.root, p)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -139,7 +140,7 @@ func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.Fi
 // agentPath returns dir as the agent named it: absolute, cleaned, relative
 // paths taken from the root.
 func (s *remoteSandbox) agentPath(dir string) (string, error) {
-	if _, err := s.lexical(dir); err != nil {
+	if _, err := shellexec.Lexical(s.root, dir); err != nil {
 		return "", err
 	}
 	if !path.IsAbs(dir) {
@@ -158,7 +159,7 @@ func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
 	if err := s.touch(ctx); err != nil {
 		return err
 	}
-	abs, err := s.lexical(p)
+	abs, err := shellexec.Lexical(s.root, p)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // stateDirName is the directory, beside the workspace, holding the pid,
@@ -317,8 +318,7 @@ func (s *remoteSandbox) runFor(ctx context.Context, timeout time.Duration, limit
 func (s *remoteSandbox) runAs(ctx context.Context, user string, timeout time.Duration, limit int, script string, args ...string) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var stdout, stderr capWriter
-	stdout.limit, stderr.limit = limit, 64<<10
+	stdout, stderr := sandbox.CapWriter{Limit: limit}, sandbox.CapWriter{Limit: 64 << 10}
 	done, err := s.startProcess(ctx, ProcessConfig{
 		Cmd:  "/bin/sh",
 		Args: append([]string{"-c", script, "mango-helper"}, args...),
@@ -332,7 +332,7 @@ func (s *remoteSandbox) runAs(ctx context.Context, user string, timeout time.Dur
 		if r.err != nil {
 			return "", 0, s.envdFailed(r.err)
 		}
-		return stdout.buf.String(), r.exitCode, nil
+		return stdout.String(), r.exitCode, nil
 	case <-ctx.Done():
 		cancel()
 		<-done
@@ -412,13 +412,13 @@ func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*san
 	stopKeep := s.keepAlive(streamCtx)
 	defer stopKeep()
 
-	stdout, stderr := &capWriter{limit: limit}, &capWriter{limit: limit}
+	out := sandbox.NewOutput(limit)
 	done, err := s.startProcess(streamCtx, ProcessConfig{
 		Cmd:  "/bin/sh",
 		Args: []string{"-c", wrapper, "mango-exec", req.Command, prefix, stdinFile},
 		Envs: req.Env,
 		Cwd:  s.root,
-	}, stdout, stderr)
+	}, &out.Stdout, &out.Stderr)
 	if err != nil {
 		s.killGroup(prefix)
 		if ctx.Err() != nil {
@@ -442,26 +442,13 @@ func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*san
 			cancelStream()
 			<-done
 		}
-		return &sandbox.ExecResult{
-			ExitCode:  -1,
-			Stdout:    stdout.buf.Bytes(),
-			Stderr:    stderr.buf.Bytes(),
-			Truncated: stdout.truncated || stderr.truncated,
-			TimedOut:  true,
-			Duration:  time.Since(start),
-		}, nil
+		return out.Result(-1, true, time.Since(start)), nil
 	}
 	if r.err != nil {
 		s.killGroup(prefix)
 		return nil, fmt.Errorf("exec: %w", s.envdFailed(r.err))
 	}
-	return &sandbox.ExecResult{
-		ExitCode:  r.exitCode,
-		Stdout:    stdout.buf.Bytes(),
-		Stderr:    stderr.buf.Bytes(),
-		Truncated: stdout.truncated || stderr.truncated,
-		Duration:  time.Since(start),
-	}, nil
+	return out.Result(r.exitCode, false, time.Since(start)), nil
 }
 
 // killGroup kills the process group of the command with state prefix, on
@@ -474,55 +461,6 @@ func (s *remoteSandbox) killGroup(prefix string) {
 			return
 		}
 	}
-}
-
-// capWriter keeps the first limit bytes written to it.
-type capWriter struct {
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	if room := w.limit - w.buf.Len(); room < len(p) {
-		w.truncated = true
-		if room > 0 {
-			w.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	w.buf.Write(p)
-	return len(p), nil
-}
-
-// lexical maps p to a clean absolute path the sandbox's files may be
-// reached at, or ErrPathEscape: p relative to the root, absolute under it,
-// or absolute under [sandbox.SessionDir] or [sandbox.WorkspaceDir]. The
-// workspace is the root here (not /workspace), so /workspace/x maps to
-// <root>/x; /mnt/session paths are used as they are.
-func (s *remoteSandbox) lexical(p string) (string, error) {
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("invalid path %q", p)
-	}
-	abs := p
-	if !path.IsAbs(p) {
-		abs = path.Join(s.root, p)
-	}
-	abs = path.Clean(abs)
-	if rest, ok := strings.CutPrefix(abs, sandbox.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !s.within(abs) {
-		abs = path.Join(s.root, rest)
-	}
-	if !s.within(abs) {
-		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
-	}
-	return abs, nil
-}
-
-// within reports whether the clean absolute path p lies in the workspace
-// or in the session directory.
-func (s *remoteSandbox) within(p string) bool {
-	return p == s.root || strings.HasPrefix(p, s.root+"/") ||
-		p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/")
 }
 
 // resolve checks p lexically, then resolves its symbolic links inside the
@@ -542,7 +480,7 @@ func (s *remoteSandbox) resolve(ctx context.Context, p string) (string, error) {
 
 // resolveAny is resolve allowing the root and the session directory.
 func (s *remoteSandbox) resolveAny(ctx context.Context, p string) (string, error) {
-	abs, err := s.lexical(p)
+	abs, err := shellexec.Lexical(s.root, p)
 	if err != nil {
 		return "", err
 	}
@@ -557,7 +495,7 @@ func (s *remoteSandbox) resolveAny(ctx context.Context, p string) (string, error
 	if code != 0 || !path.IsAbs(real) {
 		return "", fmt.Errorf("%q: cannot resolve symbolic links (exit code %d)", p, code)
 	}
-	if !s.within(real) {
+	if !shellexec.Allowed(s.root, real) {
 		return "", fmt.Errorf("%q: %w", p, sandbox.ErrPathEscape)
 	}
 	return real, nil
