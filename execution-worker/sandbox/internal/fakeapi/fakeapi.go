@@ -5,6 +5,7 @@
 package fakeapi
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,8 +15,11 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 	"sync"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
 // Fault answers the next N requests whose method is Method (empty: any)
@@ -167,4 +171,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// HostPath maps a path in a fake sandbox to the host: the session
+// directory ([sandbox.SessionDir]) lies inside root, the local sandbox's
+// directory; other paths are host paths already.
+func HostPath(root, p string) string {
+	p = path.Clean(p)
+	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
+		return root + p
+	}
+	return p
+}
+
+// RandomHex returns n random bytes, hex-encoded.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

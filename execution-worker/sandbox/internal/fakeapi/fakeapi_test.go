@@ -68,3 +68,19 @@ func TestStoreRecordsSizeAndDigest(t *testing.T) {
 		t.Error("Upload of a path never stored reported ok")
 	}
 }
+
+func TestHostPath(t *testing.T) {
+	for p, want := range map[string]string{
+		"/mnt/session/outputs/a.txt": "/tmp/box/mnt/session/outputs/a.txt",
+		"/mnt/session":               "/tmp/box/mnt/session",
+		"/mnt/sessions/x":            "/mnt/sessions/x",
+		"/tmp/box/work/../a":         "/tmp/box/a",
+	} {
+		if got := fakeapi.HostPath("/tmp/box", p); got != want {
+			t.Errorf("HostPath(%q) = %q, want %q", p, got, want)
+		}
+	}
+	if a, b := fakeapi.RandomHex(8), fakeapi.RandomHex(8); len(a) != 16 || a == b {
+		t.Errorf("RandomHex(8) = %q then %q: want 16 hex digits, different each time", a, b)
+	}
+}

@@ -30,9 +30,7 @@ package daytonafake
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -345,7 +343,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := json.Marshal(body)
 	_ = json.Unmarshal(raw, &req)
-	id := randomID()
+	id := "fake-" + fakeapi.RandomHex(8)
 	if req.Name == "" {
 		req.Name = id
 	}
@@ -388,12 +386,6 @@ func (s *Server) newLocal(ctx context.Context, id string) (sandbox.Sandbox, erro
 	return sb, err
 }
 
-func randomID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "fake-" + hex.EncodeToString(b)
-}
-
 func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) {
 	s.mu.Lock()
 	b := s.sandboxes[id]
@@ -425,7 +417,7 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) 
 	case op == "/files" && r.Method == http.MethodDelete:
 		deleteFile(w, r, local)
 	case op == "/files/info" && r.Method == http.MethodGet:
-		fi, err := os.Lstat(hostPath(local, r.URL.Query().Get("path")))
+		fi, err := os.Lstat(fakeapi.HostPath(local.Root(), r.URL.Query().Get("path")))
 		if err != nil {
 			fileErr(w, err)
 			return
@@ -482,17 +474,6 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.S
 // shell.
 var encodedScript = regexp.MustCompile(`^/bin/sh -c "echo ([A-Za-z0-9+/=]+) \| base64 -d \| /bin/sh"$`)
 
-// hostPath maps a path inside the fake sandbox to the host: /mnt/session
-// is the directory mnt/session inside the local sandbox; other paths are
-// host paths already.
-func hostPath(local sandbox.Sandbox, p string) string {
-	p = filepath.Clean(p)
-	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
-		return local.Root() + p
-	}
-	return p
-}
-
 // fileErr answers a file system error as the toolbox does: 404 for a
 // missing path, else 400.
 func fileErr(w http.ResponseWriter, err error) {
@@ -515,7 +496,7 @@ func fileInfo(fi fs.FileInfo) map[string]any {
 // download serves GET /files/download, streamed with a Content-Length.
 func (s *Server) download(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
 	p := r.URL.Query().Get("path")
-	f, err := os.Open(hostPath(local, p))
+	f, err := os.Open(fakeapi.HostPath(local.Root(), p))
 	if err != nil {
 		fileErr(w, err)
 		return
@@ -548,7 +529,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, local
 		writeErr(w, http.StatusBadRequest, "file: "+err.Error())
 		return
 	}
-	if err := s.rec.Store(id+":"+filepath.Clean(p), hostPath(local, p), part, 0o644); err != nil {
+	if err := s.rec.Store(id+":"+filepath.Clean(p), fakeapi.HostPath(local.Root(), p), part, 0o644); err != nil {
 		fileErr(w, err)
 		return
 	}
@@ -561,7 +542,7 @@ func listFiles(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
 	if p == "" {
 		p = local.Root()
 	}
-	entries, err := os.ReadDir(hostPath(local, p))
+	entries, err := os.ReadDir(fakeapi.HostPath(local.Root(), p))
 	if err != nil {
 		fileErr(w, err)
 		return
@@ -580,7 +561,7 @@ func listFiles(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
 // deleteFile serves DELETE /files: a file or an empty directory, or with
 // recursive=true a whole tree.
 func deleteFile(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
-	h := hostPath(local, r.URL.Query().Get("path"))
+	h := fakeapi.HostPath(local.Root(), r.URL.Query().Get("path"))
 	if _, err := os.Lstat(h); err != nil {
 		fileErr(w, err)
 		return
@@ -600,7 +581,7 @@ func deleteFile(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
 
 // setPermissions serves POST /files/permissions (mode only).
 func setPermissions(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
-	h := hostPath(local, r.URL.Query().Get("path"))
+	h := fakeapi.HostPath(local.Root(), r.URL.Query().Get("path"))
 	if m := r.URL.Query().Get("mode"); m != "" {
 		mode, err := strconv.ParseUint(m, 8, 32)
 		if err != nil {

@@ -14,8 +14,6 @@ package e2bfake
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -339,12 +337,6 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func randomID() string {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (s *Server) info(sb *fakeSandbox, detail bool) map[string]any {
 	m := map[string]any{
 		"templateID":  sb.template,
@@ -387,7 +379,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
-	id := randomID()
+	id := fakeapi.RandomHex(10)
 	local, _, err := s.local.Create(r.Context(), id, sandbox.Spec{Env: req.EnvVars})
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, err.Error())
@@ -399,7 +391,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		sb.metadata[k] = v
 	}
 	if s.opts.AccessTokens {
-		sb.token = randomID()
+		sb.token = fakeapi.RandomHex(10)
 	}
 	s.mu.Lock()
 	now := time.Now()
@@ -647,16 +639,6 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 // fake sandbox is a local directory, so its /mnt/session lives inside it.
 func sessionPrefix(sb *fakeSandbox) string { return sb.sb.Root() + sandbox.SessionDir }
 
-// hostPath maps a path inside the fake sandbox to the host: /mnt/session
-// moves into the sandbox's directory; other paths are host paths already.
-func hostPath(sb *fakeSandbox, p string) string {
-	p = path.Clean(p)
-	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
-		return sb.sb.Root() + p
-	}
-	return p
-}
-
 // inSandbox reports whether the host path h lies in the fake sandbox's
 // directory (a real envd can reach the whole sandbox; the fake keeps its
 // writes to the sandbox's own directory).
@@ -675,7 +657,7 @@ func (s *Server) Upload(id, p string) (Upload, bool) { return s.rec.Upload(id + 
 // Content-Length and Range support, as envd's http.ServeContent).
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	p := r.URL.Query().Get("path")
-	h := hostPath(sb, p)
+	h := fakeapi.HostPath(sb.sb.Root(), p)
 	if !path.IsAbs(p) || !inSandbox(sb, h) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
 		return
@@ -703,7 +685,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbo
 // path (parents created), or, without a multipart body, the raw body.
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	p := r.URL.Query().Get("path")
-	h := hostPath(sb, p)
+	h := fakeapi.HostPath(sb.sb.Root(), p)
 	if !path.IsAbs(p) || !inSandbox(sb, h) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
 		return

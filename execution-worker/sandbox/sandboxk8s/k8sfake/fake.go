@@ -38,9 +38,7 @@ package k8sfake
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -289,12 +287,6 @@ var writeJSON = fakeapi.WriteJSON
 // malformed starts the body of an injected malformed or truncated answer.
 const malformed = `{"kind": "Sandbox", "stdout": "\u00`
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // ----- Kubernetes API -----
 
 // reasons maps a status code to its metav1.StatusReason.
@@ -489,7 +481,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, plural, ns strin
 		return
 	}
 	md["namespace"] = ns
-	md["uid"] = randomHex(16)
+	md["uid"] = fakeapi.RandomHex(16)
 	md["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
 	md["generation"] = 1
 	s.mu.Lock()
@@ -591,7 +583,7 @@ func (s *Server) bindClaimLocked(claim *resource, ns, name string) {
 	sb := &resource{plural: Sandboxes, obj: map[string]any{
 		"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
 		"metadata": map[string]any{
-			"name": name, "namespace": ns, "uid": randomHex(16),
+			"name": name, "namespace": ns, "uid": fakeapi.RandomHex(16),
 			"creationTimestamp": time.Now().UTC().Format(time.RFC3339),
 			"labels": map[string]any{
 				"agents.x-k8s.io/claim-uid": md["uid"], "agents.x-k8s.io/launch-type": "cold",

@@ -575,7 +575,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Query().Get("path")
-	f, err := os.Open(hostPath(sb, p))
+	f, err := os.Open(fakeapi.HostPath(sb.Root(), p))
 	if errors.Is(err, fs.ErrNotExist) {
 		writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found")
 		return
@@ -657,7 +657,7 @@ func (s *Server) Upload(id, p string) (Upload, bool) {
 // store streams content to the sandbox path p (parents created, the mode
 // applied exactly) and records its size and digest.
 func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode fs.FileMode) error {
-	h := hostPath(sb, p)
+	h := fakeapi.HostPath(sb.Root(), p)
 	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
 		return err
 	}
@@ -667,18 +667,7 @@ func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode
 	return os.Chmod(h, mode)
 }
 
-// hostPath maps a path inside the fake sandbox to the host: /mnt/session
-// is the directory mnt/session inside the local sandbox; other paths are
-// host paths already.
-func hostPath(sb sandbox.Sandbox, p string) string {
-	p = filepath.Clean(p)
-	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
-		return sb.Root() + p
-	}
-	return p
-}
-
-// sandboxPath is hostPath reversed.
+// sandboxPath is fakeapi.HostPath reversed.
 func sandboxPath(sb sandbox.Sandbox, h string) string {
 	if rest, ok := strings.CutPrefix(h, sb.Root()+sandbox.SessionDir); ok && (rest == "" || rest[0] == '/') {
 		return sandbox.SessionDir + rest
@@ -720,7 +709,7 @@ func (s *Server) filesInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{}
 	for _, p := range r.URL.Query()["path"] {
-		fi, err := os.Lstat(hostPath(sb, p))
+		fi, err := os.Lstat(fakeapi.HostPath(sb.Root(), p))
 		if errors.Is(err, fs.ErrNotExist) {
 			writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
 			return
@@ -750,7 +739,7 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_PARAMETER", "bad path or pattern")
 		return
 	}
-	h := hostPath(sb, root)
+	h := fakeapi.HostPath(sb.Root(), root)
 	if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
 		writeError(w, http.StatusNotFound, "FILE_NOT_FOUND", "directory not found")
 		return
@@ -788,7 +777,7 @@ func (s *Server) removeDirs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, p := range r.URL.Query()["path"] {
-		if err := os.RemoveAll(hostPath(sb, p)); err != nil {
+		if err := os.RemoveAll(fakeapi.HostPath(sb.Root(), p)); err != nil {
 			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 			return
 		}
@@ -802,7 +791,7 @@ func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, p := range r.URL.Query()["path"] {
-		if err := os.Remove(hostPath(sb, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(fakeapi.HostPath(sb.Root(), p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			writeError(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
 			return
 		}
