@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -33,11 +34,8 @@ type Input struct {
 
 // ParseInput decodes a request body strictly.
 func ParseInput(body []byte) (*Input, error) {
-	if err := jsonx.Object(body, ""); err != nil {
-		return nil, err
-	}
 	in := new(Input)
-	if err := jsonx.Decode(body, in, ""); err != nil {
+	if err := jsonx.DecodeObject(body, in, ""); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -185,16 +183,9 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 func PatchMetadata(current map[string]string, patch map[string]*string, clear bool) (map[string]string, error) {
 	out := make(map[string]string, len(current)+len(patch))
 	if !clear {
-		for k, v := range current {
-			out[k] = v
-		}
+		maps.Copy(out, current)
 	}
-	keys := make([]string, 0, len(patch))
-	for k := range patch {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(patch)) {
 		v := patch[k]
 		if err := CheckLen("metadata key", k, 1, MaxMetadataKeyLen); err != nil {
 			return nil, err
@@ -359,12 +350,9 @@ func parseTools(raws []json.RawMessage) ([]Tool, error) {
 	haveToolset := false
 	for i, raw := range raws {
 		path := fmt.Sprintf("tools[%d]", i)
-		if err := jsonx.Object(raw, path); err != nil {
-			return nil, err
-		}
-		typ, err := jsonx.TypeOf(raw)
+		typ, err := jsonx.ObjectType(raw, path)
 		if err != nil {
-			return nil, jsonx.Errorf(path, "%v", err)
+			return nil, err
 		}
 		switch typ {
 		case ToolsetType:

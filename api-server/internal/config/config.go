@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,11 +215,7 @@ func Load(getenv func(string) string) (*Config, error) {
 				c.SandboxProviders = append(c.SandboxProviders, p)
 			}
 		}
-		found := false
-		for _, p := range c.SandboxProviders {
-			found = found || p == c.DefaultSandbox
-		}
-		if !found {
+		if !slices.Contains(c.SandboxProviders, c.DefaultSandbox) {
 			r.fail("MANGO_SANDBOX_PROVIDERS", fmt.Sprintf("must include the default provider %q named by MANGO_SANDBOX", c.DefaultSandbox))
 		}
 	}

@@ -25,11 +25,8 @@ type credentialServer struct {
 
 // GetMCPCredential implements pb.CredentialsServer.
 func (c *credentialServer) GetMCPCredential(ctx context.Context, req *pb.GetMCPCredentialRequest) (*pb.GetMCPCredentialResponse, error) {
-	if err := requireSession(req.GetSessionId()); err != nil {
+	if err := requireFields("session_id", req.GetSessionId(), "mcp_server_url", req.GetMcpServerUrl()); err != nil {
 		return nil, err
-	}
-	if req.GetMcpServerUrl() == "" {
-		return nil, invalid("mcp_server_url", "required")
 	}
 	if n := len(req.GetStaleTokenSha256()); n != 0 && n != 32 {
 		return nil, invalid("stale_token_sha256", "must be a SHA-256 (32 bytes)")

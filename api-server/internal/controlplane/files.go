@@ -63,10 +63,7 @@ func (f *fileServer) loadFile(ctx context.Context, op, fileID, sessionID string)
 	if f.files == nil {
 		return nil, errNoFileStore
 	}
-	if fileID == "" {
-		return nil, invalid("file_id", "required")
-	}
-	if err := requireSession(sessionID); err != nil {
+	if err := requireFields("file_id", fileID, "session_id", sessionID); err != nil {
 		return nil, err
 	}
 	file, err := f.s.store.FileGet(ctx, fileID)
@@ -254,7 +251,7 @@ func (f *fileServer) PublishOutput(stream pb.Files_PublishOutputServer) error {
 	stored := false
 	defer func() {
 		if stored {
-			f.deleteBlob(ctx, key)
+			f.s.deleteBlob(ctx, key)
 		}
 	}()
 	hash := sha256.New()
@@ -295,14 +292,10 @@ func (f *fileServer) PublishOutput(stream pb.Files_PublishOutputServer) error {
 	}
 	stored = false // the row owns the bytes now
 	if orphan != "" {
-		f.deleteBlob(ctx, orphan)
+		f.s.deleteBlob(ctx, orphan)
 	}
 	return stream.SendAndClose(&pb.PublishOutputResponse{File: fileToPB(out), Created: true})
 }
-
-// deleteBlob removes bytes no file references; a failure leaves them in
-// the store and is logged.
-func (f *fileServer) deleteBlob(ctx context.Context, key string) { f.s.deleteBlob(ctx, key) }
 
 // deleteBlob removes bytes no file references; a failure leaves them in
 // the store and is logged.

@@ -51,11 +51,8 @@ func resourcesToPB(rs []*db.Resource) []*pb.SessionResource {
 // GetResourceToken implements pb.SessionResourcesServer. The token is
 // opened here, in memory, and never logged.
 func (r *resourceServer) GetResourceToken(ctx context.Context, req *pb.GetResourceTokenRequest) (*pb.GetResourceTokenResponse, error) {
-	if err := requireSession(req.GetSessionId()); err != nil {
+	if err := requireFields("session_id", req.GetSessionId(), "resource_id", req.GetResourceId()); err != nil {
 		return nil, err
-	}
-	if req.GetResourceId() == "" {
-		return nil, invalid("resource_id", "required")
 	}
 	sealed, err := r.s.store.ResourceToken(ctx, req.GetSessionId(), req.GetResourceId())
 	if errors.Is(err, db.ErrNotFound) {
@@ -78,11 +75,8 @@ func (r *resourceServer) GetResourceToken(ctx context.Context, req *pb.GetResour
 
 // MarkResourceMaterialized implements pb.SessionResourcesServer.
 func (r *resourceServer) MarkResourceMaterialized(ctx context.Context, req *pb.MarkResourceMaterializedRequest) (*pb.MarkResourceMaterializedResponse, error) {
-	if err := requireSession(req.GetSessionId()); err != nil {
+	if err := requireFields("session_id", req.GetSessionId(), "resource_id", req.GetResourceId()); err != nil {
 		return nil, err
-	}
-	if req.GetResourceId() == "" {
-		return nil, invalid("resource_id", "required")
 	}
 	if err := r.s.store.ResourceMarkMaterialized(ctx, req.GetSessionId(), req.GetResourceId(), req.GetVersion()); err != nil {
 		return nil, r.s.fail(ctx, "mark resource materialized", err)

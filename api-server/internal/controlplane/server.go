@@ -188,9 +188,14 @@ func invalid(field, msg string) error {
 	return status.Error(codes.InvalidArgument, field+": "+msg)
 }
 
-func requireSession(id string) error {
-	if id == "" {
-		return invalid("session_id", "required")
+func requireSession(id string) error { return requireFields("session_id", id) }
+
+// requireFields refuses the first empty value of the name, value pairs.
+func requireFields(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return invalid(fields[i], "required")
+		}
 	}
 	return nil
 }

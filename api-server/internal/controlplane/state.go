@@ -54,11 +54,8 @@ func transcriptEntries(field string, in []*pb.TranscriptEntry) ([]db.TranscriptE
 
 // RecordToolJournal implements pb.ControlPlaneServer.
 func (s *Server) RecordToolJournal(ctx context.Context, req *pb.RecordToolJournalRequest) (*pb.RecordToolJournalResponse, error) {
-	if err := requireSession(req.GetSessionId()); err != nil {
+	if err := requireFields("session_id", req.GetSessionId(), "tool_use_id", req.GetToolUseId()); err != nil {
 		return nil, err
-	}
-	if req.GetToolUseId() == "" {
-		return nil, invalid("tool_use_id", "required")
 	}
 	body, err := jsonValue("body", req.GetBody())
 	if err != nil {
@@ -73,11 +70,8 @@ func (s *Server) RecordToolJournal(ctx context.Context, req *pb.RecordToolJourna
 
 // GetToolJournal implements pb.ControlPlaneServer.
 func (s *Server) GetToolJournal(ctx context.Context, req *pb.GetToolJournalRequest) (*pb.GetToolJournalResponse, error) {
-	if err := requireSession(req.GetSessionId()); err != nil {
+	if err := requireFields("session_id", req.GetSessionId(), "tool_use_id", req.GetToolUseId()); err != nil {
 		return nil, err
-	}
-	if req.GetToolUseId() == "" {
-		return nil, invalid("tool_use_id", "required")
 	}
 	e, err := s.store.ToolJournalGet(ctx, req.GetSessionId(), req.GetToolUseId())
 	if errors.Is(err, db.ErrNotFound) {
@@ -91,15 +85,6 @@ func (s *Server) GetToolJournal(ctx context.Context, req *pb.GetToolJournalReque
 
 func journalToPB(e *db.ToolJournalEntry) *pb.ToolJournalEntry {
 	return &pb.ToolJournalEntry{ToolUseId: e.ToolUseID, Body: string(e.Body), CreatedAt: timestamppb.New(e.CreatedAt)}
-}
-
-func requireFields(fields ...string) error {
-	for i := 0; i+1 < len(fields); i += 2 {
-		if fields[i+1] == "" {
-			return invalid(fields[i], "required")
-		}
-	}
-	return nil
 }
 
 // PutProvisioningIntent implements pb.ControlPlaneServer.

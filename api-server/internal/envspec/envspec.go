@@ -70,18 +70,6 @@ type Spec struct {
 	Metadata    map[string]string
 }
 
-// ParseInput decodes a request body strictly.
-func ParseInput(body []byte) (*Input, error) {
-	if err := jsonx.Object(body, ""); err != nil {
-		return nil, err
-	}
-	in := new(Input)
-	if err := jsonx.Decode(body, in, ""); err != nil {
-		return nil, err
-	}
-	return in, nil
-}
-
 // DefaultConfig is the configuration of an environment created without
 // one: cloud, unrestricted networking, no packages.
 func DefaultConfig() Config {
@@ -160,12 +148,9 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 
 // ParseConfig validates and resolves an environment config object.
 func ParseConfig(raw json.RawMessage) (*Config, error) {
-	if err := jsonx.Object(raw, "config"); err != nil {
-		return nil, err
-	}
-	typ, err := jsonx.TypeOf(raw)
+	typ, err := jsonx.ObjectType(raw, "config")
 	if err != nil {
-		return nil, jsonx.Errorf("config", "%v", err)
+		return nil, err
 	}
 	switch typ {
 	case "self_hosted":
@@ -217,16 +202,13 @@ func present(raw json.RawMessage) bool {
 
 func parseNetworking(raw json.RawMessage) (*Networking, error) {
 	const path = "config.networking"
-	if err := jsonx.Object(raw, path); err != nil {
-		return nil, err
-	}
 	var in struct {
 		Type                 string   `json:"type"`
 		AllowedHosts         []string `json:"allowed_hosts"`
 		AllowMCPServers      *bool    `json:"allow_mcp_servers"`
 		AllowPackageManagers *bool    `json:"allow_package_managers"`
 	}
-	if err := jsonx.Decode(raw, &in, path); err != nil {
+	if err := jsonx.DecodeObject(raw, &in, path); err != nil {
 		return nil, err
 	}
 	switch in.Type {
@@ -294,9 +276,6 @@ func validHost(h string) error {
 
 func parsePackages(raw json.RawMessage) (*Packages, error) {
 	const path = "config.packages"
-	if err := jsonx.Object(raw, path); err != nil {
-		return nil, err
-	}
 	var in struct {
 		Type  *string  `json:"type"`
 		Apt   []string `json:"apt"`
@@ -306,7 +285,7 @@ func parsePackages(raw json.RawMessage) (*Packages, error) {
 		Npm   []string `json:"npm"`
 		Pip   []string `json:"pip"`
 	}
-	if err := jsonx.Decode(raw, &in, path); err != nil {
+	if err := jsonx.DecodeObject(raw, &in, path); err != nil {
 		return nil, err
 	}
 	if in.Type != nil && *in.Type != "packages" {

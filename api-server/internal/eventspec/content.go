@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/mangohq/mango/api-server/internal/jsonx"
@@ -92,17 +93,14 @@ func contentBlocks(raws []json.RawMessage, path string, required bool, allowed [
 }
 
 func contentBlock(raw json.RawMessage, path string, allowed []string) (*block, error) {
-	if err := jsonx.Object(raw, path); err != nil {
-		return nil, err
-	}
-	typ, err := jsonx.TypeOf(raw)
+	typ, err := jsonx.ObjectType(raw, path)
 	if err != nil {
-		return nil, jsonx.Errorf(path, "%v", err)
+		return nil, err
 	}
 	if typ == "" {
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}
-	if !contains(allowed, typ) {
+	if !slices.Contains(allowed, typ) {
 		return nil, jsonx.Errorf(path+".type", "unsupported content block type %q (expected %s)", typ, orList(allowed))
 	}
 	switch typ {
@@ -176,23 +174,20 @@ func decodeSource(raw json.RawMessage, path string, types []string) (*sourceIn, 
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, jsonx.Errorf(path, "is required")
 	}
-	if err := jsonx.Object(raw, path); err != nil {
-		return nil, err
-	}
 	var in sourceIn
-	if err := jsonx.Decode(raw, &in, path); err != nil {
+	if err := jsonx.DecodeObject(raw, &in, path); err != nil {
 		return nil, err
 	}
 	if in.Type == "" {
 		return nil, jsonx.Errorf(path+".type", "is required (%s)", orList(types))
 	}
-	if !contains(types, in.Type) {
+	if !slices.Contains(types, in.Type) {
 		return nil, jsonx.Errorf(path+".type", "unsupported source type %q (expected %s)", in.Type, orList(types))
 	}
 	members := map[string]bool{"media_type": in.MediaType != nil, "data": in.Data != nil, "url": in.URL != nil, "file_id": in.FileID != nil}
 	want := map[string][]string{"base64": {"media_type", "data"}, "text": {"media_type", "data"}, "url": {"url"}, "file": {"file_id"}}[in.Type]
 	for _, name := range []string{"media_type", "data", "url", "file_id"} {
-		if members[name] && !contains(want, name) {
+		if members[name] && !slices.Contains(want, name) {
 			return nil, jsonx.Errorf(path+"."+name, "is not allowed in a %q source", in.Type)
 		}
 	}
@@ -238,7 +233,7 @@ func imageSource(raw json.RawMessage, path string) (*source, error) {
 		return &source{Type: in.Type, FileID: *in.FileID}, nil
 	}
 	mt := *in.MediaType
-	if !contains(ImageMediaTypes, mt) {
+	if !slices.Contains(ImageMediaTypes, mt) {
 		return nil, jsonx.Errorf(path+".media_type", "must be %s, got %q", orList(ImageMediaTypes), mt)
 	}
 	if err := checkBase64(*in.Data, mt, MaxImageBytes, path); err != nil {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/mangohq/mango/api-server/internal/jsonx"
 )
@@ -40,13 +41,10 @@ type Event struct {
 
 // ParseSend decodes the body of POST /v1/sessions/{id}/events.
 func ParseSend(body []byte) ([]Event, error) {
-	if err := jsonx.Object(body, ""); err != nil {
-		return nil, err
-	}
 	var in struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	if err := jsonx.Decode(body, &in, ""); err != nil {
+	if err := jsonx.DecodeObject(body, &in, ""); err != nil {
 		return nil, err
 	}
 	if len(in.Events) == 0 {
@@ -68,7 +66,7 @@ func ParseList(raws []json.RawMessage, path string, only []string) ([]Event, err
 		if err != nil {
 			return nil, err
 		}
-		if only != nil && !contains(only, ev.Type) {
+		if only != nil && !slices.Contains(only, ev.Type) {
 			return nil, jsonx.Errorf(p+".type", "%q is not accepted here (expected %v)", ev.Type, only)
 		}
 		out = append(out, *ev)
@@ -76,22 +74,10 @@ func ParseList(raws []json.RawMessage, path string, only []string) ([]Event, err
 	return out, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 func parse(raw json.RawMessage, path string) (*Event, error) {
-	if err := jsonx.Object(raw, path); err != nil {
-		return nil, err
-	}
-	typ, err := jsonx.TypeOf(raw)
+	typ, err := jsonx.ObjectType(raw, path)
 	if err != nil {
-		return nil, jsonx.Errorf(path, "%v", err)
+		return nil, err
 	}
 	switch typ {
 	case UserMessage:

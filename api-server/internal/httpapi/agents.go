@@ -35,18 +35,9 @@ func toAgentResponse(a *db.Agent) (*agentResponse, error) {
 	return r, nil
 }
 
-func agentNotFound(id string) error {
-	return apierror.NotFoundf("agent %q not found", id)
-}
+func agentNotFound(id string) error { return apierror.NotFoundf("agent %q not found", id) }
 
-// agentID returns the path's agent id, answering 404 for malformed ids.
-func agentID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if !ids.Valid(ids.Agent, id) {
-		return "", agentNotFound(id)
-	}
-	return id, nil
-}
+func agentID(c echo.Context) (string, error) { return pathID(c, "id", ids.Agent, agentNotFound) }
 
 func (a *API) writeAgent(c echo.Context, status int, ag *db.Agent) error {
 	r, err := toAgentResponse(ag)
@@ -57,15 +48,11 @@ func (a *API) writeAgent(c echo.Context, status int, ag *db.Agent) error {
 }
 
 func (a *API) agentCreate(c echo.Context) error {
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
+	var in agentspec.Input
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
-	in, err := agentspec.ParseInput(body)
-	if err != nil {
-		return err
-	}
-	spec, err := agentspec.Create(in)
+	spec, err := agentspec.Create(&in)
 	if err != nil {
 		return err
 	}
@@ -116,15 +103,11 @@ func (a *API) agentUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
+	var in agentspec.Input
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
-	in, err := agentspec.ParseInput(body)
-	if err != nil {
-		return err
-	}
-	if err := agentspec.CheckUpdate(in); err != nil {
+	if err := agentspec.CheckUpdate(&in); err != nil {
 		return err
 	}
 	ag, err := a.deps.Store.AgentUpdate(c.Request().Context(), id, a.now(), func(cur *db.Agent) (json.RawMessage, error) {
@@ -138,7 +121,7 @@ func (a *API) agentUpdate(c echo.Context) error {
 		if err := json.Unmarshal(cur.Spec, &current); err != nil {
 			return nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
 		}
-		next, err := agentspec.Update(&current, in)
+		next, err := agentspec.Update(&current, &in)
 		if err != nil {
 			return nil, err
 		}
@@ -169,26 +152,16 @@ func (a *API) agentArchive(c echo.Context) error {
 }
 
 func (a *API) agentList(c echo.Context) error {
-	page, err := parsePage(c)
+	lp, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	p := db.AgentListParams{Limit: page.limit}
-	if p.IncludeArchived, err = parseBoolParam(c, "include_archived"); err != nil {
-		return err
-	}
+	p := db.AgentListParams{IncludeArchived: lp.IncludeArchived, After: lp.After, Limit: lp.Limit}
 	if p.CreatedGTE, err = parseTimeParam(c, "created_at[gte]"); err != nil {
 		return err
 	}
 	if p.CreatedLTE, err = parseTimeParam(c, "created_at[lte]"); err != nil {
 		return err
-	}
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return err
-		}
-		p.After = &db.Cursor{CreatedAt: t, ID: id}
 	}
 	agents, more, err := a.deps.Store.AgentList(c.Request().Context(), p)
 	if err != nil {
@@ -215,7 +188,7 @@ func (a *API) agentVersions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c)
+	page, err := parsePage(c, 100)
 	if err != nil {
 		return err
 	}

@@ -30,24 +30,14 @@ type environmentResponse struct {
 }
 
 func toEnvironmentResponse(e *db.Environment) *environmentResponse {
-	md := e.Metadata
-	if md == nil {
-		md = map[string]string{}
-	}
 	return &environmentResponse{Type: "environment", ID: e.ID, Name: e.Name, Description: e.Description,
-		Config: e.Config, Metadata: md, Scope: e.Scope, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ArchivedAt: e.ArchivedAt}
+		Config: e.Config, Metadata: orEmpty(e.Metadata), Scope: e.Scope, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ArchivedAt: e.ArchivedAt}
 }
 
-func environmentNotFound(id string) error {
-	return apierror.NotFoundf("environment %q not found", id)
-}
+func environmentNotFound(id string) error { return apierror.NotFoundf("environment %q not found", id) }
 
 func environmentID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if !ids.Valid(ids.Environment, id) {
-		return "", environmentNotFound(id)
-	}
-	return id, nil
+	return pathID(c, "id", ids.Environment, environmentNotFound)
 }
 
 func nameTaken(name string) error {
@@ -63,15 +53,11 @@ func specOf(e *db.Environment) (*envspec.Spec, error) {
 }
 
 func (a *API) environmentCreate(c echo.Context) error {
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
+	var in envspec.Input
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
-	in, err := envspec.ParseInput(body)
-	if err != nil {
-		return err
-	}
-	spec, err := envspec.Create(in)
+	spec, err := envspec.Create(&in)
 	if err != nil {
 		return err
 	}
@@ -110,12 +96,8 @@ func (a *API) environmentUpdate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := a.readJSONBody(c, false)
-	if err != nil {
-		return err
-	}
-	in, err := envspec.ParseInput(body)
-	if err != nil {
+	var in envspec.Input
+	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
 	var newName string
@@ -127,7 +109,7 @@ func (a *API) environmentUpdate(c echo.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		next, err := envspec.Update(current, in)
+		next, err := envspec.Update(current, &in)
 		if err != nil {
 			return nil, err
 		}
@@ -180,33 +162,14 @@ func (a *API) environmentDelete(c echo.Context) error {
 }
 
 func (a *API) environmentList(c echo.Context) error {
-	page, err := parsePage(c)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	p := db.EnvironmentListParams{Limit: page.limit}
-	if p.IncludeArchived, err = parseBoolParam(c, "include_archived"); err != nil {
-		return err
-	}
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return err
-		}
-		p.After = &db.Cursor{CreatedAt: t, ID: id}
-	}
-	envs, more, err := a.deps.Store.EnvironmentList(c.Request().Context(), p)
+	envs, more, err := a.deps.Store.EnvironmentList(c.Request().Context(), db.EnvironmentListParams(p))
 	if err != nil {
 		return err
 	}
-	resp := listResponse[*environmentResponse]{Data: make([]*environmentResponse, 0, len(envs))}
-	for i := range envs {
-		resp.Data = append(resp.Data, toEnvironmentResponse(&envs[i]))
-	}
-	if more {
-		last := envs[len(envs)-1]
-		next := timeCursor(last.CreatedAt, last.ID)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, envs, more, func(e db.Environment) *environmentResponse { return toEnvironmentResponse(&e) },
+		func(e db.Environment) string { return timeCursor(e.CreatedAt, e.ID) })
 }

@@ -154,7 +154,7 @@ func (a *API) eventList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c)
+	page, err := parsePage(c, 100)
 	if err != nil {
 		return err
 	}
@@ -198,13 +198,5 @@ func (a *API) eventList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse[json.RawMessage]{Data: make([]json.RawMessage, 0, len(events))}
-	for i := range events {
-		resp.Data = append(resp.Data, events[i].JSON())
-	}
-	if more {
-		next := eventCursor(events[len(events)-1].Seq)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, events, more, func(e db.Event) json.RawMessage { return e.JSON() }, func(e db.Event) string { return eventCursor(e.Seq) })
 }

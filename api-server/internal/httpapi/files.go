@@ -60,17 +60,9 @@ func toFileResponse(f *db.File) *fileResponse {
 	return r
 }
 
-func fileNotFound(id string) error {
-	return apierror.NotFoundf("file %q not found", id)
-}
+func fileNotFound(id string) error { return apierror.NotFoundf("file %q not found", id) }
 
-func fileID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if !ids.Valid(ids.File, id) {
-		return "", fileNotFound(id)
-	}
-	return id, nil
-}
+func fileID(c echo.Context) (string, error) { return pathID(c, "id", ids.File, fileNotFound) }
 
 // readErrRecorder remembers the error its reader returned, so a failed
 // Put can tell a broken request body from a failing store.
@@ -215,24 +207,14 @@ func (a *API) deleteBlob(ctx context.Context, key string) {
 }
 
 func (a *API) fileList(c echo.Context) error {
-	if err := checkQuery(c); err != nil {
+	page, err := parsePage(c, 1000)
+	if err != nil {
 		return err
 	}
 	q := c.QueryParams()
-	p := db.FileListParams{Limit: 20, Now: a.now()}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return apierror.Invalid("limit: must be an integer between 1 and 1000, got %q", v)
-		}
-		p.Limit = n
-	}
-	if v := q.Get("page"); v != "" {
-		pos, err := decodeCursor(v)
-		if err != nil {
-			return err
-		}
-		t, id, err := parseTimeCursor(pos)
+	p := db.FileListParams{Limit: page.limit, Now: a.now()}
+	if page.cursor != "" {
+		t, id, err := parseTimeCursor(page.cursor)
 		if err != nil {
 			return err
 		}
@@ -252,16 +234,8 @@ func (a *API) fileList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse[*fileResponse]{Data: make([]*fileResponse, 0, len(files))}
-	for i := range files {
-		resp.Data = append(resp.Data, toFileResponse(&files[i]))
-	}
-	if more {
-		last := files[len(files)-1]
-		next := timeCursor(last.CreatedAt, last.ID)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, files, more, func(f db.File) *fileResponse { return toFileResponse(&f) },
+		func(f db.File) string { return timeCursor(f.CreatedAt, f.ID) })
 }
 
 func (a *API) fileLoad(c echo.Context) (*db.File, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/jsonx"
 )
 
@@ -59,14 +60,22 @@ func (a *API) bindObject(c echo.Context, in any) error {
 	if err != nil {
 		return err
 	}
-	if err := jsonx.Object(body, ""); err != nil {
-		return err
-	}
-	return jsonx.Decode(body, in, "")
+	return jsonx.DecodeObject(body, in, "")
 }
 
 func drain(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainLimit))
+}
+
+// pathID returns the path parameter param when it is a well-formed id of
+// prefix; anything else names no such resource: notFound, answered without
+// touching the database.
+func pathID(c echo.Context, param, prefix string, notFound func(string) error) (string, error) {
+	id := c.Param(param)
+	if !ids.Valid(prefix, id) {
+		return "", notFound(id)
+	}
+	return id, nil
 }
 
 // pageParams are the common list query parameters.
@@ -75,15 +84,15 @@ type pageParams struct {
 	cursor string
 }
 
-func parsePage(c echo.Context) (pageParams, error) {
+func parsePage(c echo.Context, maxLimit int) (pageParams, error) {
 	p := pageParams{limit: 20}
 	if err := checkQuery(c); err != nil {
 		return p, err
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return p, apierror.Invalid("limit: must be an integer between 1 and 100, got %q", v)
+		if err != nil || n < 1 || n > maxLimit {
+			return p, apierror.Invalid("limit: must be an integer between 1 and %d, got %q", maxLimit, v)
 		}
 		p.limit = n
 	}
@@ -135,6 +144,20 @@ func parseTimeParam(c echo.Context, name string) (*time.Time, error) {
 type listResponse[T any] struct {
 	Data     []T     `json:"data"`
 	NextPage *string `json:"next_page"`
+}
+
+// writeList answers a list endpoint with items in their wire form (conv)
+// and, when more follow, next_page: the cursor of the last item.
+func writeList[T, R any](c echo.Context, items []T, more bool, conv func(T) R, cursor func(T) string) error {
+	resp := listResponse[R]{Data: make([]R, 0, len(items))}
+	for _, it := range items {
+		resp.Data = append(resp.Data, conv(it))
+	}
+	if more && len(items) > 0 {
+		next := cursor(items[len(items)-1])
+		resp.NextPage = &next
+	}
+	return c.JSON(http.StatusOK, resp)
 }
 
 // parseCreatedRange reads the created_at[gt|gte|lt|lte] filters.

@@ -25,7 +25,6 @@ import (
 // package holds the same constants).
 const (
 	uploadsDir   = "/mnt/session/uploads"
-	outputsDir   = "/mnt/session/outputs"
 	workspaceDir = "/workspace"
 )
 
@@ -119,11 +118,8 @@ func (a *API) parseResources(ctx context.Context, raw json.RawMessage, where str
 // parseResource validates one resource; p is its JSON path for errors.
 func (a *API) parseResource(ctx context.Context, raw json.RawMessage, p string) (db.ResourceCreate, error) {
 	var rc db.ResourceCreate
-	if err := jsonx.Object(raw, p); err != nil {
-		return rc, err
-	}
 	var in resourceInput
-	if err := jsonx.Decode(raw, &in, p); err != nil {
+	if err := jsonx.DecodeObject(raw, &in, p); err != nil {
 		return rc, err
 	}
 	rc.ID = ids.New(ids.Resource)
@@ -258,10 +254,7 @@ func parseCheckout(raw json.RawMessage, p string) (*db.Checkout, error) {
 		Name *string `json:"name"`
 		SHA  *string `json:"sha"`
 	}
-	if err := jsonx.Object(raw, p); err != nil {
-		return nil, err
-	}
-	if err := jsonx.Decode(raw, &c, p); err != nil {
+	if err := jsonx.DecodeObject(raw, &c, p); err != nil {
 		return nil, err
 	}
 	switch c.Type {
@@ -321,11 +314,8 @@ func resourceParams(c echo.Context) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	rid := c.Param("rid")
-	if !ids.Valid(ids.Resource, rid) {
-		return "", "", resourceNotFound(rid)
-	}
-	return sid, rid, nil
+	rid, err := pathID(c, "rid", ids.Resource, resourceNotFound)
+	return sid, rid, err
 }
 
 func (a *API) resourceAdd(c echo.Context) error {
@@ -357,7 +347,7 @@ func (a *API) resourceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c)
+	page, err := parsePage(c, 100)
 	if err != nil {
 		return err
 	}
@@ -378,16 +368,8 @@ func (a *API) resourceList(c echo.Context) error {
 		return err
 	}
 	more := len(rs) > page.limit
-	if more {
-		rs = rs[:page.limit]
-	}
-	resp := listResponse[*resourceResponse]{Data: toResourceResponses(rs)}
-	if more {
-		last := rs[len(rs)-1]
-		next := timeCursor(last.CreatedAt, last.ID)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, rs[:min(len(rs), page.limit)], more, toResourceResponse,
+		func(r *db.Resource) string { return timeCursor(r.CreatedAt, r.ID) })
 }
 
 func (a *API) resourceGet(c echo.Context) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/metrics"
@@ -100,6 +101,15 @@ func New(deps Deps) *API {
 	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
+	}
+	if deps.HeartbeatInterval <= 0 {
+		deps.HeartbeatInterval = 15 * time.Second
+	}
+	if deps.Prices == nil {
+		deps.Prices = usage.DefaultTable()
+	}
+	if deps.Outbound == nil {
+		deps.Outbound = credentials.NewHTTPClient(deps.AllowPrivate)
 	}
 	appended, err := metrics.EventsAppended(deps.Registry, "http")
 	if err != nil {

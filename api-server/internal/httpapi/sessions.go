@@ -47,32 +47,19 @@ type sessionResponse struct {
 	ArchivedAt         *time.Time          `json:"archived_at"`
 }
 
-// sessionResponseOf loads a session's resources and builds its wire form.
-func (a *API) sessionResponseOf(ctx context.Context, s *db.Session) (*sessionResponse, error) {
-	rs, err := a.deps.Store.ResourcesOfSessions(ctx, []string{s.ID})
-	if err != nil {
-		return nil, err
-	}
-	return a.toSessionResponse(s, rs[s.ID]), nil
-}
-
-// sessionJSON answers with a session's wire form.
+// sessionJSON answers with a session's wire form (its resources loaded).
 func (a *API) sessionJSON(c echo.Context, s *db.Session) error {
-	resp, err := a.sessionResponseOf(c.Request().Context(), s)
+	rs, err := a.deps.Store.ResourcesOfSessions(c.Request().Context(), []string{s.ID})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, resp)
+	return c.JSON(http.StatusOK, a.toSessionResponse(s, rs[s.ID]))
 }
 
 func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessionResponse {
-	md := s.Metadata
-	if md == nil {
-		md = map[string]string{}
-	}
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
-		Metadata: md, Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
+		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
 		Resources: toResourceResponses(resources), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
@@ -86,13 +73,7 @@ func vaultIDsOf(s *db.Session) []string {
 
 func sessionNotFound(id string) error { return apierror.NotFoundf("session %q not found", id) }
 
-func sessionID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if !ids.Valid(ids.Session, id) {
-		return "", sessionNotFound(id)
-	}
-	return id, nil
-}
+func sessionID(c echo.Context) (string, error) { return pathID(c, "id", ids.Session, sessionNotFound) }
 
 // sessionError maps store errors of session operations to public errors.
 func sessionError(id string, err error) error {
@@ -213,7 +194,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 
 func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agentspec.Snapshot, error) {
 	if !ids.Valid(ids.Agent, ref.ID) {
-		return nil, apierror.NotFoundf("agent %q not found", ref.ID)
+		return nil, agentNotFound(ref.ID)
 	}
 	var ag *db.Agent
 	var err error
@@ -226,7 +207,7 @@ func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agent
 		if ref.Version > 0 {
 			return nil, apierror.NotFoundf("agent %q has no version %d", ref.ID, ref.Version)
 		}
-		return nil, apierror.NotFoundf("agent %q not found", ref.ID)
+		return nil, agentNotFound(ref.ID)
 	}
 	if err != nil {
 		return nil, err
@@ -245,11 +226,11 @@ func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agent
 // provider its sessions use: metadata["mango.sandbox"] or the default.
 func (a *API) environmentProvider(ctx context.Context, envID string) (string, error) {
 	if !ids.Valid(ids.Environment, envID) {
-		return "", apierror.NotFoundf("environment %q not found", envID)
+		return "", environmentNotFound(envID)
 	}
 	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
 	if errors.Is(err, db.ErrNotFound) {
-		return "", apierror.NotFoundf("environment %q not found", envID)
+		return "", environmentNotFound(envID)
 	}
 	if err != nil {
 		return "", err
@@ -462,7 +443,7 @@ func (a *API) sessionDelete(c echo.Context) error {
 }
 
 func (a *API) sessionList(c echo.Context) error {
-	page, err := parsePage(c)
+	page, err := parsePage(c, 100)
 	if err != nil {
 		return err
 	}
@@ -563,7 +544,7 @@ const modelNotBudgetable = "model_not_budgetable"
 // checkBudgetable refuses a budget for a session whose model has no list
 // price in the price table: its cost could not be measured.
 func (a *API) checkBudgetable(id string) error {
-	if !a.prices().Priced(id) {
+	if !a.deps.Prices.Priced(id) {
 		return apierror.Invalid("budget: %s: model %q has no list price on this server, so a budget cannot be enforced (see MANGO_MODEL_PRICES)",
 			modelNotBudgetable, id)
 	}
@@ -602,11 +583,4 @@ func (a *API) updateBudget(next *db.Session, maxCents *int64) error {
 		return err
 	}
 	return nil
-}
-
-func (a *API) prices() *usage.Table {
-	if a.deps.Prices == nil {
-		return usage.DefaultTable()
-	}
-	return a.deps.Prices
 }

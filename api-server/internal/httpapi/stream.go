@@ -140,7 +140,7 @@ func (st *sseStream) run(ctx context.Context) {
 	if out.write([]byte(": connected\n\n")) != nil || out.flush() != nil {
 		return
 	}
-	heartbeat := time.NewTicker(st.a.heartbeatInterval())
+	heartbeat := time.NewTicker(st.a.deps.HeartbeatInterval)
 	defer heartbeat.Stop()
 	for {
 		// Previews received before the wake-up precede the commit that
@@ -550,11 +550,4 @@ func cutLine(b []byte) (line, rest []byte, found bool) {
 		j++
 	}
 	return b[:i], b[j:], true
-}
-
-func (a *API) heartbeatInterval() time.Duration {
-	if a.deps.HeartbeatInterval > 0 {
-		return a.deps.HeartbeatInterval
-	}
-	return 15 * time.Second
 }

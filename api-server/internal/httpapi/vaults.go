@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -51,13 +52,7 @@ func orEmpty(md map[string]string) map[string]string {
 
 func vaultNotFound(id string) error { return apierror.NotFoundf("vault %q not found", id) }
 
-func vaultID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if !ids.Valid(ids.Vault, id) {
-		return "", vaultNotFound(id)
-	}
-	return id, nil
-}
+func vaultID(c echo.Context) (string, error) { return pathID(c, "id", ids.Vault, vaultNotFound) }
 
 func checkDisplayName(p, v string) error {
 	return agentspec.CheckLen(p, v, 1, 255)
@@ -172,7 +167,7 @@ func (a *API) vaultDelete(c echo.Context) error {
 
 // listParams reads the paging and include_archived parameters of a list.
 func listParams(c echo.Context) (db.ListParams, error) {
-	page, err := parsePage(c)
+	page, err := parsePage(c, 100)
 	if err != nil {
 		return db.ListParams{}, err
 	}
@@ -199,16 +194,7 @@ func (a *API) vaultList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse[*vaultResponse]{Data: make([]*vaultResponse, 0, len(vs))}
-	for _, v := range vs {
-		resp.Data = append(resp.Data, toVaultResponse(v))
-	}
-	if more {
-		last := vs[len(vs)-1]
-		next := timeCursor(last.CreatedAt, last.ID)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, vs, more, toVaultResponse, func(v *db.Vault) string { return timeCursor(v.CreatedAt, v.ID) })
 }
 
 // Credentials.
@@ -255,14 +241,11 @@ func credentialNotFound(id string) error { return apierror.NotFoundf("credential
 
 // credentialIDs reads the vault and credential ids of a credential route.
 func credentialIDs(c echo.Context) (vaultID, credID string, err error) {
-	vaultID, credID = c.Param("id"), c.Param("cid")
-	if !ids.Valid(ids.Vault, vaultID) {
-		return "", "", vaultNotFound(vaultID)
+	if vaultID, err = pathID(c, "id", ids.Vault, vaultNotFound); err != nil {
+		return "", "", err
 	}
-	if !ids.Valid(ids.Credential, credID) {
-		return "", "", credentialNotFound(credID)
-	}
-	return vaultID, credID, nil
+	credID, err = pathID(c, "cid", ids.Credential, credentialNotFound)
+	return vaultID, credID, err
 }
 
 // credentialError maps store errors of credential operations.
@@ -334,17 +317,11 @@ func checkMembers(raw json.RawMessage, typ string, immutable []string) error {
 	}
 	allowed := credentialFields[typ]
 	for k := range members {
-		ok := false
-		for _, f := range allowed {
-			ok = ok || f == k
-		}
-		if !ok {
+		if !slices.Contains(allowed, k) {
 			return apierror.Invalid("auth.%s: is not a field of %s credentials (fields: %s)", k, typ, strings.Join(allowed, ", "))
 		}
-		for _, f := range immutable {
-			if f == k {
-				return apierror.Invalid("auth.%s: cannot be changed after create", k)
-			}
+		if slices.Contains(immutable, k) {
+			return apierror.Invalid("auth.%s: cannot be changed after create", k)
 		}
 	}
 	return nil
@@ -852,16 +829,7 @@ func (a *API) credentialList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse[*credentialResponse]{Data: make([]*credentialResponse, 0, len(creds))}
-	for _, cr := range creds {
-		resp.Data = append(resp.Data, toCredentialResponse(cr))
-	}
-	if more {
-		last := creds[len(creds)-1]
-		next := timeCursor(last.CreatedAt, last.ID)
-		resp.NextPage = &next
-	}
-	return c.JSON(http.StatusOK, resp)
+	return writeList(c, creds, more, toCredentialResponse, func(cr *db.Credential) string { return timeCursor(cr.CreatedAt, cr.ID) })
 }
 
 // MaxSessionVaults bounds a session's vault_ids.

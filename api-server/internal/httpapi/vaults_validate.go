@@ -42,16 +42,7 @@ type credentialValidation struct {
 
 // credentialService is the service refreshing and storing credentials.
 func (a *API) credentialService() *credentials.Service {
-	return &credentials.Service{Store: a.deps.Store, Secrets: a.deps.Secrets, HTTP: a.outbound(), Now: a.deps.Now}
-}
-
-// outbound is the client for calls to credential endpoints:
-// credentials.NewHTTPClient unless Deps.Outbound replaces it.
-func (a *API) outbound() *http.Client {
-	if a.deps.Outbound != nil {
-		return a.deps.Outbound
-	}
-	return credentials.NewHTTPClient(a.deps.AllowPrivate)
+	return &credentials.Service{Store: a.deps.Store, Secrets: a.deps.Secrets, HTTP: a.deps.Outbound, Now: a.deps.Now}
 }
 
 // credentialValidate probes an mcp_oauth credential against its MCP server
@@ -113,7 +104,7 @@ func (a *API) credentialValidate(c echo.Context) error {
 	if status != http.StatusUnauthorized || !out.HasRefreshToken {
 		return c.JSON(http.StatusOK, out)
 	}
-	rotated, failure := credentials.Exchange(ctx, a.outbound(), auth.Refresh, secrets, redact)
+	rotated, failure := credentials.Exchange(ctx, a.deps.Outbound, auth.Refresh, secrets, redact)
 	if rotated == nil {
 		out.Refresh = &refreshProbe{Status: "failed", HTTPResponse: failure}
 		return c.JSON(http.StatusOK, out)
@@ -139,7 +130,7 @@ func (a *API) probeMCP(ctx context.Context, serverURL, token string, redact func
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := a.outbound().Do(req)
+	resp, err := a.deps.Outbound.Do(req)
 	if err != nil {
 		return 0, nil
 	}
@@ -151,7 +142,7 @@ func (a *API) probeMCP(ctx context.Context, serverURL, token string, redact func
 			if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, serverURL, nil); err == nil {
 				del.Header.Set("Authorization", "Bearer "+token)
 				del.Header.Set("Mcp-Session-Id", sid)
-				if r, err := a.outbound().Do(del); err == nil {
+				if r, err := a.deps.Outbound.Do(del); err == nil {
 					drain(r.Body)
 					_ = r.Body.Close()
 				}

@@ -17,7 +17,6 @@ const (
 	Environment = "env_"
 	Session     = "sesn_"
 	Event       = "sevt_"
-	Work        = "work_"
 	Request     = "req_"
 	APIKey      = "key_"
 	File        = "file_"

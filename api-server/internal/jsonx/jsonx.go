@@ -40,6 +40,28 @@ func Object(data []byte, path string) error {
 	return nil
 }
 
+// DecodeObject checks that data holds a JSON object (Object), then decodes
+// it into v (Decode).
+func DecodeObject(data []byte, v any, path string) error {
+	if err := Object(data, path); err != nil {
+		return err
+	}
+	return Decode(data, v, path)
+}
+
+// ObjectType checks that data holds a JSON object (Object) and returns its
+// "type" member (TypeOf), with errors at path.
+func ObjectType(data []byte, path string) (string, error) {
+	if err := Object(data, path); err != nil {
+		return "", err
+	}
+	typ, err := TypeOf(data)
+	if err != nil {
+		return "", Errorf(path, "%v", err)
+	}
+	return typ, nil
+}
+
 // TypeOf returns the "type" member of a JSON object, or "" when absent.
 func TypeOf(data []byte) (string, error) {
 	var probe struct {

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -153,13 +154,8 @@ func Parse(data []byte) (*Table, error) {
 		return nil, fmt.Errorf("parse price file (an object of model id to prices): %w", err)
 	}
 	prices := Defaults()
-	ids := make([]string, 0, len(entries))
-	for id := range entries {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	var errs []error
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(entries)) {
 		p, err := entries[id].price()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("model %q: %w", id, err))
