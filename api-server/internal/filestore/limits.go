@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -59,6 +60,22 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		// The byte past the limit arrived: report it, not the bytes.
 		l.err = ErrTooLarge
 		return n - 1, l.err
+	}
+	return n, err
+}
+
+// ErrReader is a reader of R that remembers R's first error other than
+// io.EOF in Err, so a failed Put can tell a failing source (or
+// ErrTooLarge) from a failing store.
+type ErrReader struct {
+	R   io.Reader
+	Err error
+}
+
+func (e *ErrReader) Read(p []byte) (int, error) {
+	n, err := e.R.Read(p)
+	if err != nil && e.Err == nil && !errors.Is(err, io.EOF) {
+		e.Err = err
 	}
 	return n, err
 }

@@ -64,21 +64,6 @@ func fileNotFound(id string) error { return apierror.NotFoundf("file %q not foun
 
 func fileID(c echo.Context) (string, error) { return pathID(c, "id", ids.File, fileNotFound) }
 
-// readErrRecorder remembers the error its reader returned, so a failed
-// Put can tell a broken request body from a failing store.
-type readErrRecorder struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErrRecorder) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		e.err = err
-	}
-	return n, err
-}
-
 func (a *API) fileUpload(c echo.Context) error {
 	r := c.Request()
 	limit := a.deps.FilesMaxBytes
@@ -156,13 +141,13 @@ func (a *API) storeUpload(c echo.Context, part *multipart.Part, limit int64) (*d
 	f := &db.File{ID: ids.New(ids.File), Filename: name, MimeType: mediaType,
 		StorageKey: filestore.NewKey(), Origin: db.FileOriginUpload, CreatedAt: a.now()}
 	h := sha256.New()
-	body := &readErrRecorder{r: part}
+	body := &filestore.ErrReader{R: part}
 	n, err := a.deps.Files.Put(c.Request().Context(), f.StorageKey, io.TeeReader(body, h), limit)
 	switch {
 	case errors.Is(err, filestore.ErrTooLarge):
 		drain(c.Request().Body)
 		return nil, fileTooLarge(limit)
-	case body.err != nil:
+	case body.Err != nil:
 		return nil, apierror.Invalid("could not read the uploaded file: the request body ended early or is malformed")
 	case err != nil:
 		return nil, fmt.Errorf("store upload: %w", err)

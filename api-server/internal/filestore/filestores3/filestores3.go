@@ -216,7 +216,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, limit int64) (
 	case !isNotFound(err):
 		return 0, fmt.Errorf("put blob: check key: %w", err)
 	}
-	src := &stickyReader{r: filestore.LimitReader(r, limit)}
+	src := &filestore.ErrReader{R: filestore.LimitReader(r, limit)}
 	// Parts carry CRC32C checksums (minio-go's default) and no payload
 	// signature: over plain HTTP minio-go would otherwise sign in
 	// aws-chunked encoding, which some S3-compatible servers (gofakes3
@@ -236,12 +236,12 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, limit int64) (
 	case nil:
 		body = io.MultiReader(bytes.NewReader(head), src)
 	default:
-		return 0, fmt.Errorf("put blob: read content: %w", src.err)
+		return 0, fmt.Errorf("put blob: read content: %w", src.Err)
 	}
 	info, err := s.client.PutObject(ctx, s.bucket, name, body, size, opts)
 	if err != nil {
-		if src.err != nil {
-			return 0, fmt.Errorf("put blob: read content: %w", src.err)
+		if src.Err != nil {
+			return 0, fmt.Errorf("put blob: read content: %w", src.Err)
 		}
 		if isPreconditionFailed(err) {
 			return 0, fmt.Errorf("put blob: %w", filestore.ErrExists)
@@ -384,21 +384,6 @@ func isNotFound(err error) bool {
 func isPreconditionFailed(err error) bool {
 	resp := minio.ToErrorResponse(err)
 	return resp.StatusCode == http.StatusPreconditionFailed || resp.Code == "PreconditionFailed"
-}
-
-// stickyReader remembers the first error of r, so Put can tell a failing
-// source (or ErrTooLarge) from a failing service.
-type stickyReader struct {
-	r   io.Reader
-	err error
-}
-
-func (s *stickyReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) && s.err == nil {
-		s.err = err
-	}
-	return n, err
 }
 
 var (
