@@ -155,11 +155,11 @@ func (a *API) sessionCreate(c echo.Context) error {
 			return err
 		}
 	}
-	provider, err := a.environmentProvider(ctx, *in.EnvironmentID)
+	env, provider, err := a.environmentProvider(ctx, *in.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	if err := a.checkEnvironmentSupport(ctx, *in.EnvironmentID, provider); err != nil {
+	if err := a.checkEnvironmentSupport(ctx, env, provider); err != nil {
 		return err
 	}
 	if err := a.checkLiveWorker(ctx, provider); err != nil {
@@ -222,21 +222,22 @@ func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agent
 	return ref.Resolve(ag.ID, ag.Version, &spec)
 }
 
-// environmentProvider checks the environment and returns the sandbox
-// provider its sessions use: metadata["mango.sandbox"] or the default.
-func (a *API) environmentProvider(ctx context.Context, envID string) (string, error) {
+// environmentProvider loads and checks the environment, and returns it
+// with the sandbox provider its sessions use: metadata["mango.sandbox"]
+// or the default.
+func (a *API) environmentProvider(ctx context.Context, envID string) (*db.Environment, string, error) {
 	if !ids.Valid(ids.Environment, envID) {
-		return "", environmentNotFound(envID)
+		return nil, "", environmentNotFound(envID)
 	}
 	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
 	if errors.Is(err, db.ErrNotFound) {
-		return "", environmentNotFound(envID)
+		return nil, "", environmentNotFound(envID)
 	}
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if env.ArchivedAt != nil {
-		return "", apierror.Invalid("environment_id: environment %q is archived", envID)
+		return nil, "", apierror.Invalid("environment_id: environment %q is archived", envID)
 	}
 	providers := a.deps.Providers
 	if len(providers) == 0 {
@@ -244,14 +245,14 @@ func (a *API) environmentProvider(ctx context.Context, envID string) (string, er
 	}
 	name, ok := env.Metadata[SandboxMetadataKey]
 	if !ok {
-		return providers[0], nil
+		return env, providers[0], nil
 	}
 	name = strings.ToLower(strings.TrimSpace(name))
 	if !slices.Contains(providers, name) {
-		return "", apierror.Invalid("environment_id: environment %q selects sandbox provider %q through metadata[%q], which is not enabled on this server (enabled: %s)",
+		return nil, "", apierror.Invalid("environment_id: environment %q selects sandbox provider %q through metadata[%q], which is not enabled on this server (enabled: %s)",
 			envID, name, SandboxMetadataKey, strings.Join(providers, ", "))
 	}
-	return name, nil
+	return env, name, nil
 }
 
 // Capabilities a provider's workers report and sessions may need.
@@ -267,11 +268,7 @@ const (
 // for what no live worker of its provider can do: limited networking
 // without egress control, or packages without package installation. The
 // environment would otherwise be accepted and silently not applied.
-func (a *API) checkEnvironmentSupport(ctx context.Context, envID, provider string) error {
-	env, err := a.deps.Store.EnvironmentGet(ctx, envID)
-	if err != nil {
-		return err
-	}
+func (a *API) checkEnvironmentSupport(ctx context.Context, env *db.Environment, provider string) error {
 	var cfg envspec.Config
 	if json.Unmarshal(env.Config, &cfg) != nil {
 		return nil
@@ -294,7 +291,7 @@ func (a *API) checkEnvironmentSupport(ctx context.Context, envID, provider strin
 		if !ok {
 			return &apierror.Error{Status: http.StatusUnprocessableEntity, Type: apierror.InvalidRequest,
 				Message: fmt.Sprintf("environment %q %s, but the %s sandbox provider %s (no live worker of it reports %s); %s",
-					envID, n.what, provider, n.cannot, n.capability, n.instead)}
+					env.ID, n.what, provider, n.cannot, n.capability, n.instead)}
 		}
 	}
 	return nil
