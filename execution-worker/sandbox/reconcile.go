@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
 )
 
 // BindingLister lists the bindings and intents of one provider.
@@ -85,9 +88,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		case referenced && b.ExternalID == "":
 			// Created, then the worker died before binding: finish it.
 			b.ExternalID = o.Ref.ID
-			if b.TaskQueue == "" {
-				b.TaskQueue = r.TaskQueue
-			}
+			b.TaskQueue = cmp.Or(b.TaskQueue, r.TaskQueue)
 			if _, err := r.Bindings.PutBinding(ctx, b); err != nil {
 				return res, fmt.Errorf("bind sandbox %s to session %s: %w", o.Ref.ID, b.SessionID, err)
 			}
@@ -149,14 +150,8 @@ func old(o Owned, now time.Time, grace time.Duration) bool {
 
 // Run reconciles at startup and then every Interval until ctx ends.
 func (r *Reconciler) Run(ctx context.Context) {
-	log := r.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	interval := r.Interval
-	if interval <= 0 {
-		interval = time.Minute
-	}
+	log := cmp.Or(r.Logger, slog.Default())
+	interval := defaults.Positive(r.Interval, time.Minute)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

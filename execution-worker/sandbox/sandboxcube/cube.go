@@ -24,6 +24,7 @@
 package sandboxcube
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -92,9 +93,7 @@ func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("%s=%q: want bearer or x-api-key", EnvAuthHeader, v))
 	}
-	if v := strings.TrimSpace(getenv(EnvDomain)); v != "" {
-		cfg.Domain = v
-	}
+	cfg.Domain = cmp.Or(strings.TrimSpace(getenv(EnvDomain)), cfg.Domain)
 	if v := strings.TrimSpace(getenv(EnvProxyAddr)); v != "" {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: want host:port (e.g. 10.0.0.5:80)", EnvProxyAddr, v))

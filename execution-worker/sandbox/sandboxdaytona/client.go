@@ -96,9 +96,7 @@ func (p *Provider) send(ctx context.Context, req request) (*http.Response, time.
 // redact drops the query of a URL from error messages (paths in the
 // sandbox are not secret, but keep messages short).
 func redact(u string) string {
-	if i := strings.IndexByte(u, '?'); i >= 0 {
-		return u[:i]
-	}
+	u, _, _ = strings.Cut(u, "?")
 	return u
 }
 

@@ -55,10 +55,12 @@
 package sandboxdaytona
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -68,6 +70,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // Labels set on every sandbox.
@@ -196,7 +199,7 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 		return nil, sandbox.Ref{}, errors.New("create sandbox: empty session key")
 	}
 	for k := range spec.Env {
-		if !validEnvName(k) {
+		if !shellexec.ValidEnvName(k) {
 			return nil, sandbox.Ref{}, fmt.Errorf("create sandbox: invalid environment variable name %q", k)
 		}
 	}
@@ -246,9 +249,7 @@ func (p *Provider) find(ctx context.Context, hash string) (*remote, error) {
 
 func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (*remote, error) {
 	labels := map[string]string{}
-	for k, v := range p.cfg.Labels {
-		labels[k] = v
-	}
+	maps.Copy(labels, p.cfg.Labels)
 	labels[LabelManaged] = "true"
 	labels[LabelKeyHash] = hash
 	body := createBody{
@@ -260,11 +261,7 @@ func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (
 		AutoStopInterval:   p.cfg.AutoPauseMinutes,
 		AutoDeleteInterval: -1,
 	}
-	image := p.cfg.Image
-	if spec.Image != "" {
-		image = spec.Image
-	}
-	if image != "" {
+	if image := cmp.Or(spec.Image, p.cfg.Image); image != "" {
 		if strings.ContainsAny(image, "\n\r") {
 			return nil, fmt.Errorf("invalid image %q", image)
 		}

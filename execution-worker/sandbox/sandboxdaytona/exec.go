@@ -52,9 +52,6 @@ func (s *remoteSandbox) execute(ctx context.Context, script string, timeout time
 	return *r.Result, nil
 }
 
-// validEnvName reports whether k is a portable environment variable name.
-func validEnvName(k string) bool { return shellexec.ValidEnvName(k) }
-
 // shell returns the command and path machinery over execute. Stdin is
 // uploaded beside the exec directory (the toolbox need not create parent
 // directories).

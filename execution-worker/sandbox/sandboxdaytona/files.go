@@ -1,15 +1,14 @@
 package sandboxdaytona
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
+
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // ReadFile returns the content of a regular file under Root.
@@ -44,21 +43,7 @@ func (s *remoteSandbox) WriteFile(ctx context.Context, p string, data []byte, pe
 
 // upload writes data to the absolute path x through the multipart upload.
 func (s *remoteSandbox) upload(ctx context.Context, x string, data []byte) error {
-	body := func() (io.Reader, string, error) {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		fw, err := mw.CreateFormFile("file", path.Base(x))
-		if err != nil {
-			return nil, "", err
-		}
-		if _, err := fw.Write(data); err != nil {
-			return nil, "", err
-		}
-		if err := mw.Close(); err != nil {
-			return nil, "", err
-		}
-		return &buf, mw.FormDataContentType(), nil
-	}
+	body := transfer.MultipartBytes(transfer.FormFile("file", path.Base(x)), data)
 	_, err := s.call(ctx, "/files/upload?"+url.Values{"path": {x}}.Encode(), request{method: http.MethodPost, body: body, idempotent: true})
 	return err
 }

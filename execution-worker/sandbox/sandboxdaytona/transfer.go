@@ -1,6 +1,7 @@
 package sandboxdaytona
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,9 +44,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	q := url.Values{"path": {t.Path}, "mode": {fmt.Sprintf("%04o", perm.Perm())}}
 	if _, err := s.call(ctx, "/files/permissions?"+q.Encode(), request{method: http.MethodPost, idempotent: true}); err != nil {
 		return fmt.Errorf("put %s: set mode: %w", p, s.fileErr(err))

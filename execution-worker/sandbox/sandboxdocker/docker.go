@@ -59,6 +59,7 @@
 package sandboxdocker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,10 +182,7 @@ func ContainerName(sessionKey string) string {
 // Create returns the container of sessionKey, creating (and if necessary
 // pulling its image) or starting it as needed.
 func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.Spec) (sandbox.Sandbox, sandbox.Ref, error) {
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
+	image := cmp.Or(spec.Image, p.cfg.Image)
 	hash := sandbox.KeyHash(sessionKey)
 	name := ContainerName(sessionKey)
 	opts := p.createOptions(name, hash, image, spec.Env)

@@ -3,8 +3,6 @@ package sandboxdocker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // execDir holds the pid and cancellation marker files of running commands.
@@ -102,7 +101,7 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 	}
 	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
-	token := newToken()
+	token := shellexec.NewToken()
 	opts := client.ExecCreateOptions{
 		AttachStdin:  req.Stdin != nil,
 		AttachStdout: true,
@@ -241,12 +240,6 @@ func (s *containerSandbox) killGroup(token string) {
 	}
 	defer att.Close()
 	_, _ = io.Copy(io.Discard, att.Reader)
-}
-
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // checkUsable reports ErrDestroyed after Destroy.

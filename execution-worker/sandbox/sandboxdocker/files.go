@@ -3,6 +3,7 @@ package sandboxdocker
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -246,9 +247,7 @@ func (s *containerSandbox) ReadFile(ctx context.Context, p string) ([]byte, erro
 // creating missing parent directories (mode 0755). An existing link inside
 // the allowed paths is written through, not replaced.
 func (s *containerSandbox) WriteFile(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	if err := s.put(ctx, p, bytes.NewReader(data), int64(len(data)), perm, false); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // PutFile streams r into the container as a tar archive built on the fly
@@ -65,7 +66,7 @@ func (s *containerSandbox) put(ctx context.Context, p string, r io.Reader, size 
 	}
 	name := rel
 	if viaTemp {
-		name = path.Join(path.Dir(rel), tempPrefix+newToken())
+		name = path.Join(path.Dir(rel), tempPrefix+shellexec.NewToken())
 	}
 	err = s.extract(ctx, res.dir, func(tw *tar.Writer) error {
 		now := time.Now()
@@ -90,10 +91,10 @@ func (s *containerSandbox) put(ctx context.Context, p string, r io.Reader, size 
 	tmp := path.Join(res.dir, name)
 	if err != nil {
 		// Best effort: the daemon may still be writing it.
-		_, _ = s.Exec(ctx, sandbox.ExecRequest{Command: "rm -f -- " + shellQuote(tmp)})
+		_, _ = s.Exec(ctx, sandbox.ExecRequest{Command: "rm -f -- " + shellexec.Quote(tmp)})
 		return err
 	}
-	mv, err := s.Exec(ctx, sandbox.ExecRequest{Command: "mv -f -- " + shellQuote(tmp) + " " + shellQuote(res.path)})
+	mv, err := s.Exec(ctx, sandbox.ExecRequest{Command: "mv -f -- " + shellexec.Quote(tmp) + " " + shellexec.Quote(res.path)})
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (s *containerSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
 	res, err := s.Exec(ctx, sandbox.ExecRequest{
-		Command:   "find " + shellQuote(r.path) + " -type f -exec sh -c " + shellQuote(listScript) + " sh {} +",
+		Command:   "find " + shellexec.Quote(r.path) + " -type f -exec sh -c " + shellexec.Quote(listScript) + " sh {} +",
 		MaxOutput: maxListOutput,
 	})
 	if err != nil {
@@ -340,7 +341,7 @@ func (s *containerSandbox) RemoveAll(ctx context.Context, p string) error {
 		return nil
 	}
 	target := path.Join(parent.path, path.Base(abs))
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: "rm -rf -- " + shellQuote(target)})
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: "rm -rf -- " + shellexec.Quote(target)})
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
@@ -417,11 +418,6 @@ func writeEntry(tw *tar.Writer, src fs.FS, name string, e sandbox.TreeEntry, now
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
 	return nil
-}
-
-// shellQuote quotes s as one word for /bin/sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // firstLine returns the first line of a command's output, for errors.

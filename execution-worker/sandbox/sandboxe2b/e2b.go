@@ -29,6 +29,7 @@
 package sandboxe2b
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -81,12 +82,8 @@ func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 		}
 		cfg.APIURL = v
 	}
-	if v := strings.TrimSpace(getenv(EnvTemplateID)); v != "" {
-		cfg.TemplateID = v
-	}
-	if v := strings.TrimSpace(getenv(EnvDomain)); v != "" {
-		cfg.Domain = v
-	}
+	cfg.TemplateID = cmp.Or(strings.TrimSpace(getenv(EnvTemplateID)), cfg.TemplateID)
+	cfg.Domain = cmp.Or(strings.TrimSpace(getenv(EnvDomain)), cfg.Domain)
 	errs = append(errs, ParseCommon(getenv, &cfg, EnvIdleTimeout)...)
 	if len(errs) > 0 {
 		return e2bproto.Config{}, errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -172,17 +173,7 @@ func checkURL(v string) error {
 
 // dnsLabel reports whether s is an RFC 1123 label (namespace and
 // sandbox names, and what the router accepts in X-Sandbox-ID).
-func dnsLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return false
-		}
-	}
-	return true
-}
+func dnsLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
 // dnsSubdomain reports whether s is an RFC 1123 subdomain (object names).
 func dnsSubdomain(s string) bool {

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // maxInlineScript bounds a script sent inside the /execute command. Linux
@@ -71,7 +70,8 @@ func (s *remoteSandbox) execute(ctx context.Context, script string, timeout time
 // upload writes data to name, a path relative to the runtime's root,
 // through POST /upload. The parent directory must exist.
 func (s *remoteSandbox) upload(ctx context.Context, name string, data []byte) error {
-	_, err := s.call(ctx, request{method: http.MethodPost, path: "/upload", body: multipartBody(name, data), idempotent: true})
+	body := transfer.MultipartBytes(transfer.FormFile("file", name), data)
+	_, err := s.call(ctx, request{method: http.MethodPost, path: "/upload", body: body, idempotent: true})
 	return err
 }
 
@@ -97,5 +97,3 @@ func (s *remoteSandbox) shell() *shellexec.Shell {
 func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	return s.shell().Command(ctx, req)
 }
-
-func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -2,6 +2,7 @@ package sandboxk8s
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -87,9 +88,7 @@ func (s *remoteSandbox) WriteFile(ctx context.Context, p string, data []byte, pe
 	if err != nil {
 		// Outside the runtime's root (the session directory): staged in
 		// the root and moved in place.
-		if perm == 0 {
-			perm = 0o644
-		}
+		perm = cmp.Or(perm, 0o644)
 		if err := s.putResolved(ctx, r, bytes.NewReader(data), int64(len(data)), perm); err != nil {
 			return fmt.Errorf("write %s: %w", p, sh.FileErr(err))
 		}

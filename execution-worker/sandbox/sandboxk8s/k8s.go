@@ -67,6 +67,7 @@
 package sandboxk8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,7 @@ import (
 	"maps"
 	"net"
 	"path"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -230,10 +232,7 @@ func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (
 		}
 		body = map[string]any{"apiVersion": claimKind.apiVersion, "kind": claimKind.name, "metadata": meta, "spec": claimSpec}
 	} else {
-		image := p.cfg.Image
-		if spec.Image != "" {
-			image = spec.Image
-		}
+		image := cmp.Or(spec.Image, p.cfg.Image)
 		body = map[string]any{"apiVersion": sandboxKind.apiVersion, "kind": sandboxKind.name, "metadata": meta, "spec": p.sandboxSpec(image, spec.Env)}
 	}
 	o, err := p.kube.create(ctx, p.kind, body)
@@ -277,7 +276,7 @@ func (p *Provider) sandboxSpec(image string, env map[string]string) map[string]a
 // envList renders variables as a Kubernetes env list, sorted by name.
 func envList(env map[string]string) []any {
 	out := make([]any, 0, len(env))
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, map[string]any{"name": k, "value": env[k]})
 	}
 	return out

@@ -1,11 +1,9 @@
 package sandboxk8s
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
@@ -139,26 +137,6 @@ func shortPath(p string) string {
 		return "/download/..."
 	}
 	return p
-}
-
-// multipartBody returns a body function for an upload: one part "file"
-// whose file name is the path relative to the runtime's root.
-func multipartBody(name string, data []byte) func() (io.Reader, string, error) {
-	return func() (io.Reader, string, error) {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		fw, err := mw.CreateFormFile("file", name)
-		if err != nil {
-			return nil, "", err
-		}
-		if _, err := fw.Write(data); err != nil {
-			return nil, "", err
-		}
-		if err := mw.Close(); err != nil {
-			return nil, "", err
-		}
-		return &buf, mw.FormDataContentType(), nil
-	}
 }
 
 // decode unmarshals a JSON response, reporting a protocol error clearly.

@@ -1,6 +1,7 @@
 package sandboxk8s
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -43,9 +44,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	if err != nil {
 		return err
 	}
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	if err := s.putResolved(ctx, t, r, size, perm); err != nil {
 		return fmt.Errorf("put %s: %w", p, sh.FileErr(err))
 	}

@@ -48,6 +48,7 @@
 package sandboxlocal
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -156,23 +157,15 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.ExecTimeout < 0 || cfg.MaxOutput < 0 {
 		return nil, fmt.Errorf("negative ExecTimeout (%v) or MaxOutput (%d)", cfg.ExecTimeout, cfg.MaxOutput)
 	}
-	p := &Provider{execTimeout: cfg.ExecTimeout, maxOutput: cfg.MaxOutput}
-	if p.execTimeout == 0 {
-		p.execTimeout = DefaultExecTimeout
-	}
-	if p.maxOutput == 0 {
-		p.maxOutput = DefaultMaxOutput
-	}
-	root := cfg.Root
-	if root == "" {
-		root = DefaultRoot()
-	}
-	root, err := prepareRoot(root)
+	root, err := prepareRoot(cmp.Or(cfg.Root, DefaultRoot()))
 	if err != nil {
 		return nil, err
 	}
-	p.root = root
-	return p, nil
+	return &Provider{
+		root:        root,
+		execTimeout: cmp.Or(cfg.ExecTimeout, DefaultExecTimeout),
+		maxOutput:   cmp.Or(cfg.MaxOutput, DefaultMaxOutput),
+	}, nil
 }
 
 // prepareRoot creates root with mode 0700 if needed and returns its
@@ -594,10 +587,10 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 
-	stdout, stderr := &capped{max: limit}, &capped{max: limit}
+	out := sandbox.NewOutput(limit)
 	var copies sync.WaitGroup
-	copies.Go(func() { _, _ = io.Copy(stdout, outR) })
-	copies.Go(func() { _, _ = io.Copy(stderr, errR) })
+	copies.Go(func() { _, _ = io.Copy(&out.Stdout, outR) })
+	copies.Go(func() { _, _ = io.Copy(&out.Stderr, errR) })
 	if stdin != nil {
 		copies.Go(func() {
 			_, _ = stdin.Write(req.Stdin) // EPIPE when the command ignores its input
@@ -632,14 +625,7 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 			return nil, ctx.Err()
 		}
 	}
-	res := &sandbox.ExecResult{
-		ExitCode:  -1,
-		Stdout:    stdout.buf,
-		Stderr:    stderr.buf,
-		Truncated: stdout.dropped > 0 || stderr.dropped > 0,
-		TimedOut:  killed.Load() && errors.Is(runCtx.Err(), context.DeadlineExceeded),
-		Duration:  duration,
-	}
+	res := out.Result(-1, killed.Load() && errors.Is(runCtx.Err(), context.DeadlineExceeded), duration)
 	var exitErr *exec.ExitError
 	switch {
 	case res.TimedOut:
@@ -711,20 +697,6 @@ func checkEnv(k, v string) error {
 		return fmt.Errorf("invalid environment variable %q", k)
 	}
 	return nil
-}
-
-// capped keeps the first max bytes written to it and counts the rest.
-type capped struct {
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	keep := max(0, min(len(p), c.max-len(c.buf)))
-	c.buf = append(c.buf, p[:keep]...)
-	c.dropped += int64(len(p) - keep)
-	return len(p), nil
 }
 
 // rel maps a sandbox path to a clean path relative to the workspace,
@@ -802,9 +774,7 @@ func (s *localSandbox) WriteFile(ctx context.Context, name string, data []byte, 
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	defer func() { _ = root.Close() }()
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", name, s.fileError(err, rel))

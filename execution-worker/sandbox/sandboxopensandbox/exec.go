@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 )
 
 // execDir holds the pid, cancellation, stdin and output files of commands.
@@ -77,6 +76,14 @@ func (p *Provider) connect(ctx context.Context, id string) (*remote, error) {
 
 func (s *remote) Ref() sandbox.Ref { return s.ref }
 func (s *remote) Root() string     { return s.root }
+
+// usable returns ErrDestroyed after Destroy, else ctx.Err().
+func (s *remote) usable(ctx context.Context) error {
+	if s.destroyed.Load() {
+		return sandbox.ErrDestroyed
+	}
+	return ctx.Err()
+}
 
 // Destroy deletes the sandbox; it is idempotent.
 func (s *remote) Destroy(ctx context.Context) error {
@@ -196,25 +203,16 @@ func clip(b []byte) string {
 }
 
 // shq quotes s for /bin/sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+var shq = shellexec.Quote
 
 // Exec runs req.Command in the workspace; see the package documentation.
 func (s *remote) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	if s.destroyed.Load() {
-		return nil, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
-	prefix := execDir + "/" + newToken()
+	prefix := execDir + "/" + shellexec.NewToken()
 	stdin := "/dev/null"
 	if req.Stdin != nil {
 		if err := s.upload(ctx, prefix+".in", req.Stdin, 0o600); err != nil {
@@ -289,11 +287,8 @@ func (s *remote) mapErr(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, sandbox.ErrPathEscape) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if s.destroyed.Load() {
-		return sandbox.ErrDestroyed
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := s.usable(ctx); err != nil {
+		return err
 	}
 	st, gerr := s.p.get(ctx, s.ref.ID)
 	if errors.Is(gerr, sandbox.ErrNotFound) || (gerr == nil && gone(st.Status.State)) {

@@ -1,21 +1,20 @@
 package sandboxopensandbox
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"path"
 	"strconv"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // maxFileSize bounds ReadFile, which holds the whole file in memory.
@@ -66,10 +65,7 @@ func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, err
 
 // ReadFile returns the contents of a file under the root.
 func (s *remote) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	if s.destroyed.Load() {
-		return nil, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	real, err := s.resolve(ctx, p, false)
@@ -85,10 +81,7 @@ func (s *remote) ReadFile(ctx context.Context, p string) ([]byte, error) {
 
 // WriteFile writes a file under the root, creating parent directories.
 func (s *remote) WriteFile(ctx context.Context, p string, data []byte, perm fs.FileMode) error {
-	if s.destroyed.Load() {
-		return sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	real, err := s.resolve(ctx, p, true)
@@ -98,9 +91,7 @@ func (s *remote) WriteFile(ctx context.Context, p string, data []byte, perm fs.F
 	if real == s.root || real == sandbox.SessionDir {
 		return fmt.Errorf("write %s: is a directory", p)
 	}
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	if err := s.upload(ctx, real, data, perm); err != nil {
 		return fmt.Errorf("write %s: %w", p, s.mapErr(ctx, err))
 	}
@@ -142,27 +133,7 @@ func (s *remote) upload(ctx context.Context, p string, data []byte, perm fs.File
 	if err != nil {
 		return err
 	}
-	body := func() (io.Reader, string, error) {
-		var buf bytes.Buffer
-		w := multipart.NewWriter(&buf)
-		mh := textproto.MIMEHeader{}
-		mh.Set("Content-Disposition", `form-data; name="metadata"`)
-		mh.Set("Content-Type", "application/json")
-		part, err := w.CreatePart(mh)
-		if err != nil {
-			return nil, "", err
-		}
-		_, _ = part.Write(meta)
-		fw, err := w.CreateFormFile("file", path.Base(p))
-		if err != nil {
-			return nil, "", err
-		}
-		_, _ = fw.Write(data)
-		if err := w.Close(); err != nil {
-			return nil, "", err
-		}
-		return &buf, w.FormDataContentType(), nil
-	}
+	body := transfer.MultipartBytes(uploadParts(meta, path.Base(p)), data)
 	resp, err := s.p.do(ctx, "upload file", request{method: http.MethodPost, url: s.execd + "/files/upload", header: s.hdr, body: body, idempotent: true})
 	if err != nil {
 		return err

@@ -44,6 +44,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
@@ -159,10 +160,8 @@ func gone(state string) bool {
 }
 
 func (p *Provider) metadata(hash string) map[string]string {
-	m := maps.Clone(p.cfg.Labels)
-	if m == nil {
-		m = map[string]string{}
-	}
+	m := map[string]string{}
+	maps.Copy(m, p.cfg.Labels)
 	m[LabelManaged] = "true"
 	m[LabelKeyHash] = hash
 	return m
@@ -243,19 +242,13 @@ func (p *Provider) createOrFind(ctx context.Context, hash string, spec sandbox.S
 	if s, ok := oldest(existing); ok {
 		return p.open(ctx, s.ID, hash)
 	}
-	image := spec.Image
-	if image == "" {
-		image = p.cfg.Image
-	}
-	env := maps.Clone(spec.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
+	env := map[string]string{}
+	maps.Copy(env, spec.Env)
 	if _, ok := env["MANGO_WORKSPACE"]; !ok {
 		env["MANGO_WORKSPACE"] = DefaultRoot
 	}
 	req := createRequest{
-		Image:          imageSpec{URI: image},
+		Image:          imageSpec{URI: cmp.Or(spec.Image, p.cfg.Image)},
 		Entrypoint:     []string{"tail", "-f", "/dev/null"},
 		ResourceLimits: map[string]string{"cpu": p.cfg.CPU, "memory": p.cfg.Memory},
 		Env:            env,
@@ -359,23 +352,14 @@ func (p *Provider) endpoint(ctx context.Context, id string, port int) (string, h
 	for k, v := range ep.Headers {
 		h.Set(k, v)
 	}
-	return trimSlash(u), h, nil
+	return strings.TrimRight(u, "/"), h, nil
 }
 
+// hasScheme reports whether u starts with a scheme ("http://"): a colon
+// among its first ten bytes, followed by "//".
 func hasScheme(u string) bool {
-	for i := 0; i < len(u) && i < 10; i++ {
-		if u[i] == ':' {
-			return len(u) > i+2 && u[i+1] == '/' && u[i+2] == '/'
-		}
-	}
-	return false
-}
-
-func trimSlash(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
-	}
-	return s
+	i := strings.IndexByte(u, ':')
+	return i >= 0 && i < 10 && strings.HasPrefix(u[i+1:], "//")
 }
 
 // Attach reconnects to ref after checking its owner.
@@ -395,10 +379,8 @@ func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Re
 
 // List returns every Mango-owned sandbox that is not terminated.
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
-	filter := maps.Clone(p.cfg.Labels)
-	if filter == nil {
-		filter = map[string]string{}
-	}
+	filter := map[string]string{}
+	maps.Copy(filter, p.cfg.Labels)
 	filter[LabelManaged] = "true"
 	items, err := p.list(ctx, filter)
 	if err != nil {

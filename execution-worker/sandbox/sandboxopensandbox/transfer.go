@@ -1,6 +1,7 @@
 package sandboxopensandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,10 +28,7 @@ import (
 // parent directory is created by the resolver. The upload is not retried:
 // r cannot be read twice.
 func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64, perm fs.FileMode) error {
-	if s.destroyed.Load() {
-		return sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	if size < 0 {
@@ -43,9 +41,7 @@ func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64,
 	if real == s.root || real == sandbox.SessionDir {
 		return fmt.Errorf("put %s: is a directory", p)
 	}
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	mode, _ := strconv.Atoi(strconv.FormatUint(uint64(perm.Perm()), 8))
 	meta, err := json.Marshal(map[string]any{"path": real, "mode": mode})
 	if err != nil {
@@ -70,10 +66,7 @@ func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64,
 
 // GetFile streams p from execd's GET /files/download.
 func (s *remote) GetFile(ctx context.Context, p string) (io.ReadCloser, int64, error) {
-	if s.destroyed.Load() {
-		return nil, 0, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, 0, err
 	}
 	real, err := s.resolve(ctx, p, false)
@@ -132,10 +125,7 @@ func (s *remote) info(ctx context.Context, real string) (fileInfo, error) {
 // ListFiles lists the regular files under dir with execd's GET
 // /files/search (pattern **); a missing dir is an empty list.
 func (s *remote) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
-	if s.destroyed.Load() {
-		return nil, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	abs, err := shellexec.Lexical(s.root, dir)
@@ -180,27 +170,15 @@ func (s *remote) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo,
 // /directories (rm -rf). The parent's symbolic links are resolved first;
 // p itself, when a link, is removed, not followed.
 func (s *remote) RemoveAll(ctx context.Context, p string) error {
-	if s.destroyed.Load() {
-		return sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	abs, err := shellexec.Lexical(s.root, p)
+	target, _, err := shellexec.RemovePath(s.root, p, func(dir string) (string, bool, error) {
+		real, err := s.resolve(ctx, dir, false)
+		return real, true, err
+	})
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
-	target := abs
-	switch abs {
-	case s.root:
-		return fmt.Errorf("remove %s: is the workspace root", p)
-	case sandbox.SessionDir:
-	default:
-		parent, err := s.resolve(ctx, path.Dir(abs), false)
-		if err != nil {
-			return fmt.Errorf("remove %s: %w", p, err)
-		}
-		target = path.Join(parent, path.Base(abs))
+		return err
 	}
 	resp, err := s.p.do(ctx, "remove directories", request{
 		method: http.MethodDelete, url: s.execd + "/directories?path=" + queryEscape(target), header: s.hdr, idempotent: true,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -17,17 +18,14 @@ import (
 // tar stream is uploaded through execd's POST /files/upload (chunked) to a
 // file in the exec directory and extracted with tar, links included.
 func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
-	if s.destroyed.Load() {
-		return sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	real, err := s.resolve(ctx, dst, false)
 	if err != nil {
 		return fmt.Errorf("put tree %s: %w", dst, err)
 	}
-	archive := execDir + "/" + newToken() + ".tar"
+	archive := execDir + "/" + shellexec.NewToken() + ".tar"
 	meta, err := json.Marshal(map[string]any{"path": archive, "mode": 600})
 	if err != nil {
 		return fmt.Errorf("put tree %s: %w", dst, err)

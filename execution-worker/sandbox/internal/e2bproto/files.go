@@ -1,6 +1,7 @@
 package e2bproto
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -34,9 +35,6 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	if err := s.touch(ctx); err != nil {
-		return err
-	}
 	if size < 0 {
 		return fmt.Errorf("put %s: negative size %d", p, size)
 	}
@@ -59,9 +57,7 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	if perm == 0 {
-		perm = 0o644
-	}
+	perm = cmp.Or(perm, 0o644)
 	if _, code, err := s.run(ctx, `chmod "$1" "$2"`, fmt.Sprintf("%o", perm.Perm()), real); err != nil || code != 0 {
 		return fmt.Errorf("put %s: chmod %o: exit code %d: %v", p, perm.Perm(), code, err)
 	}
@@ -71,9 +67,6 @@ func (s *remoteSandbox) PutFile(ctx context.Context, p string, r io.Reader, size
 // GetFile streams p from envd's GET /files.
 func (s *remoteSandbox) GetFile(ctx context.Context, p string) (io.ReadCloser, int64, error) {
 	if err := s.usable(ctx); err != nil {
-		return nil, 0, err
-	}
-	if err := s.touch(ctx); err != nil {
 		return nil, 0, err
 	}
 	real, err := s.resolve(ctx, p)
@@ -107,9 +100,6 @@ func (s *remoteSandbox) GetFile(ctx context.Context, p string) (io.ReadCloser, i
 // through envd (envd's /files has no listing).
 func (s *remoteSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
 	if err := s.usable(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.touch(ctx); err != nil {
 		return nil, err
 	}
 	listed, err := s.agentPath(dir)
@@ -156,24 +146,12 @@ func (s *remoteSandbox) RemoveAll(ctx context.Context, p string) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	if err := s.touch(ctx); err != nil {
-		return err
-	}
-	abs, err := shellexec.Lexical(s.root, p)
+	target, _, err := shellexec.RemovePath(s.root, p, func(dir string) (string, bool, error) {
+		real, err := s.resolveAny(ctx, dir)
+		return real, true, err
+	})
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
-	}
-	target := abs
-	switch abs {
-	case s.root:
-		return fmt.Errorf("remove %s: is the workspace root", p)
-	case sandbox.SessionDir:
-	default:
-		parent, err := s.resolveAny(ctx, path.Dir(abs))
-		if err != nil {
-			return fmt.Errorf("remove %s: %w", p, err)
-		}
-		target = path.Join(parent, path.Base(abs))
+		return err
 	}
 	if _, code, err := s.run(ctx, `rm -rf -- "$1"`, target); err != nil || code != 0 {
 		return fmt.Errorf("remove %s: rm: exit code %d: %v", p, code, err)

@@ -1,7 +1,6 @@
 package e2bproto
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,24 +121,14 @@ func errorMessage(body []byte) string {
 // apiJSON calls the control plane with an optional JSON body and decodes
 // the answer into out (when non-nil).
 func (c *Config) apiJSON(ctx context.Context, op string, class retryClass, method, path string, in, out any) (http.Header, error) {
-	var payload []byte
+	var body func() (io.Reader, string, error)
 	if in != nil {
-		var err error
-		if payload, err = json.Marshal(in); err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
+		body = httpcall.JSONBody(in)
 	}
 	resp, err := c.send(ctx, op, class, func(ctx context.Context) (*http.Request, error) {
-		var body io.Reader
-		if payload != nil {
-			body = bytes.NewReader(payload)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, c.APIURL+path, body)
+		req, err := httpcall.NewRequest(ctx, method, c.APIURL+path, body, 0)
 		if err != nil {
 			return nil, err
-		}
-		if payload != nil {
-			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Accept", "application/json")
 		c.authorize(req)

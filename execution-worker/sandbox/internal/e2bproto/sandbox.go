@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -24,6 +21,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
 // stateDirName is the directory, beside the workspace, holding the pid,
@@ -104,11 +102,16 @@ func (s *remoteSandbox) Destroy(ctx context.Context) error {
 	return nil
 }
 
+// usable returns ErrDestroyed after Destroy, else ctx.Err(), else the
+// error of touch (the sandbox is gone).
 func (s *remoteSandbox) usable(ctx context.Context) error {
 	if s.destroyed.Load() {
 		return sandbox.ErrDestroyed
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.touch(ctx)
 }
 
 // touch extends the sandbox's time to live when the last refresh is older
@@ -374,24 +377,15 @@ func (s *remoteSandbox) probeRoot(ctx context.Context) (string, error) {
 	return root, nil
 }
 
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // Exec runs req.Command in the workspace. Cancellation and timeouts kill
 // the command's process group from a second process.
 func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.touch(ctx); err != nil {
-		return nil, err
-	}
 	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
-	prefix := path.Join(s.stateDir(), newToken())
+	prefix := path.Join(s.stateDir(), shellexec.NewToken())
 	stdinFile := ""
 	if req.Stdin != nil {
 		stdinFile = prefix + ".stdin"
@@ -513,9 +507,6 @@ func (s *remoteSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) 
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.touch(ctx); err != nil {
-		return nil, err
-	}
 	real, err := s.resolve(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
@@ -546,9 +537,6 @@ func (s *remoteSandbox) WriteFile(ctx context.Context, p string, data []byte, pe
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	if err := s.touch(ctx); err != nil {
-		return err
-	}
 	real, err := s.resolve(ctx, p)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
@@ -566,25 +554,17 @@ func (s *remoteSandbox) WriteFile(ctx context.Context, p string, data []byte, pe
 
 // upload writes data to the absolute path p (multipart, as the SDKs do).
 func (s *remoteSandbox) upload(ctx context.Context, p string, data []byte) error {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, err := mw.CreateFormFile("file", path.Base(p))
-	if err != nil {
-		return err
-	}
-	if _, err := fw.Write(data); err != nil {
-		return err
-	}
-	if err := mw.Close(); err != nil {
-		return err
-	}
-	payload := body.Bytes()
+	body := transfer.MultipartBytes(transfer.FormFile("file", path.Base(p)), data)
 	resp, err := s.p.cfg.send(ctx, "envd write "+p, retrySafe, func(ctx context.Context) (*http.Request, error) {
-		req, err := s.envdRequest(ctx, http.MethodPost, s.filesQuery(p), bytes.NewReader(payload))
+		r, ctype, err := body()
 		if err != nil {
 			return nil, err
 		}
-		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req, err := s.envdRequest(ctx, http.MethodPost, s.filesQuery(p), r)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", ctype)
 		return req, nil
 	})
 	if err != nil {

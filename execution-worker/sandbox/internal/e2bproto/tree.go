@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/transfer"
 )
 
@@ -20,14 +21,11 @@ func (s *remoteSandbox) PutTree(ctx context.Context, dst string, src fs.FS) erro
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	if err := s.touch(ctx); err != nil {
-		return err
-	}
 	real, err := s.resolveAny(ctx, dst)
 	if err != nil {
 		return fmt.Errorf("put tree %s: %w", dst, err)
 	}
-	archive := path.Join(s.stateDir(), newToken()+".tar")
+	archive := path.Join(s.stateDir(), shellexec.NewToken()+".tar")
 	body, ctype := transfer.TarUpload(src, transfer.FormFile("file", path.Base(archive)))
 	defer func() { _ = body.Close() }()
 	resp, err := s.p.cfg.send(ctx, "envd write "+archive, noRetry, func(ctx context.Context) (*http.Request, error) {

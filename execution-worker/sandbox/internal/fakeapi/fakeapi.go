@@ -1,10 +1,12 @@
 // Package fakeapi holds what the in-process fakes of the remote sandbox
 // services share: every request counted by method and path, faults
 // injected into the next matching requests, the size and digest of every
-// uploaded file, and JSON answers.
+// uploaded file, JSON answers and query parameters, and the local
+// sandboxes (sandboxlocal) backing the fakes' sandboxes.
 package fakeapi
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,12 +16,16 @@ import (
 	"io/fs"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // Fault answers the next N requests whose method is Method (empty: any)
@@ -189,4 +195,60 @@ func RandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// QueryInt returns the integer query parameter name of r: def when it is
+// absent, -1 when it is not an integer (the caller's range check refuses
+// it).
+func QueryInt(r *http.Request, name string, def int) int {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Matches reports whether labels hold every key of want, with its first
+// value.
+func Matches(labels map[string]string, want url.Values) bool {
+	for k := range want {
+		if labels[k] != want.Get(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// NewLocal creates the local sandbox backing the fake sandbox id, in the
+// directory id under dir.
+func NewLocal(ctx context.Context, dir, id string) (sandbox.Sandbox, error) {
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(dir, id), MaxOutput: 64 << 20})
+	if err != nil {
+		return nil, err
+	}
+	sb, _, err := p.Create(ctx, id, sandbox.Spec{})
+	return sb, err
+}
+
+// SessionRewrite returns the replacers of a fake that runs commands in the
+// local sandbox whose directory is root, where [sandbox.SessionDir] is a
+// directory inside root: in rewrites the session directory in what a
+// command is given, out rewrites it back in what the command prints.
+func SessionRewrite(root string) (in, out *strings.Replacer) {
+	host := root + sandbox.SessionDir
+	return strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+}
+
+// Locked calls fn with m[key] under mu when m holds key: the fakes' hooks
+// that inspect or change one sandbox.
+func Locked[V any](mu *sync.Mutex, m map[string]*V, key string, fn func(*V)) {
+	mu.Lock()
+	defer mu.Unlock()
+	if v := m[key]; v != nil {
+		fn(v)
+	}
 }

@@ -3,6 +3,7 @@ package fakeapi_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +83,24 @@ func TestHostPath(t *testing.T) {
 	}
 	if a, b := fakeapi.RandomHex(8), fakeapi.RandomHex(8); len(a) != 16 || a == b {
 		t.Errorf("RandomHex(8) = %q then %q: want 16 hex digits, different each time", a, b)
+	}
+}
+
+func TestQueryIntAndMatches(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/x?limit=7&bad=x", nil)
+	for _, tc := range []struct {
+		name string
+		want int
+	}{{"limit", 7}, {"bad", -1}, {"absent", 100}} {
+		if got := fakeapi.QueryInt(r, tc.name, 100); got != tc.want {
+			t.Errorf("QueryInt(%s) = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	labels := map[string]string{"a": "1", "b": "2"}
+	if !fakeapi.Matches(labels, url.Values{"a": {"1"}}) || !fakeapi.Matches(labels, nil) {
+		t.Error("Matches = false for a subset of the labels, want true")
+	}
+	if fakeapi.Matches(labels, url.Values{"a": {"2"}}) || fakeapi.Matches(labels, url.Values{"c": {"3"}}) {
+		t.Error("Matches = true for a different or a missing label, want false")
 	}
 }

@@ -168,30 +168,43 @@ func (sh *Shell) WriteTarget(ctx context.Context, p string) (Resolved, error) {
 	return r, nil
 }
 
-// RemoveTarget resolves p for removal: the path to remove, with the
-// symbolic links of its parents resolved and p itself, when a link, kept
-// (removed, not followed). ok is false when p's parent is missing: there
-// is nothing to remove. The workspace root cannot be removed. Errors name
-// p.
+// RemoveTarget resolves p for removal (see [RemovePath]) with Resolve.
 func (sh *Shell) RemoveTarget(ctx context.Context, p string) (target string, ok bool, err error) {
-	abs, err := Lexical(sh.Root, p)
+	return RemovePath(sh.Root, p, func(dir string) (string, bool, error) {
+		r, err := sh.Resolve(ctx, dir, false)
+		if err != nil {
+			return "", false, sh.FileErr(err)
+		}
+		return r.Path, r.Kind != KindMissing, nil
+	})
+}
+
+// RemovePath returns the path to remove for p: p checked lexically (see
+// [Lexical]), with the symbolic links of its parent resolved by
+// resolveDir and p itself, when a link, kept (removed, not followed).
+// resolveDir returns the resolved form of an absolute directory, and false
+// when it is missing: then ok is false, as there is nothing to remove. The
+// workspace root cannot be removed; [sandbox.SessionDir] is removed as it
+// is. Errors name p.
+func RemovePath(root, p string, resolveDir func(dir string) (string, bool, error)) (target string, ok bool, err error) {
+	abs, err := Lexical(root, p)
 	if err != nil {
 		return "", false, fmt.Errorf("remove %s: %w", p, err)
 	}
 	switch abs {
-	case sh.Root:
+	case root:
 		return "", false, fmt.Errorf("remove %s: is the workspace root", p)
 	case sandbox.SessionDir:
 		return abs, true, nil
 	}
-	parent, err := sh.Resolve(ctx, path.Dir(abs), false)
+	parent, ok, err := resolveDir(path.Dir(abs))
 	if err != nil {
-		return "", false, fmt.Errorf("remove %s: %w", p, sh.FileErr(err))
+		return "", false, fmt.Errorf("remove %s: %w", p, err)
 	}
-	if parent.Kind == KindMissing {
+	if !ok {
 		return "", false, nil
 	}
-	return path.Join(parent.Path, path.Base(abs)), true, nil
+	return path.Join(parent, path.Base(abs)), true, nil
 }
 
 // Written finishes a write to r: a new file gets perm (unless it is 0 or
@@ -276,8 +289,8 @@ fi
 exit 0
 `
 
-// Quote single-quotes s for /bin/sh.
-func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// Quote single-quotes s for /bin/sh (see [sandbox.ShellQuote]).
+func Quote(s string) string { return sandbox.ShellQuote(s) }
 
 // NewToken returns a random identifier safe in file names.
 func NewToken() string {

@@ -19,6 +19,25 @@ func FormFile(field, name string) func(*multipart.Writer) error {
 	}
 }
 
+// MultipartBytes returns a request body function for a multipart/form-data
+// body held in memory: begin writes the leading parts and opens the last
+// part, which holds data. Every call builds the body afresh, so a retried
+// request can send it again; the reader tells its length.
+func MultipartBytes(begin func(*multipart.Writer) error, data []byte) func() (io.Reader, string, error) {
+	return func() (io.Reader, string, error) {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		if err := begin(mw); err != nil {
+			return nil, "", err
+		}
+		buf.Write(data) // the content of the part begin opened
+		if err := mw.Close(); err != nil {
+			return nil, "", err
+		}
+		return &buf, mw.FormDataContentType(), nil
+	}
+}
+
 // MultipartFile returns a streaming multipart/form-data body holding one
 // file part (field name, file name), its content type and its exact
 // length: the part's content is read from r (exactly size bytes) as the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"mime/multipart"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -36,6 +37,31 @@ func TestMultipartFile(t *testing.T) {
 	}
 	if got, want := strings.Join(readParts(t, strings.NewReader(string(data)), ctype), "|"), "file=content"; got != want {
 		t.Errorf("parts = %q, want %q", got, want)
+	}
+}
+
+func TestMultipartBytes(t *testing.T) {
+	body := MultipartBytes(func(mw *multipart.Writer) error {
+		if err := mw.WriteField("metadata", "{}"); err != nil {
+			return err
+		}
+		return FormFile("file", "x.bin")(mw)
+	}, []byte("content"))
+	for i := range 2 { // a fresh body for every attempt
+		r, ctype, err := body()
+		if err != nil {
+			t.Fatalf("body() #%d = %v, want no error", i, err)
+		}
+		req, err := http.NewRequest(http.MethodPost, "http://x/", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.ContentLength <= 0 {
+			t.Errorf("body() #%d: Content-Length %d, want the body's length", i, req.ContentLength)
+		}
+		if got, want := strings.Join(readParts(t, req.Body, ctype), "|"), "metadata={}|file=content"; got != want {
+			t.Errorf("body() #%d: parts = %q, want %q", i, got, want)
+		}
 	}
 }
 

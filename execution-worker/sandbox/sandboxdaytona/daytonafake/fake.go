@@ -29,6 +29,7 @@
 package daytonafake
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -48,7 +49,6 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
-	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // APIKey is the key the fake accepts.
@@ -128,52 +128,24 @@ func (s *Server) Expire(id string) {
 
 // Stop puts a sandbox in state "stopped", as Daytona's auto-stop does.
 func (s *Server) Stop(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.sandboxes[id]; b != nil {
-		b.State = "stopped"
-	}
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(b *box) { b.State = "stopped" })
 }
 
 // State returns the state of a sandbox ("" when missing).
-func (s *Server) State(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.sandboxes[id]; b != nil {
-		return b.State
-	}
-	return ""
+func (s *Server) State(id string) (state string) {
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(b *box) { state = b.State })
+	return state
 }
 
 // SetLabel sets a label of a sandbox.
 func (s *Server) SetLabel(id, k, v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.sandboxes[id]; b != nil {
-		b.Labels[k] = v
-	}
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(b *box) { b.Labels[k] = v })
 }
 
 // CreateRequest returns the decoded create request of a sandbox.
-func (s *Server) CreateRequest(id string) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.sandboxes[id]; b != nil {
-		return b.Body
-	}
-	return nil
-}
-
-// IDs returns the ids of the existing sandboxes, sorted.
-func (s *Server) IDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.sandboxes))
-	for id := range s.sandboxes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+func (s *Server) CreateRequest(id string) (body map[string]any) {
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(b *box) { body = b.Body })
+	return body
 }
 
 var writeJSON = fakeapi.WriteJSON
@@ -291,14 +263,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			writeErr(w, http.StatusBadRequest, "limit")
-			return
-		}
-		limit = n
+	limit := fakeapi.QueryInt(r, "limit", 100)
+	if limit < 1 || limit > 200 {
+		writeErr(w, http.StatusBadRequest, "limit")
+		return
 	}
 	offset, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
 	s.mu.Lock()
@@ -344,9 +312,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	raw, _ := json.Marshal(body)
 	_ = json.Unmarshal(raw, &req)
 	id := "fake-" + fakeapi.RandomHex(8)
-	if req.Name == "" {
-		req.Name = id
-	}
+	req.Name = cmp.Or(req.Name, id)
 	if req.Labels == nil {
 		req.Labels = map[string]string{}
 	}
@@ -363,7 +329,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.sandboxes[id] = b // reserve the name before the slow part
 	s.mu.Unlock()
 
-	local, err := s.newLocal(r.Context(), id)
+	local, err := fakeapi.NewLocal(r.Context(), s.dir, id)
 	s.mu.Lock()
 	if err != nil {
 		delete(s.sandboxes, id)
@@ -375,15 +341,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	out := s.dto(b)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) newLocal(ctx context.Context, id string) (sandbox.Sandbox, error) {
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(s.dir, id), MaxOutput: 64 << 20})
-	if err != nil {
-		return nil, err
-	}
-	sb, _, err := p.Create(ctx, id, sandbox.Spec{})
-	return sb, err
 }
 
 func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, op string) {
@@ -446,8 +403,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.S
 	}
 	// The sandbox's /mnt/session is a directory inside the local sandbox:
 	// the command sees it there, and its output names it /mnt/session.
-	host := local.Root() + sandbox.SessionDir
-	in, out := strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+	in, out := fakeapi.SessionRewrite(local.Root())
 	cmd := in.Replace(req.Command)
 	if m := encodedScript.FindStringSubmatch(req.Command); m != nil {
 		// A script sent base64-encoded (as the adapter does) is rewritten
@@ -538,10 +494,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, local
 
 // listFiles serves GET /files: the entries of one directory, Lstat'ed.
 func listFiles(w http.ResponseWriter, r *http.Request, local sandbox.Sandbox) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		p = local.Root()
-	}
+	p := cmp.Or(r.URL.Query().Get("path"), local.Root())
 	entries, err := os.ReadDir(fakeapi.HostPath(local.Root(), p))
 	if err != nil {
 		fileErr(w, err)

@@ -14,6 +14,7 @@ package dockertest
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"debug/elf"
@@ -207,10 +208,7 @@ func RootFSLayer() ([]byte, error) {
 // BusyboxPath returns the static busybox to put in the image, checking that
 // it is statically linked.
 func BusyboxPath() (string, error) {
-	p := os.Getenv(EnvBusybox)
-	if p == "" {
-		p = "/bin/busybox"
-	}
+	p := cmp.Or(os.Getenv(EnvBusybox), "/bin/busybox")
 	f, err := elf.Open(p)
 	if err != nil {
 		return "", fmt.Errorf("static busybox %s (install Debian's busybox-static or set %s): %w", p, EnvBusybox, err)

@@ -13,12 +13,14 @@
 package e2bfake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +36,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -119,14 +122,11 @@ func New(t testing.TB, opts Options) *Server {
 	s := &Server{
 		opts:      opts,
 		local:     local,
-		Domain:    opts.Domain,
+		Domain:    cmp.Or(opts.Domain, "e2b.test"),
 		sandboxes: map[string]*fakeSandbox{},
 		faults:    map[string][]fault{},
 		counts:    map[string]int{},
 		users:     map[string]int{},
-	}
-	if s.Domain == "" {
-		s.Domain = "e2b.test"
 	}
 	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.ts.URL
@@ -193,41 +193,25 @@ func (s *Server) Kill(id string) bool {
 // Pause pauses a sandbox (as auto-pause at its timeout does): envd is
 // unreachable until a connect resumes it.
 func (s *Server) Pause(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb, ok := s.sandboxes[id]; ok {
-		sb.paused = true
-	}
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(sb *fakeSandbox) { sb.paused = true })
 }
 
 // SetMetadata changes a sandbox's metadata.
 func (s *Server) SetMetadata(id, key, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb, ok := s.sandboxes[id]; ok {
-		sb.metadata[key] = value
-	}
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(sb *fakeSandbox) { sb.metadata[key] = value })
 }
 
 // EndAt returns when a sandbox expires (zero if it does not exist).
-func (s *Server) EndAt(id string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb, ok := s.sandboxes[id]; ok {
-		return sb.endAt
-	}
-	return time.Time{}
+func (s *Server) EndAt(id string) (end time.Time) {
+	fakeapi.Locked(&s.mu, s.sandboxes, id, func(sb *fakeSandbox) { end = sb.endAt })
+	return end
 }
 
 // IDs returns the ids of the existing sandboxes.
 func (s *Server) IDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.sandboxes))
-	for id := range s.sandboxes {
-		ids = append(ids, id)
-	}
-	return ids
+	return slices.Collect(maps.Keys(s.sandboxes))
 }
 
 var writeJSON = fakeapi.WriteJSON
@@ -387,9 +371,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	life, kill := context.WithCancel(context.Background())
 	sb := &fakeSandbox{id: id, template: req.TemplateID, metadata: map[string]string{}, sb: local, life: life, kill: kill}
-	for k, v := range req.Metadata {
-		sb.metadata[k] = v
-	}
+	maps.Copy(sb.metadata, req.Metadata)
 	if s.opts.AccessTokens {
 		sb.token = fakeapi.RandomHex(10)
 	}
@@ -416,13 +398,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	var matched []*fakeSandbox
 	for _, sb := range s.sandboxes {
-		ok := true
-		for k := range filter {
-			if sb.metadata[k] != filter.Get(k) {
-				ok = false
-			}
-		}
-		if ok {
+		if fakeapi.Matches(sb.metadata, filter) {
 			matched = append(matched, sb)
 		}
 	}
@@ -430,14 +406,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v2/sandboxes" {
 		// Pages of at most limit sandboxes; X-Next-Token names the first
 		// sandbox of the next page.
-		limit := 100
-		if v := r.URL.Query().Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100 {
-				apiError(w, http.StatusBadRequest, "limit must be 1 to 100")
-				return
-			}
-			limit = n
+		limit := fakeapi.QueryInt(r, "limit", 100)
+		if limit < 1 || limit > 100 {
+			apiError(w, http.StatusBadRequest, "limit must be 1 to 100")
+			return
 		}
 		if s.opts.MaxPageSize > 0 {
 			limit = min(limit, s.opts.MaxPageSize)
@@ -549,8 +521,6 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	}
 }
 
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	if ct := r.Header.Get("Content-Type"); ct != "application/connect+json" {
 		apiError(w, http.StatusUnsupportedMediaType, "want application/connect+json")
@@ -568,11 +538,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	}
 	w.Header().Set("Content-Type", "application/connect+json")
 	w.WriteHeader(http.StatusOK)
-	flush := func() {
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
+	rc := http.NewResponseController(w)
 	s.mu.Lock()
 	malformed := s.malformed > 0
 	if malformed {
@@ -581,7 +547,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	s.mu.Unlock()
 	if malformed {
 		_, _ = w.Write(e2bproto.EncodeFrame(0, []byte("{not json")))
-		flush()
+		_ = rc.Flush()
 		<-r.Context().Done()
 		return
 	}
@@ -590,18 +556,18 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 		_, _ = w.Write(e2bproto.EncodeFrame(flags, b))
 	}
 	send(0, map[string]any{"event": map[string]any{"start": map[string]any{"pid": 1}}})
-	flush()
+	_ = rc.Flush()
 
 	// The sandbox's /mnt/session is a directory inside the fake sandbox:
 	// the process sees it there, and its output names it /mnt/session.
-	in := strings.NewReplacer(sandbox.SessionDir, sessionPrefix(sb))
-	words := []string{quote(in.Replace(req.Process.Cmd))}
+	in, out := fakeapi.SessionRewrite(sb.sb.Root())
+	words := []string{shellexec.Quote(in.Replace(req.Process.Cmd))}
 	for _, a := range req.Process.Args {
-		words = append(words, quote(in.Replace(a)))
+		words = append(words, shellexec.Quote(in.Replace(a)))
 	}
 	command := "exec " + strings.Join(words, " ")
 	if req.Process.Cwd != "" {
-		command = "cd " + quote(in.Replace(req.Process.Cwd)) + " && " + command
+		command = "cd " + shellexec.Quote(in.Replace(req.Process.Cwd)) + " && " + command
 	}
 	env := map[string]string{}
 	for k, v := range req.Process.Envs {
@@ -614,7 +580,6 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 		send(0x02, map[string]any{"error": map[string]any{"code": "unavailable", "message": err.Error()}})
 		return
 	}
-	out := strings.NewReplacer(sessionPrefix(sb), sandbox.SessionDir)
 	res.Stdout, res.Stderr = []byte(out.Replace(string(res.Stdout))), []byte(out.Replace(string(res.Stderr)))
 	for _, chunk := range []struct {
 		name string
@@ -632,19 +597,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	}
 	send(0, map[string]any{"event": map[string]any{"end": end}})
 	send(0x02, map[string]any{})
-	flush()
-}
-
-// sessionPrefix is the session directory as the fake's host sees it: a
-// fake sandbox is a local directory, so its /mnt/session lives inside it.
-func sessionPrefix(sb *fakeSandbox) string { return sb.sb.Root() + sandbox.SessionDir }
-
-// inSandbox reports whether the host path h lies in the fake sandbox's
-// directory (a real envd can reach the whole sandbox; the fake keeps its
-// writes to the sandbox's own directory).
-func inSandbox(sb *fakeSandbox, h string) bool {
-	root := sb.sb.Root()
-	return h == root || strings.HasPrefix(h, root+"/")
+	_ = rc.Flush()
 }
 
 // Upload is what the fake received for one uploaded file.
@@ -658,7 +611,9 @@ func (s *Server) Upload(id, p string) (Upload, bool) { return s.rec.Upload(id + 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	p := r.URL.Query().Get("path")
 	h := fakeapi.HostPath(sb.sb.Root(), p)
-	if !path.IsAbs(p) || !inSandbox(sb, h) {
+	// A real envd can reach the whole sandbox; the fake keeps to the
+	// sandbox's own directory.
+	if !path.IsAbs(p) || !shellexec.Within(sb.sb.Root(), h) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
 		return
 	}
@@ -686,7 +641,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbo
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, sb *fakeSandbox) {
 	p := r.URL.Query().Get("path")
 	h := fakeapi.HostPath(sb.sb.Root(), p)
-	if !path.IsAbs(p) || !inSandbox(sb, h) {
+	if !path.IsAbs(p) || !shellexec.Within(sb.sb.Root(), h) {
 		apiError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is outside the fake sandbox", p))
 		return
 	}

@@ -57,11 +57,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/fakeapi"
-	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
 // Token is the bearer token the API server accepts.
@@ -136,22 +136,12 @@ func (s *Server) Close() {
 	}
 }
 
-// APIURL is the API server's base URL.
-func (s *Server) APIURL() string { return s.api.URL }
-
 // RouterURL is the sandbox router's base URL.
 func (s *Server) RouterURL() string { return s.router.URL }
 
 // RESTConfig is a client configuration for the API server.
 func (s *Server) RESTConfig() *rest.Config {
 	return &rest.Config{Host: s.api.URL, BearerToken: Token}
-}
-
-// SetReadyDelay sets how long a new resource stays not ready (default 30ms).
-func (s *Server) SetReadyDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.readyDelay = d
 }
 
 // SetExecTimeout sets the runtime's own command timeout (its
@@ -214,23 +204,18 @@ func (s *Server) Vanish(plural, namespace, name string) {
 // Finish marks a Sandbox finished (Finished=True with reason), as the
 // controller does when its pod ends or its shutdown time passes.
 func (s *Server) Finish(namespace, name, reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.objs[key(Sandboxes, namespace, name)]; r != nil {
-		st := status(r.obj)
-		st["conditions"] = []any{
+	fakeapi.Locked(&s.mu, s.objs, key(Sandboxes, namespace, name), func(r *resource) {
+		status(r.obj)["conditions"] = []any{
 			cond("Ready", "False", "SandboxExpired", "sandbox expired"),
 			cond("Finished", "True", reason, "sandbox finished"),
 		}
 		s.bumpLocked(r)
-	}
+	})
 }
 
 // SetLabel sets a label of a resource.
 func (s *Server) SetLabel(plural, namespace, name, k, v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.objs[key(plural, namespace, name)]; r != nil {
+	fakeapi.Locked(&s.mu, s.objs, key(plural, namespace, name), func(r *resource) {
 		md := r.obj["metadata"].(map[string]any)
 		labels, _ := md["labels"].(map[string]any)
 		if labels == nil {
@@ -239,18 +224,13 @@ func (s *Server) SetLabel(plural, namespace, name, k, v string) {
 		}
 		labels[k] = v
 		s.bumpLocked(r)
-	}
+	})
 }
 
 // Object returns a copy of a stored object (nil when missing).
-func (s *Server) Object(plural, namespace, name string) map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.objs[key(plural, namespace, name)]
-	if r == nil {
-		return nil
-	}
-	return clone(r.obj)
+func (s *Server) Object(plural, namespace, name string) (obj map[string]any) {
+	fakeapi.Locked(&s.mu, s.objs, key(plural, namespace, name), func(r *resource) { obj = clone(r.obj) })
+	return obj
 }
 
 // Names returns the names of the stored resources of plural in namespace,
@@ -403,14 +383,10 @@ func matches(selector string, labels map[string]any) (bool, error) {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, plural, ns string) {
 	q := r.URL.Query()
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeStatus(w, http.StatusBadRequest, "invalid limit", nil)
-			return
-		}
-		limit = n
+	limit := fakeapi.QueryInt(r, "limit", 0)
+	if limit < 0 {
+		writeStatus(w, http.StatusBadRequest, "invalid limit", nil)
+		return
 	}
 	start := ""
 	if v := q.Get("continue"); v != "" {
@@ -544,7 +520,7 @@ func (s *Server) reconcile(k string) {
 	env := containerEnv(res.obj)
 	s.mu.Unlock()
 
-	local, err := s.newLocal(ns + "-" + name)
+	local, err := fakeapi.NewLocal(context.Background(), s.dir, ns+"-"+name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.objs[k] != res || s.closed || err != nil {
@@ -635,15 +611,6 @@ func containerEnv(obj map[string]any) map[string]string {
 	return env
 }
 
-func (s *Server) newLocal(id string) (sandbox.Sandbox, error) {
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(s.dir, id), MaxOutput: 64 << 20})
-	if err != nil {
-		return nil, err
-	}
-	sb, _, err := p.Create(context.Background(), id, sandbox.Spec{})
-	return sb, err
-}
-
 // delete marks the resource deleted and removes it (and what it owns)
 // after the delete delay.
 func (s *Server) delete(w http.ResponseWriter, plural, ns, name string) {
@@ -700,17 +667,7 @@ func routerError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"detail": msg})
 }
 
-func dnsLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return false
-		}
-	}
-	return true
-}
+func dnsLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
 func (s *Server) serveRouter(w http.ResponseWriter, r *http.Request) {
 	f := s.rec.Take(r)
@@ -814,8 +771,7 @@ func (rt runtime) execute(w http.ResponseWriter, r *http.Request) {
 	// The pod's /mnt/session is a directory inside the local sandbox: the
 	// command sees it there (inside a base64-encoded "sh -c" script too),
 	// and its output names it /mnt/session.
-	host := rt.local.Root() + sandbox.SessionDir
-	in, out := strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+	in, out := fakeapi.SessionRewrite(rt.local.Root())
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		if m := encodedScript.FindStringSubmatch(a); m != nil {

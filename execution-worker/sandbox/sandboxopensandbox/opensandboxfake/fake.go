@@ -11,6 +11,7 @@
 package opensandboxfake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,7 @@ func (s *Server) Expire(id string) {
 	}
 	s.mu.Unlock()
 	if b != nil && b.sb != nil {
-		_ = b.sb.Destroy(context0())
+		_ = b.sb.Destroy(context.Background())
 	}
 }
 
@@ -178,37 +179,25 @@ func (s *Server) Kill(id string) {
 	delete(s.boxes, id)
 	s.mu.Unlock()
 	if b != nil && b.sb != nil {
-		_ = b.sb.Destroy(context0())
+		_ = b.sb.Destroy(context.Background())
 	}
 }
 
 // SetMetadata changes a sandbox's metadata value (relabelling).
 func (s *Server) SetMetadata(id, key, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.boxes[id]; b != nil {
-		b.metadata[key] = value
-	}
+	fakeapi.Locked(&s.mu, s.boxes, id, func(b *box) { b.metadata[key] = value })
 }
 
 // Pause marks a sandbox Paused (resume makes it Running again).
 func (s *Server) Pause(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.boxes[id]; b != nil {
-		b.state = "Paused"
-	}
+	fakeapi.Locked(&s.mu, s.boxes, id, func(b *box) { b.state = "Paused" })
 }
 
 // Policies returns every egress policy a sandbox enforced, oldest first:
 // the one it was created with, then each one posted to its sidecar.
-func (s *Server) Policies(id string) []Policy {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.boxes[id]; b != nil {
-		return slices.Clone(b.policies)
-	}
-	return nil
+func (s *Server) Policies(id string) (policies []Policy) {
+	fakeapi.Locked(&s.mu, s.boxes, id, func(b *box) { policies = slices.Clone(b.policies) })
+	return policies
 }
 
 // IDs returns the ids of the sandboxes that exist, sorted.
@@ -219,13 +208,9 @@ func (s *Server) IDs() []string {
 }
 
 // Commands returns the commands a sandbox ran, with the policy in force.
-func (s *Server) Commands(id string) []ExecEntry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.boxes[id]; b != nil {
-		return slices.Clone(b.commands)
-	}
-	return nil
+func (s *Server) Commands(id string) (commands []ExecEntry) {
+	fakeapi.Locked(&s.mu, s.boxes, id, func(b *box) { commands = slices.Clone(b.commands) })
+	return commands
 }
 
 // ProxiedEndpoints counts endpoint requests with use_server_proxy=true.
@@ -296,20 +281,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	var items []map[string]any
 	ids := slices.Sorted(maps.Keys(s.boxes))
 	for _, id := range ids {
-		b := s.boxes[id]
-		ok := true
-		for k := range filter {
-			if b.metadata[k] != filter.Get(k) {
-				ok = false
-			}
-		}
-		if ok {
+		if b := s.boxes[id]; fakeapi.Matches(b.metadata, filter) {
 			items = append(items, s.view(b))
 		}
 	}
 	maxSize := s.MaxPageSize
 	s.mu.Unlock()
-	page, size := queryInt(r, "page", 1), queryInt(r, "pageSize", 20)
+	page, size := fakeapi.QueryInt(r, "page", 1), fakeapi.QueryInt(r, "pageSize", 20)
 	if maxSize > 0 {
 		size = min(size, maxSize)
 	}
@@ -324,20 +302,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		"pagination": map[string]any{"page": page, "pageSize": size, "totalItems": total,
 			"totalPages": (total + size - 1) / size, "hasNextPage": to < total},
 	})
-}
-
-// queryInt reads an integer query parameter (def when absent or invalid;
-// invalid values are then refused by the range check of the caller).
-func queryInt(r *http.Request, name string, def int) int {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return -1
-	}
-	return n
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
@@ -494,8 +458,6 @@ func (s *Server) logCommand(id, command string) {
 	b.commands = append(b.commands, e)
 }
 
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.running(w, r)
 	if !ok {
@@ -512,14 +474,12 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logCommand(r.PathValue("id"), req.Command)
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	send := func(ev map[string]any) {
 		ev["timestamp"] = time.Now().UnixMilli()
 		b, _ := json.Marshal(ev)
 		_, _ = w.Write(append(b, '\n', '\n'))
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush()
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -528,27 +488,22 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if malformed {
 		_, _ = io.WriteString(w, "{\"type\":\"stdout\",\"text\":\n\n")
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = rc.Flush()
 		<-r.Context().Done()
 		return
 	}
 	send(map[string]any{"type": "init", "text": "cmd-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
-	env := maps.Clone(req.Envs)
-	if env == nil {
-		env = map[string]string{}
-	}
 	// The sandbox's /mnt/session is a directory inside the local sandbox:
 	// commands see it there, and their output names it /mnt/session.
-	in, out := sessionRewrite(sb)
-	for k, v := range env {
+	in, out := fakeapi.SessionRewrite(sb.Root())
+	env := map[string]string{}
+	for k, v := range req.Envs {
 		env[k] = in.Replace(v)
 	}
 	env["MANGO_WORKSPACE"] = sb.Root()
 	cmd := in.Replace(req.Command)
 	if req.Cwd != "" {
-		cmd = "cd -- " + shq(in.Replace(req.Cwd)) + " || exit 1\n" + cmd
+		cmd = "cd -- " + sandbox.ShellQuote(in.Replace(req.Cwd)) + " || exit 1\n" + cmd
 	}
 	res, err := sb.Exec(r.Context(), sandbox.ExecRequest{Command: cmd, Env: env, Timeout: time.Duration(req.Timeout) * time.Millisecond})
 	if err != nil {
@@ -675,13 +630,6 @@ func sandboxPath(sb sandbox.Sandbox, h string) string {
 	return h
 }
 
-// sessionRewrite returns replacers of /mnt/session in what a command is
-// given (in) and of its host directory in what it prints (out).
-func sessionRewrite(sb sandbox.Sandbox) (in, out *strings.Replacer) {
-	host := sb.Root() + sandbox.SessionDir
-	return strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
-}
-
 // fileInfo is execd's FileInfo of the sandbox path p.
 func fileInfo(p string, fi fs.FileInfo) map[string]any {
 	typ := "other"
@@ -731,10 +679,7 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	root, pattern := r.URL.Query().Get("path"), r.URL.Query().Get("pattern")
-	if pattern == "" {
-		pattern = "**"
-	}
+	root, pattern := r.URL.Query().Get("path"), cmp.Or(r.URL.Query().Get("pattern"), "**")
 	if _, err := filepath.Match(pattern, ""); err != nil || root == "" {
 		writeError(w, http.StatusBadRequest, "INVALID_PARAMETER", "bad path or pattern")
 		return
@@ -834,9 +779,7 @@ func parsePolicy(data []byte) (Policy, error) {
 	if err := dec.Decode(&p); err != nil {
 		return p, fmt.Errorf("bad policy: %w", err)
 	}
-	if p.DefaultAction == "" {
-		p.DefaultAction = "deny"
-	}
+	p.DefaultAction = cmp.Or(p.DefaultAction, "deny")
 	if p.DefaultAction != "allow" && p.DefaultAction != "deny" {
 		return p, fmt.Errorf("bad policy: defaultAction %q", p.DefaultAction)
 	}
@@ -847,5 +790,3 @@ func parsePolicy(data []byte) (Policy, error) {
 	}
 	return p, nil
 }
-
-func context0() context.Context { return context.Background() }
