@@ -154,7 +154,7 @@ func (a *API) eventList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, 100)
+	page, err := parsePage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

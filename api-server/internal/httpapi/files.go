@@ -192,7 +192,7 @@ func (a *API) deleteBlob(ctx context.Context, key string) {
 }
 
 func (a *API) fileList(c echo.Context) error {
-	page, err := parsePage(c, 1000)
+	page, err := parsePage(c, maxFilePageLimit)
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,13 @@ func pathID(c echo.Context, param, prefix string, notFound func(string) error) (
 	return id, nil
 }
 
+// The largest limit a list accepts: files list up to maxFilePageLimit per
+// page, everything else up to maxPageLimit.
+const (
+	maxPageLimit     = 100
+	maxFilePageLimit = 1000
+)
+
 // pageParams are the common list query parameters.
 type pageParams struct {
 	limit  int

@@ -347,7 +347,7 @@ func (a *API) resourceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, 100)
+	page, err := parsePage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

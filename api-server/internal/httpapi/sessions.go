@@ -440,7 +440,7 @@ func (a *API) sessionDelete(c echo.Context) error {
 }
 
 func (a *API) sessionList(c echo.Context) error {
-	page, err := parsePage(c, 100)
+	page, err := parsePage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

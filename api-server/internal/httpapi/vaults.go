@@ -167,7 +167,7 @@ func (a *API) vaultDelete(c echo.Context) error {
 
 // listParams reads the paging and include_archived parameters of a list.
 func listParams(c echo.Context) (db.ListParams, error) {
-	page, err := parsePage(c, 100)
+	page, err := parsePage(c, maxPageLimit)
 	if err != nil {
 		return db.ListParams{}, err
 	}

@@ -17,6 +17,7 @@ const (
 	Environment = "env_"
 	Session     = "sesn_"
 	Event       = "sevt_"
+	Work        = "work_" // reserved (DESIGN, docs/api.md); no endpoint issues it yet
 	Request     = "req_"
 	APIKey      = "key_"
 	File        = "file_"

@@ -202,9 +202,6 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// shq quotes s for /bin/sh.
-var shq = shellexec.Quote
-
 // Exec runs req.Command in the workspace; see the package documentation.
 func (s *remote) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	if err := s.usable(ctx); err != nil {
@@ -221,7 +218,7 @@ func (s *remote) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.Ex
 		stdin = prefix + ".in"
 	}
 	defer s.cleanup(prefix)
-	cmd := "/bin/sh -c " + shq(wrapper) + " mango-exec " + shq(req.Command) + " " + shq(prefix) + " " + shq(stdin)
+	cmd := "/bin/sh -c " + shellexec.Quote(wrapper) + " mango-exec " + shellexec.Quote(req.Command) + " " + shellexec.Quote(prefix) + " " + shellexec.Quote(stdin)
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -268,7 +265,7 @@ func (s *remote) fetchOutput(ctx context.Context, prefix string, limit int, out 
 func (s *remote) kill(prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = s.run(ctx, "/bin/sh -c "+shq(killer)+" mango-kill "+shq(prefix), "/", nil)
+	_, _ = s.run(ctx, "/bin/sh -c "+shellexec.Quote(killer)+" mango-kill "+shellexec.Quote(prefix), "/", nil)
 }
 
 // cleanup removes the spool files of a command (best effort).

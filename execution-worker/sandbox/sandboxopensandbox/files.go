@@ -45,7 +45,7 @@ func (s *remote) resolve(ctx context.Context, p string, mkdir bool) (string, err
 	if mkdir {
 		mode = "mkdir"
 	}
-	res, err := s.run(ctx, "/bin/sh -c "+shq(resolver)+" mango-resolve "+shq(s.root)+" "+shq(abs)+" "+mode, "/", nil)
+	res, err := s.run(ctx, "/bin/sh -c "+shellexec.Quote(resolver)+" mango-resolve "+shellexec.Quote(s.root)+" "+shellexec.Quote(abs)+" "+mode, "/", nil)
 	if err != nil {
 		return "", s.mapErr(ctx, err)
 	}

@@ -41,7 +41,7 @@ func (s *remote) PutTree(ctx context.Context, dst string, src fs.FS) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	res, err := s.run(ctx, "/bin/sh -c "+shq(transfer.TreeExtractor)+" mango-tree "+shq(archive)+" "+shq(real), "/", nil)
+	res, err := s.run(ctx, "/bin/sh -c "+shellexec.Quote(transfer.TreeExtractor)+" mango-tree "+shellexec.Quote(archive)+" "+shellexec.Quote(real), "/", nil)
 	if err != nil {
 		return fmt.Errorf("put tree %s: tar: %w", dst, s.mapErr(ctx, err))
 	}
