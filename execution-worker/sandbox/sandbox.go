@@ -139,6 +139,40 @@ type Sandbox interface {
 	Destroy(ctx context.Context) error
 }
 
+// Shell is implemented by sandboxes that keep a persistent shell for the
+// bash tool: one shell per sandbox value, started in the workspace on first
+// use, to which every call's command is written in turn, so that the working
+// directory, variables and functions a command leaves behind are there for
+// the next call of the session (while the worker process lives: a restarted
+// worker starts a new shell). Calls are serialized.
+type Shell interface {
+	// ShellExec runs req.Command in the persistent shell (req.Stdin must
+	// be nil). Timeout and output limits are as for [Sandbox.Exec]. A
+	// timeout or a cancellation kills the shell and everything it started;
+	// the next call starts a new shell in the last working directory known
+	// (ShellResult.NewShell), as it does after a command ended the shell.
+	ShellExec(ctx context.Context, req ExecRequest) (*ShellResult, error)
+	// RestartShell kills the persistent shell and everything it started;
+	// the next ShellExec starts a new one in the workspace.
+	RestartShell(ctx context.Context) error
+}
+
+// ShellResult is the outcome of a [Shell.ShellExec].
+type ShellResult struct {
+	ExecResult
+	// NewShell reports that the call ran in a shell started to replace one
+	// that had ended (timed out, killed, exited): variables, functions and
+	// background jobs of earlier calls are gone; the working directory was
+	// kept when it still existed.
+	NewShell bool
+	// ShellEnded reports that the shell ended during the call (a timeout,
+	// or the command ended it, as exit or a failure under set -e do).
+	ShellEnded bool
+	// Dir is the shell's working directory after the call ("" when the
+	// shell ended).
+	Dir string
+}
+
 // Capability names reported by workers and checked at admission.
 const (
 	// CapabilityLimitedNetworking: per-sandbox egress allow-lists.

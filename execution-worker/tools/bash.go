@@ -38,11 +38,21 @@ func (in *bashInput) check() error {
 	return nil
 }
 
-// bash runs the command with /bin/sh -c in the workspace. There is no
-// persistent shell: restart is accepted and only acknowledged.
+// bash runs the command in the sandbox's persistent shell ([sandbox.Shell])
+// where it keeps one. Elsewhere each call is a one-off /bin/sh -c that
+// emulates one: it starts in the directory the last call ended in, with
+// the variables it exported (kept in stateFile inside the sandbox);
+// functions, unexported variables and background jobs do not carry over.
+// restart discards the shell (or the emulated state) first.
 func (t *call) bash(in bashInput) (Result, error) {
-	if in.Command == nil {
-		return Result{Content: "Shell restarted. Every bash call runs in a fresh shell in the workspace, so no state other than files carries over between calls."}, nil
+	shell, persistent := t.sb.(sandbox.Shell)
+	if in.Restart {
+		if err := t.restartShell(shell, persistent); err != nil {
+			return t.execFailure(err)
+		}
+		if in.Command == nil {
+			return Result{Content: "Shell restarted: the next command runs in a new shell in the workspace, without the old shell's variables, functions and background jobs."}, nil
+		}
 	}
 	req := sandbox.ExecRequest{Command: *in.Command}
 	if in.TimeoutMS != nil {
@@ -51,11 +61,69 @@ func (t *call) bash(in bashInput) (Result, error) {
 			req.Timeout = time.Duration(ms) * time.Millisecond
 		}
 	}
+	if persistent {
+		res, err := shell.ShellExec(t.ctx, req)
+		if err != nil {
+			return t.execFailure(err)
+		}
+		return formatShell(res, req.Timeout), nil
+	}
+	req.Command = emulated(req.Command)
 	res, err := t.sb.Exec(t.ctx, req)
 	if err != nil {
 		return t.execFailure(err)
 	}
 	return formatExec(res, req.Timeout), nil
+}
+
+// restartShell restarts the persistent shell, or forgets the emulated one.
+func (t *call) restartShell(shell sandbox.Shell, persistent bool) error {
+	if persistent {
+		return shell.RestartShell(t.ctx)
+	}
+	_, err := t.sb.Exec(t.ctx, sandbox.ExecRequest{Command: "rm -f " + stateFile})
+	return err
+}
+
+// stateFile holds, in a sandbox without a persistent shell, the exported
+// variables and the working directory the last bash call ended with.
+const stateFile = "/tmp/.mango-bash-state"
+
+// emulated wraps cmd for a one-off shell: it restores the state of the
+// last call and saves its own when the shell exits, however it exits.
+func emulated(cmd string) string {
+	return "if [ -r " + stateFile + " ]; then . " + stateFile + " >/dev/null 2>&1; cd \"$__MANGO_PWD\" 2>/dev/null; fi\n" +
+		"trap '__mango_status=$?; export __MANGO_PWD=\"$PWD\"; export -p >" + stateFile + ".tmp 2>/dev/null && mv -f " + stateFile + ".tmp " + stateFile + "; exit $__mango_status' EXIT\n" +
+		"eval " + sandbox.ShellQuote("{ :\n"+cmd+"\n\n}") + " </dev/null\n"
+}
+
+// formatShell renders a persistent shell's result as formatExec does, with
+// a note when the shell was replaced or ended.
+func formatShell(res *sandbox.ShellResult, timeout time.Duration) Result {
+	r := formatExec(&res.ExecResult, timeout)
+	var notes []string
+	if res.NewShell {
+		notes = append(notes, "[the previous shell had ended, so this command ran in a new shell: the working directory was kept, but variables, functions and background jobs of earlier calls are gone]")
+	}
+	switch {
+	case res.TimedOut:
+		notes = append(notes, "[the shell was killed with the command; the next command runs in a new shell in the same working directory]")
+	case res.ShellEnded:
+		notes = append(notes, fmt.Sprintf("[the shell exited with status %d; the next command runs in a new shell in the same working directory]", res.ExitCode))
+	}
+	if len(notes) > 0 {
+		if r.Content == "(no output)" {
+			r.Content = ""
+		}
+		var b strings.Builder
+		b.WriteString(r.Content)
+		for _, n := range notes {
+			newline(&b)
+			b.WriteString(n)
+		}
+		r.Content = b.String()
+	}
+	return r
 }
 
 // formatExec renders a command's result: stdout, then stderr (labelled

@@ -29,19 +29,20 @@ type definition struct {
 
 var definitions = map[string]definition{
 	Bash: {
-		description: "Run a shell command in the session's sandbox with /bin/sh -c, starting in the workspace root. " +
-			"Each call runs in a fresh shell: working directory changes, environment variables and background processes do not carry over between calls; files in the workspace do. " +
+		description: "Run a shell command in the session's sandbox, in a persistent shell (bash where the sandbox has it, else /bin/sh) that starts in the workspace root. " +
+			"State carries over between calls: a cd and exported variables persist (and, where the sandbox keeps a long-lived shell process, so do other variables, functions and background jobs). " +
+			"Commands read no input (stdin is /dev/null). Files you want to keep or publish go in the workspace or under /mnt/session/outputs; session inputs are under /mnt/session/uploads. " +
 			"The sandbox may offer only a minimal POSIX userland (for example busybox), so prefer portable commands and flags. " +
 			"The result is stdout, then stderr after a [stderr] line when both have output, then a note of a non-zero exit code, a timeout or truncated output; " +
 			"each stream longer than about 30000 bytes is shortened in the middle. " +
-			"A command that exits non-zero or times out is reported as an error. " +
+			"A command that exits non-zero or times out is reported as an error; a timeout kills the command and its shell, and the next call gets a new shell in the same directory. " +
 			"The default timeout is the sandbox's (typically 2 minutes); set timeout_ms for longer commands, up to 600000 (10 minutes). " +
 			"Use read, write, edit, glob and grep rather than cat, sed or find where they fit.",
 		schema: `{
   "type": "object",
   "properties": {
     "command": {"type": "string", "description": "The shell command to run. Required unless restart is true."},
-    "restart": {"type": "boolean", "description": "Restart the shell. Every call already gets a fresh shell, so this only acknowledges; no command is needed with it."},
+    "restart": {"type": "boolean", "description": "Restart the shell first: the old shell and its background jobs are killed, and the command (if any) runs in a new shell in the workspace root."},
     "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds (at most 600000). The command is killed when it expires."}
   },
   "additionalProperties": false

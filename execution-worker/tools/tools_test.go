@@ -129,15 +129,22 @@ type toolCase struct {
 	hasNot  []string // strings the content must not contain
 	// check runs after the call, for effects on the workspace.
 	check func(t *testing.T, sb sandbox.Sandbox, d string)
+	// own runs the case in a sandbox of its own: it ends the shell the
+	// other cases share.
+	own bool
 }
 
 func exactly(s string) *string { return &s }
 
 func runSuite(t *testing.T, newSB newSandbox) {
-	sb := newSB(t, "sesn_tools_test")
+	shared := newSB(t, "sesn_tools_test")
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			sb := shared
+			if tc.own {
+				sb = newSB(t, "sesn_tools_test_"+tc.name)
+			}
 			d := "cases/" + tc.name
 			expand := strings.NewReplacer("{d}", d, "{root}", sb.Root()).Replace
 			for name, content := range tc.files {
@@ -170,9 +177,17 @@ func runSuite(t *testing.T, newSB newSandbox) {
 			}
 		})
 	}
+	t.Run("PersistentShell", func(t *testing.T) {
+		t.Parallel()
+		testPersistentShell(t, newSB(t, "sesn_tools_shell"))
+	})
+	t.Run("SessionPaths", func(t *testing.T) {
+		t.Parallel()
+		testSessionPaths(t, newSB(t, "sesn_tools_session_paths"))
+	})
 	t.Run("TurnEnding", func(t *testing.T) {
 		t.Parallel()
-		testTurnEnding(t, sb, newSB)
+		testTurnEnding(t, newSB(t, "sesn_tools_turn_ending"), newSB)
 	})
 }
 
@@ -216,10 +231,12 @@ func cases() []toolCase {
 		{name: "bash_stdout", tool: "bash", input: `{"command":"echo hello"}`, want: exactly("hello\n")},
 		{name: "bash_stderr_only", tool: "bash", input: `{"command":"echo oops >&2"}`, want: exactly("oops\n")},
 		{name: "bash_both_streams", tool: "bash", input: `{"command":"echo out; echo err >&2"}`, want: exactly("out\n[stderr]\nerr\n")},
-		{name: "bash_exit_code", tool: "bash", input: `{"command":"echo partial; exit 3"}`, wantErr: true, want: exactly("partial\n[exit code 3]")},
+		{name: "bash_exit_code", tool: "bash", input: `{"command":"echo partial; (exit 3)"}`, wantErr: true, want: exactly("partial\n[exit code 3]")},
+		{name: "bash_exit_ends_shell", tool: "bash", own: true, input: `{"command":"echo partial; exit 3"}`, wantErr: true,
+			want: exactly("partial\n[exit code 3]\n[the shell exited with status 3; the next command runs in a new shell in the same working directory]")},
 		{name: "bash_exit_code_no_output", tool: "bash", input: `{"command":"false"}`, wantErr: true, want: exactly("[exit code 1]")},
 		{name: "bash_no_output", tool: "bash", input: `{"command":"true"}`, want: exactly("(no output)")},
-		{name: "bash_timeout", tool: "bash", input: `{"command":"echo started; sleep 5; echo never","timeout_ms":500}`, wantErr: true,
+		{name: "bash_timeout", tool: "bash", own: true, input: `{"command":"echo started; sleep 5; echo never","timeout_ms":500}`, wantErr: true,
 			has: []string{"timed out after 500ms"}, hasNot: []string{"never"}},
 		{name: "bash_long_timeout_capped", tool: "bash", input: `{"command":"echo ok","timeout_ms":99999999999}`, want: exactly("ok\n")},
 		{name: "bash_runs_in_root", tool: "bash", input: `{"command":"pwd"}`, want: exactly("{root}\n")},
@@ -229,7 +246,7 @@ func cases() []toolCase {
 		{name: "bash_long_output_clipped", tool: "bash", input: `{"command":"yes abcdefgh | head -c 100000; echo; echo END"}`,
 			has: []string{"bytes omitted", "abcdefgh", "END"}},
 		{name: "bash_nul_output", tool: "bash", input: `{"command":"printf 'a\\000b'"}`, want: exactly("a\uFFFDb")},
-		{name: "bash_restart", tool: "bash", input: `{"restart":true}`, has: []string{"fresh shell"}},
+		{name: "bash_restart", tool: "bash", own: true, input: `{"restart":true}`, has: []string{"Shell restarted"}},
 		{name: "bash_missing_command", tool: "bash", input: `{}`, wantErr: true, want: exactly("invalid input for bash: missing required field command")},
 		{name: "bash_empty_command", tool: "bash", input: `{"command":"  "}`, wantErr: true, has: []string{"command must not be empty"}},
 		{name: "bash_bad_timeout_type", tool: "bash", input: `{"command":"true","timeout_ms":"5"}`, wantErr: true, has: []string{"timeout_ms must be an integer, got string"}},
@@ -546,5 +563,72 @@ func TestSandboxErrorIsToolError(t *testing.T) {
 	res, err := tools.Execute(t.Context(), noSandbox{}, "read", json.RawMessage(`{"file_path":"a.txt"}`))
 	if err != nil || !res.IsError || !strings.Contains(res.Content, "no sandbox") {
 		t.Errorf("read with a failing sandbox = %+v, %v; want an IsError result with the cause", res, err)
+	}
+}
+
+// bash runs one bash call and returns its result.
+func bash(t *testing.T, sb sandbox.Sandbox, input string) tools.Result {
+	t.Helper()
+	res, err := tools.Execute(t.Context(), sb, "bash", json.RawMessage(input))
+	if err != nil {
+		t.Fatalf("bash %s: %v", input, err)
+	}
+	return res
+}
+
+// testPersistentShell checks what a model relies on: a cd and an exported
+// variable carry over to the next call, a timed-out command leaves a
+// usable shell in the same directory, restart clears the state, and
+// concurrent calls run one after the other.
+func testPersistentShell(t *testing.T, sb sandbox.Sandbox) {
+	root := sb.Root()
+	if res := bash(t, sb, `{"command":"mkdir -p repo/src && cd repo && export GREETING=hello"}`); res.IsError {
+		t.Fatalf("cd and export: %s", res.Content)
+	}
+	if res := bash(t, sb, `{"command":"pwd; echo \"$GREETING\""}`); res.Content != root+"/repo\nhello\n" {
+		t.Fatalf("second call: %q, want the directory and variable of the first (%q)", res.Content, root+"/repo\nhello\n")
+	}
+	bash(t, sb, `{"command":"cd src"}`)
+	if res := bash(t, sb, `{"command":"sleep 30","timeout_ms":300}`); !res.IsError || !strings.Contains(res.Content, "timed out") {
+		t.Fatalf("timeout: %q", res.Content)
+	}
+	if res := bash(t, sb, `{"command":"pwd"}`); !strings.HasPrefix(res.Content, root+"/repo/src\n") || res.IsError {
+		t.Fatalf("after a timeout: %q; want a usable shell still in %s", res.Content, root+"/repo/src")
+	}
+	if res := bash(t, sb, `{"restart":true,"command":"pwd; echo \"[$GREETING]\""}`); res.Content != root+"\n[]\n" {
+		t.Fatalf("restart: %q, want the workspace root and no variable", res.Content)
+	}
+	// Concurrent calls run one after the other.
+	var wg sync.WaitGroup
+	results := make([]tools.Result, 4)
+	for i := range results {
+		wg.Go(func() {
+			results[i] = bash(t, sb, fmt.Sprintf(`{"command":"if [ -e busy ]; then echo overlap; fi; touch busy; sleep 0.05; rm busy; echo call %d"}`, i))
+		})
+	}
+	wg.Wait()
+	for i, res := range results {
+		if res.Content != fmt.Sprintf("call %d\n", i) {
+			t.Errorf("concurrent call %d: %q", i, res.Content)
+		}
+	}
+}
+
+// testSessionPaths runs what a user would type: absolute /mnt/session paths
+// in bash, as the file tools accept them.
+func testSessionPaths(t *testing.T, sb sandbox.Sandbox) {
+	if err := sb.WriteFile(t.Context(), sandbox.UploadsDir+"/data.csv", []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := bash(t, sb, `{"command":"mkdir -p /mnt/session/outputs && cat /mnt/session/uploads/data.csv > /mnt/session/outputs/copy.csv && cd /mnt/session/outputs && ls"}`)
+	if res.IsError || res.Content != "copy.csv\n" {
+		t.Fatalf("bash with /mnt/session paths: %q", res.Content)
+	}
+	got, err := sb.ReadFile(t.Context(), sandbox.OutputsDir+"/copy.csv")
+	if err != nil || string(got) != "a,b\n1,2\n" {
+		t.Fatalf("ReadFile(outputs/copy.csv) = %q, %v", got, err)
+	}
+	if res := bash(t, sb, `{"command":"pwd"}`); res.Content != sandbox.OutputsDir+"\n" {
+		t.Fatalf("the next call's directory: %q, want %s", res.Content, sandbox.OutputsDir)
 	}
 }

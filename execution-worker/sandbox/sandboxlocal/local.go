@@ -70,6 +70,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellsession"
 )
 
 // Name is the name the local provider is registered under.
@@ -150,6 +151,7 @@ type Provider struct {
 	root        string // absolute, symlinks resolved
 	execTimeout time.Duration
 	maxOutput   int
+	view        sessionView // how shells see /mnt/session
 }
 
 // New returns a provider for cfg, creating cfg.Root if needed.
@@ -486,6 +488,9 @@ type localSandbox struct {
 	env  map[string]string // Spec.Env from the marker
 	life context.Context   // cancelled by Destroy; kills running commands
 	kill context.CancelFunc
+
+	shellOnce sync.Once
+	sh        *shellsession.Session // the persistent shell; nil until used
 }
 
 func (s *localSandbox) Ref() sandbox.Ref { return s.ref }
@@ -505,6 +510,7 @@ func (s *localSandbox) gone() error {
 // workspace and its marker. It is idempotent.
 func (s *localSandbox) Destroy(context.Context) error {
 	s.kill()
+	_ = s.Close()
 	if err := s.p.remove(s.dir); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", s.dir, err)
 	}

@@ -1,0 +1,188 @@
+package sandboxlocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/mangohq/mango/execution-worker/internal/defaults"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
+	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellsession"
+)
+
+// shellArgv is the persistent shell: bash when the host has it (what a
+// model expects of a shell), else /bin/sh.
+var shellArgv = sync.OnceValue(func() []string {
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return []string{p, "--noprofile", "--norc"}
+		}
+	}
+	return []string{"/bin/sh"}
+})
+
+// sessionView is how the local shells see the session directories. With
+// user and mount namespaces (Linux, where the kernel and the worker's
+// seccomp profile allow unprivileged user namespaces), each shell runs in
+// a private mount namespace in which a small tmpfs covers /mnt and the
+// workspace's mnt/session is bind-mounted at /mnt/session, so commands use
+// the same absolute paths as the file tools and container providers.
+// Without them commands reach those directories only through the workspace
+// (./mnt/session/...).
+type sessionView struct {
+	once  sync.Once
+	mount string // the mount program; "" when the view is unavailable
+	why   string // why it is unavailable
+}
+
+// available reports whether shells get /mnt/session, probing once: a shell
+// started in new namespaces must mount a directory at /mnt/session.
+func (v *sessionView) available() bool {
+	v.once.Do(func() {
+		mount, err := exec.LookPath("mount")
+		if err != nil {
+			for _, p := range []string{"/bin/mount", "/usr/bin/mount", "/sbin/mount"} {
+				if _, serr := os.Stat(p); serr == nil {
+					mount, err = p, nil
+					break
+				}
+			}
+		}
+		if err != nil {
+			v.why = "no mount program"
+			return
+		}
+		dir, err := os.MkdirTemp("", "mango-mount-probe-")
+		if err != nil {
+			v.why = err.Error()
+			return
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		if err := os.MkdirAll(filepath.Join(dir, "mnt/session/probe"), 0o700); err != nil {
+			v.why = err.Error()
+			return
+		}
+		cmd := exec.Command("/bin/sh", "-c", mountScript(mount, dir)+" && test -d "+sandbox.SessionDir+"/probe")
+		cmd.SysProcAttr = namespaceAttr()
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			v.why = strings.TrimSpace(fmt.Sprintf("%v: %s", err, out))
+			return
+		}
+		v.mount = mount
+	})
+	return v.mount != ""
+}
+
+// namespaceAttr puts a process in new user and mount namespaces, mapped to
+// root inside (which may mount there) and to the worker's own user and
+// group outside: files it creates belong to the worker's user.
+func namespaceAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+	}
+}
+
+// mountScript covers /mnt with a tmpfs in the shell's own mount namespace
+// and binds the workspace's session directory at /mnt/session.
+func mountScript(mount, workspace string) string {
+	src := shellexec.Quote(filepath.Join(workspace, "mnt/session"))
+	m := shellexec.Quote(mount)
+	return m + " -t tmpfs -o mode=0755,size=64k mango-session /mnt && mkdir " + sandbox.SessionDir +
+		" && " + m + " --bind " + src + " " + sandbox.SessionDir
+}
+
+// shell returns the sandbox's persistent shell, creating it on first use.
+func (s *localSandbox) shell() *shellsession.Session {
+	s.shellOnce.Do(func() {
+		s.sh = shellsession.New(s.startShell, shellsession.Options{Root: s.dir})
+	})
+	return s.sh
+}
+
+// startShell starts a persistent shell in the workspace with the commands'
+// environment, in the session view when the host allows it.
+func (s *localSandbox) startShell(context.Context) (shellsession.Process, error) {
+	env, err := s.environ(nil)
+	if err != nil {
+		return nil, err
+	}
+	argv := shellArgv()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = s.dir, env
+	view := s.p.view.available() && !under(s.dir, "/mnt")
+	if view {
+		if err := os.MkdirAll(filepath.Join(s.dir, "mnt/session"), 0o755); err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr = namespaceAttr()
+	}
+	proc, err := shellsession.StartCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if view {
+		// Written before the session's setup, so it runs first; its
+		// errors are start-up noise the session discards.
+		if _, err := proc.Stdin().Write([]byte(mountScript(s.p.view.mount, s.dir) + "\n")); err != nil {
+			proc.Kill()
+			return nil, err
+		}
+	}
+	return proc, nil
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
+// ShellExec runs req.Command in the sandbox's persistent shell; see
+// [sandbox.Shell].
+func (s *localSandbox) ShellExec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ShellResult, error) {
+	if s.destroyed() {
+		return nil, sandbox.ErrDestroyed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, s.gone()
+	}
+	timeout := defaults.Positive(req.Timeout, s.p.execTimeout)
+	limit := defaults.Positive(req.MaxOutput, s.p.maxOutput)
+	res, err := s.shell().Run(ctx, req, timeout, limit)
+	if errors.Is(err, shellsession.ErrClosed) || err != nil && s.destroyed() {
+		return nil, sandbox.ErrDestroyed
+	}
+	return res, err
+}
+
+// RestartShell kills the persistent shell; see [sandbox.Shell].
+func (s *localSandbox) RestartShell(ctx context.Context) error {
+	if s.destroyed() {
+		return sandbox.ErrDestroyed
+	}
+	return s.shell().Restart(ctx)
+}
+
+// Close ends the sandbox's persistent shell (the workspace stays). The
+// SessionManager calls it when it drops the sandbox from its cache.
+func (s *localSandbox) Close() error {
+	s.shell().Close()
+	return nil
+}
+
+var _ sandbox.Shell = (*localSandbox)(nil)
