@@ -53,6 +53,7 @@ type containerSandbox struct {
 	p         *Provider
 	ref       sandbox.Ref
 	destroyed atomic.Bool
+	sh        shells // the persistent shell and the pool that serves Exec
 }
 
 func (p *Provider) newSandbox(ref sandbox.Ref) *containerSandbox {
@@ -71,6 +72,7 @@ func (s *containerSandbox) Destroy(ctx context.Context) error {
 		return err
 	}
 	s.destroyed.Store(true)
+	_ = s.Close() // the shells died with the container
 	return nil
 }
 
@@ -99,6 +101,14 @@ func (s *containerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if req.Stdin == nil {
+		return s.execInShell(ctx, req)
+	}
+	return s.execOnce(ctx, req)
+}
+
+// execOnce runs req.Command in an exec of its own (a command with input).
+func (s *containerSandbox) execOnce(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
 	timeout := defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
 	token := shellexec.NewToken()
@@ -220,19 +230,23 @@ func (s *containerSandbox) exitCode(ctx context.Context, execID string) (int, er
 	}
 }
 
-// killGroup kills the process group of the command with the given token,
-// from a second exec. It runs on its own context: the caller's is usually
-// already cancelled.
-func (s *containerSandbox) killGroup(token string) {
+// killGroup kills the process group of the command with the given token.
+func (s *containerSandbox) killGroup(token string) { s.runDetached(killer, token) }
+
+// runDetached runs script with args in the container from an exec of its
+// own and waits for it. It runs on its own context, as it serves kills: the
+// caller's is usually already cancelled. A container that is gone or
+// stopped is not an error: so is what it would have killed.
+func (s *containerSandbox) runDetached(script string, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	created, err := s.p.cli.ExecCreate(ctx, s.ref.ID, client.ExecCreateOptions{
 		AttachStdout: true,
 		AttachStderr: true,
-		Cmd:          []string{"/bin/sh", "-c", killer, "mango-kill", token},
+		Cmd:          append([]string{"/bin/sh", "-c", script, "mango-kill"}, args...),
 	})
 	if err != nil {
-		return // the container is gone or stopped: so is the command
+		return
 	}
 	att, err := s.p.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {

@@ -448,3 +448,57 @@ func TestLocalityIsTheDaemon(t *testing.T) {
 		t.Errorf("localities %q, %q; want both %q from daemon ID %q", a, b, want, info.Info.ID)
 	}
 }
+
+// BenchmarkExecPaths compares a command run through the sandbox's shells (a
+// write and a read on an attached stream) with one run in an exec of its
+// own (a command with input takes that path): the second is what every
+// tool call cost before the shells.
+func BenchmarkExecPaths(b *testing.B) {
+	daemon(b)
+	p := newProvider(b, sandboxdocker.Config{})
+	key := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	sb, _, err := p.Create(b.Context(), key, sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	shell := sb.(sandbox.Shell)
+	if err := sb.WriteFile(b.Context(), "sub/dir/f.txt", []byte("ok\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		run  func() (*sandbox.ExecResult, error)
+	}{
+		{"persistent-shell", func() (*sandbox.ExecResult, error) {
+			res, err := shell.ShellExec(b.Context(), sandbox.ExecRequest{Command: "echo ok"})
+			if err != nil {
+				return nil, err
+			}
+			return &res.ExecResult, nil
+		}},
+		{"exec-via-shell-pool", func() (*sandbox.ExecResult, error) {
+			return sb.Exec(b.Context(), sandbox.ExecRequest{Command: "echo ok"})
+		}},
+		{"exec-of-its-own", func() (*sandbox.ExecResult, error) {
+			return sb.Exec(b.Context(), sandbox.ExecRequest{Command: "echo ok", Stdin: []byte{}})
+		}},
+		{"write-file", func() (*sandbox.ExecResult, error) {
+			err := sb.WriteFile(b.Context(), "sub/dir/w.txt", []byte("ok\n"), 0o644)
+			return &sandbox.ExecResult{Stdout: []byte("ok\n")}, err
+		}},
+		{"read-file", func() (*sandbox.ExecResult, error) {
+			data, err := sb.ReadFile(b.Context(), "sub/dir/f.txt")
+			return &sandbox.ExecResult{Stdout: data}, err
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := bc.run()
+				if err != nil || string(res.Stdout) != "ok\n" {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+	}
+}

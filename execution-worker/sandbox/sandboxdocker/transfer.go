@@ -50,15 +50,9 @@ func (s *containerSandbox) put(ctx context.Context, p string, r io.Reader, size 
 	if size < 0 {
 		return fmt.Errorf("negative size %d", size)
 	}
-	res, err := s.resolve(ctx, p)
+	res, err := s.target(ctx, p)
 	if err != nil {
-		return s.fileErr(err)
-	}
-	if res.exists && res.stat.Mode.IsDir() {
-		return errors.New("is a directory")
-	}
-	if res.exists && !res.stat.Mode.IsRegular() {
-		return errors.New("not a regular file")
+		return err
 	}
 	rel, ok := under(res.dir, res.path)
 	if !ok {
@@ -102,6 +96,21 @@ func (s *containerSandbox) put(ctx context.Context, p string, r io.Reader, size 
 		return fmt.Errorf("mv exited with %d: %s", mv.ExitCode, firstLine(mv.Stderr))
 	}
 	return nil
+}
+
+// target resolves p as a file to write: missing, or a regular file.
+func (s *containerSandbox) target(ctx context.Context, p string) (resolved, error) {
+	res, err := s.resolve(ctx, p)
+	if err != nil {
+		return resolved{}, s.fileErr(err)
+	}
+	if res.exists && res.stat.Mode.IsDir() {
+		return resolved{}, errors.New("is a directory")
+	}
+	if res.exists && !res.stat.Mode.IsRegular() {
+		return resolved{}, errors.New("not a regular file")
+	}
+	return res, nil
 }
 
 // writeParents writes a directory entry (mode 0755) for every parent of the

@@ -210,6 +210,11 @@ func (s *Session) begin(ctx context.Context, limit int) (sh *shell, r *run, setu
 	if s.closed {
 		return nil, nil, "", false, ErrClosed
 	}
+	if s.sh != nil && isClosed(s.sh.eof) {
+		// The shell died between calls (its container stopped, say).
+		s.sh.proc.Kill()
+		s.sh, s.replaced = nil, true
+	}
 	if s.sh == nil {
 		proc, err := s.start(ctx)
 		if err != nil {
@@ -418,6 +423,15 @@ func (s *Session) script(sentinel string, req sandbox.ExecRequest) string {
 	b.WriteString("printf '\\n%s%s%d %s\\n' " + marker + " \"$" + statusVar + "\" \"$PWD\" >&" + errFD + "\n")
 	b.WriteString("printf '\\n%s%s\\n' " + marker + " >&" + outFD + "\n")
 	return b.String()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // parseReport reads "<status> <dir>".
