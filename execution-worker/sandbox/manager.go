@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -278,11 +279,19 @@ func egressKey(n *Network) string {
 	return "deny-except:" + strings.Join(n.AllowedHosts, ",")
 }
 
-// Forget drops the cached client of a session (its sandbox stays).
+// Forget drops the cached client of a session (its sandbox stays) and
+// releases what the client holds, such as its persistent shell.
 func (m *SessionManager) Forget(sessionID string) {
 	m.mu.Lock()
+	c := m.cache[sessionID]
 	delete(m.cache, sessionID)
 	m.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if closer, ok := c.sb.(io.Closer); ok {
+		_ = closer.Close()
+	}
 }
 
 // Teardown destroys a session's sandbox and removes its binding. It is

@@ -110,6 +110,33 @@ func TestLocal(t *testing.T) {
 	runSuite(t, localSandboxes(t))
 }
 
+// oneOff hides a sandbox's persistent shell: the bash tool then emulates
+// one, as on the remote providers.
+type oneOff struct{ sandbox.Sandbox }
+
+func TestEmulatedShell(t *testing.T) {
+	t.Parallel()
+	newSB := localSandboxes(t)
+	sb := oneOff{newSB(t, "sesn_tools_emulated")}
+	t.Cleanup(func() { _ = os.Remove("/tmp/.mango-bash-state") }) // the host's /tmp, under the local provider
+	root := sb.Root()
+	if res := bash(t, sb, `{"command":"mkdir -p repo && cd repo && export GREETING=hello && UNEXPORTED=1"}`); res.IsError {
+		t.Fatalf("cd and export: %s", res.Content)
+	}
+	if res := bash(t, sb, `{"command":"pwd; echo \"$GREETING [$UNEXPORTED]\""}`); res.Content != root+"/repo\nhello []\n" {
+		t.Fatalf("second call: %q; want the directory and the exported variable of the first", res.Content)
+	}
+	if res := bash(t, sb, `{"command":"cd /; exit 4"}`); res.Content != "[exit code 4]" {
+		t.Fatalf("exit: %q", res.Content)
+	}
+	if res := bash(t, sb, `{"command":"pwd"}`); res.Content != "/\n" {
+		t.Fatalf("after exit: %q; want the directory the exiting call left", res.Content)
+	}
+	if res := bash(t, sb, `{"restart":true,"command":"pwd; echo \"[$GREETING]\""}`); res.Content != root+"\n[]\n" {
+		t.Fatalf("restart: %q; want the workspace root and no variable", res.Content)
+	}
+}
+
 func TestDocker(t *testing.T) {
 	t.Parallel()
 	runSuite(t, dockerSandboxes(t))

@@ -243,6 +243,22 @@ func TestTurnThroughSDK(t *testing.T) {
 	if r := last(evs, "agent.tool_result"); !strings.Contains(resultText(r), "kept across turns") {
 		t.Errorf("read in turn 3 = %v", r)
 	}
+	shellPersistsAcrossTurns(t, e, events, id)
+}
+
+// shellPersistsAcrossTurns checks what a model relies on across turns: a cd
+// and an exported variable of one turn's bash call are there in the next
+// turn's, and the session directories answer to their absolute paths.
+func shellPersistsAcrossTurns(t *testing.T, e *turnEnv, events <-chan streamed, id string) {
+	t.Helper()
+	e.say(t, id, `#tool bash {"command":"mkdir -p proj && cd proj && export MANGO_T=persisted"}`)
+	until(t, events, "session.status_idle", 60*time.Second)
+	e.say(t, id, `#tool bash {"command":"echo \"$MANGO_T in $(pwd)\"; echo data > /mnt/session/outputs/made.txt && cat /mnt/session/outputs/made.txt"}`)
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	r := last(evs, "agent.tool_result")
+	if text := resultText(r); !strings.Contains(text, "persisted in /") || !strings.Contains(text, "/proj\ndata") || r["is_error"] == true {
+		t.Errorf("next turn's bash = %q; want the variable and directory of the turn before, and /mnt/session written", text)
+	}
 }
 
 func TestClientActionsThroughSDK(t *testing.T) {
@@ -503,6 +519,7 @@ func TestTurnOnDockerThroughSDK(t *testing.T) {
 	if r := resultText(last(evs, "agent.tool_result")); !strings.Contains(r, "in-/workspace") {
 		t.Errorf("tool result = %q, want it to run in /workspace of the container", r)
 	}
+	shellPersistsAcrossTurns(t, e, events, s.ID)
 }
 
 // TestWorkerCrashMidStream kills the worker while the model's reply is

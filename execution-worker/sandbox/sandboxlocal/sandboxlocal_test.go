@@ -353,3 +353,46 @@ func BenchmarkExecDirect(b *testing.B) {
 		}
 	}
 }
+
+// TestShellEnvironmentAndSessionPaths checks the persistent shell: it gets
+// the commands' cleared environment (none of the worker's secrets), and
+// sees the session directories at their absolute paths where the host
+// allows a private mount namespace.
+func TestShellEnvironmentAndSessionPaths(t *testing.T) {
+	const canary = "MANGO_API_KEY"
+	t.Setenv(canary, "leaked-secret") // no t.Parallel: Setenv
+	p := newProvider(t)
+	sb, _ := create(t, p, "sesn_shell_env")
+	shell := sb.(sandbox.Shell)
+	res, err := shell.ShellExec(t.Context(), sandbox.ExecRequest{Command: "env"})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("ShellExec(env) = %+v, %v", res, err)
+	}
+	if strings.Contains(string(res.Stdout), "leaked-secret") || strings.Contains(string(res.Stdout), canary) {
+		t.Errorf("the shell sees the worker's %s; env =\n%s", canary, res.Stdout)
+	}
+	if err := sb.WriteFile(t.Context(), sandbox.UploadsDir+"/in.txt", []byte("input\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = shell.ShellExec(t.Context(), sandbox.ExecRequest{Command: "cat /mnt/session/uploads/in.txt && mkdir -p /mnt/session/outputs && echo made > /mnt/session/outputs/out.txt && id -u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxlocal.SessionPathsVisible(p) {
+		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("no private mount namespace on a host of the CI's kind: %s", sandboxlocal.SessionPathsUnavailable(p))
+		}
+		t.Skipf("this host gives no private mount namespace (%s); commands reach the session directories under ./mnt/session only", sandboxlocal.SessionPathsUnavailable(p))
+	}
+	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "input\n") {
+		t.Fatalf("absolute /mnt/session paths in the shell: %+v (stderr %q)", res, res.Stderr)
+	}
+	got, err := sb.ReadFile(t.Context(), sandbox.OutputsDir+"/out.txt")
+	if err != nil || string(got) != "made\n" {
+		t.Fatalf("ReadFile(outputs/out.txt) = %q, %v; want what the shell wrote", got, err)
+	}
+	// The host's /mnt is not changed: the mount is the shell's own.
+	if _, err := os.Stat(sandbox.SessionDir); err == nil {
+		t.Errorf("%s exists on the host; the session view must stay private to the shell", sandbox.SessionDir)
+	}
+}

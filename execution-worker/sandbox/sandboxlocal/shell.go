@@ -186,3 +186,14 @@ func (s *localSandbox) Close() error {
 }
 
 var _ sandbox.Shell = (*localSandbox)(nil)
+
+// SessionPathsVisible reports whether p's shells see the session
+// directories at /mnt/session (probing once).
+func SessionPathsVisible(p *Provider) bool { return p.view.available() }
+
+// SessionPathsUnavailable says why p's shells do not see /mnt/session ("" when
+// they do).
+func SessionPathsUnavailable(p *Provider) string {
+	p.view.available()
+	return p.view.why
+}
