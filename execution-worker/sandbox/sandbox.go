@@ -157,6 +157,11 @@ type Shell interface {
 	RestartShell(ctx context.Context) error
 }
 
+// ShellIdleTimeout is how long a persistent shell no call has used is kept:
+// an idle session's shell holds a process and its memory. The next call
+// starts a new one in the last working directory (ShellResult.NewShell).
+const ShellIdleTimeout = 30 * time.Minute
+
 // ShellResult is the outcome of a [Shell.ShellExec].
 type ShellResult struct {
 	ExecResult

@@ -45,8 +45,13 @@ const shellInner = `exec 2>&3 3>&-; echo "$$"; if command -v bash >/dev/null 2>&
 // "--"), or the process alone when it leads none.
 const shellKiller = `kill -KILL "-$1" 2>/dev/null || kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null; exit 0`
 
-// isolatedPoolSize is how many idle isolated shells a sandbox keeps.
-const isolatedPoolSize = 2
+// isolatedPoolSize is how many idle isolated shells a sandbox keeps, and
+// isolatedIdleTimeout how long an unused one lives (a new one costs an
+// exec, about 100 ms).
+const (
+	isolatedPoolSize    = 2
+	isolatedIdleTimeout = 2 * time.Minute
+)
 
 // shells are a sandbox value's shells.
 type shells struct {
@@ -60,7 +65,7 @@ type shells struct {
 // persistentShell returns the bash tool's shell.
 func (s *containerSandbox) persistentShell() *shellsession.Session {
 	s.sh.once.Do(func() {
-		s.sh.persistent = shellsession.New(s.startShell, shellsession.Options{Root: Root})
+		s.sh.persistent = shellsession.New(s.startShell, shellsession.Options{Root: Root, IdleTimeout: sandbox.ShellIdleTimeout})
 	})
 	return s.sh.persistent
 }
@@ -74,7 +79,7 @@ func (s *containerSandbox) takeIsolated() *shellsession.Session {
 		s.sh.idle = s.sh.idle[:n-1]
 		return sh
 	}
-	return shellsession.New(s.startShell, shellsession.Options{Root: Root, Isolated: true})
+	return shellsession.New(s.startShell, shellsession.Options{Root: Root, Isolated: true, IdleTimeout: isolatedIdleTimeout})
 }
 
 // putIsolated returns sh to the pool, or closes it when the pool is full.

@@ -106,7 +106,7 @@ func mountScript(mount, workspace string) string {
 // shell returns the sandbox's persistent shell, creating it on first use.
 func (s *localSandbox) shell() *shellsession.Session {
 	s.shellOnce.Do(func() {
-		s.sh = shellsession.New(s.startShell, shellsession.Options{Root: s.dir})
+		s.sh = shellsession.New(s.startShell, shellsession.Options{Root: s.dir, IdleTimeout: sandbox.ShellIdleTimeout})
 	})
 	return s.sh
 }

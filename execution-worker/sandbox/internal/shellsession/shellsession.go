@@ -72,6 +72,11 @@ type Options struct {
 	// ExitGrace bounds how long a call waits for the last output of a
 	// shell that has ended (a background job can hold its streams open).
 	ExitGrace time.Duration
+	// IdleTimeout, when positive, ends a shell no call has used for that
+	// long (an idle session's shell holds a process and its memory); the
+	// next call starts a new one in the last working directory, reported
+	// as a replacement.
+	IdleTimeout time.Duration
 }
 
 // ErrClosed reports a call on a closed session.
@@ -89,6 +94,7 @@ type Session struct {
 	replaced bool   // a shell ended since the last Restart: the next is a replacement
 	dir      string // the last working directory reported ("" before any)
 	closed   bool
+	idle     *time.Timer // ends an idle shell (Options.IdleTimeout)
 }
 
 // New returns a session that starts its shell with start on first use.
@@ -148,6 +154,7 @@ func (s *Session) Run(ctx context.Context, req sandbox.ExecRequest, timeout time
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	defer s.armIdle()
 	sh, r, setup, fresh, err := s.begin(ctx, limit)
 	if err != nil {
 		return nil, err
@@ -254,6 +261,41 @@ func (s *Session) detach(sh *shell, r *run) bool {
 	return finished
 }
 
+// armIdle (re)starts the idle timer after a call; a call starting later
+// holds the turn, so the timer never ends a shell in use.
+func (s *Session) armIdle() {
+	if s.opts.IdleTimeout <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		s.idle = time.AfterFunc(s.opts.IdleTimeout, s.endIdle)
+		return
+	}
+	s.idle.Reset(s.opts.IdleTimeout)
+}
+
+// endIdle ends the shell unless a call is running (which re-arms the
+// timer when it finishes).
+func (s *Session) endIdle() {
+	select {
+	case s.turn <- struct{}{}:
+		defer func() { <-s.turn }()
+	default:
+		return
+	}
+	s.mu.Lock()
+	sh := s.sh
+	if sh != nil {
+		s.sh, s.replaced = nil, true
+	}
+	s.mu.Unlock()
+	if sh != nil {
+		sh.proc.Kill()
+	}
+}
+
 // end kills sh and forgets it; the next call starts a new shell.
 func (s *Session) end(sh *shell) {
 	sh.proc.Kill()
@@ -291,6 +333,9 @@ func (s *Session) Close() {
 	s.mu.Lock()
 	sh := s.sh
 	s.sh, s.closed = nil, true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	s.mu.Unlock()
 	if sh != nil {
 		sh.proc.Kill()

@@ -277,3 +277,32 @@ func waitFile(t *testing.T, name string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestSessionEndsAnIdleShell(t *testing.T) {
+	t.Parallel()
+	s, root := newSession(t, []string{"/bin/sh"}, shellsession.Options{IdleTimeout: 50 * time.Millisecond})
+	res := run(t, s, "mkdir d; cd d; V=1; echo $$ > "+filepath.Join(root, "pid"))
+	if res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	pidFile, err := os.ReadFile(filepath.Join(root, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The idle shell's process goes away.
+	proc := "/proc/" + strings.TrimSpace(string(pidFile))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(proc); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle shell is still running")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res = run(t, s, `pwd; echo "V=$V"`)
+	if want := filepath.Join(root, "d") + "\nV=\n"; string(res.Stdout) != want || !res.NewShell {
+		t.Fatalf("after the idle end: stdout %q new shell %v; want %q in a new shell", res.Stdout, res.NewShell, want)
+	}
+}
