@@ -155,6 +155,10 @@ type Shell interface {
 	// RestartShell kills the persistent shell and everything it started;
 	// the next ShellExec starts a new one in the workspace.
 	RestartShell(ctx context.Context) error
+	// StartShell starts the persistent shell now unless it runs, so that
+	// the first call does not wait for it (a turn calls it while the model
+	// is still thinking).
+	StartShell(ctx context.Context) error
 }
 
 // ShellIdleTimeout is how long a persistent shell no call has used is kept:

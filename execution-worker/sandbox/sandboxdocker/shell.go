@@ -130,6 +130,17 @@ func (s *containerSandbox) RestartShell(ctx context.Context) error {
 	return s.persistentShell().Restart(ctx)
 }
 
+// StartShell starts the persistent shell early; see [sandbox.Shell].
+func (s *containerSandbox) StartShell(ctx context.Context) error {
+	if err := s.checkUsable(); err != nil {
+		return err
+	}
+	if err := s.persistentShell().Start(ctx); err != nil {
+		return fmt.Errorf("start shell in sandbox %s: %w", shortID(s.ref.ID), s.mapErr(err))
+	}
+	return nil
+}
+
 // execInShell is Exec through an isolated shell of the pool.
 //
 // A command never ends an isolated shell (it runs in a subshell), so a

@@ -178,6 +178,14 @@ func (s *localSandbox) RestartShell(ctx context.Context) error {
 	return s.shell().Restart(ctx)
 }
 
+// StartShell starts the persistent shell early; see [sandbox.Shell].
+func (s *localSandbox) StartShell(ctx context.Context) error {
+	if s.destroyed() {
+		return sandbox.ErrDestroyed
+	}
+	return s.shell().Start(ctx)
+}
+
 // Close ends the sandbox's persistent shell (the workspace stays). The
 // SessionManager calls it when it drops the sandbox from its cache.
 func (s *localSandbox) Close() error {

@@ -92,6 +92,7 @@ type Session struct {
 	mu       sync.Mutex
 	sh       *shell // nil until a call needs one, and after it ended
 	replaced bool   // a shell ended since the last Restart: the next is a replacement
+	fresh    bool   // the running shell is a replacement no call has reported yet
 	dir      string // the last working directory reported ("" before any)
 	closed   bool
 	idle     *time.Timer // ends an idle shell (Options.IdleTimeout)
@@ -214,27 +215,64 @@ func (s *Session) Run(ctx context.Context, req sandbox.ExecRequest, timeout time
 func (s *Session) begin(ctx context.Context, limit int) (sh *shell, r *run, setup string, fresh bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if setup, err = s.ensure(ctx); err != nil {
+		return nil, nil, "", false, err
+	}
+	fresh, s.fresh = s.fresh, false
+	r = &run{sentinel: newSentinel(), out: sandbox.NewOutput(limit), done: make(chan struct{})}
+	s.sh.run = r
+	return s.sh, r, setup, fresh, nil
+}
+
+// ensure starts a shell unless one runs, and returns its setup script
+// ("" for a running shell). The caller holds s.mu and the turn.
+func (s *Session) ensure(ctx context.Context) (string, error) {
 	if s.closed {
-		return nil, nil, "", false, ErrClosed
+		return "", ErrClosed
 	}
 	if s.sh != nil && isClosed(s.sh.eof) {
 		// The shell died between calls (its container stopped, say).
 		s.sh.proc.Kill()
 		s.sh, s.replaced = nil, true
 	}
-	if s.sh == nil {
-		proc, err := s.start(ctx)
-		if err != nil {
-			return nil, nil, "", false, fmt.Errorf("start shell: %w", err)
-		}
-		s.sh = &shell{proc: proc, eof: make(chan struct{})}
-		go s.drain(s.sh)
-		setup, fresh = s.setup(), s.replaced
-		s.replaced = false
+	if s.sh != nil {
+		return "", nil
 	}
-	r = &run{sentinel: newSentinel(), out: sandbox.NewOutput(limit), done: make(chan struct{})}
-	s.sh.run = r
-	return s.sh, r, setup, fresh, nil
+	proc, err := s.start(ctx)
+	if err != nil {
+		return "", fmt.Errorf("start shell: %w", err)
+	}
+	s.sh = &shell{proc: proc, eof: make(chan struct{})}
+	go s.drain(s.sh)
+	s.fresh, s.replaced = s.replaced, false
+	return s.setup(), nil
+}
+
+// Start starts the shell now unless one runs, so that the first call does
+// not wait for it (a container's shell costs an exec to start).
+func (s *Session) Start(ctx context.Context) error {
+	select {
+	case s.turn <- struct{}{}:
+		defer func() { <-s.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer s.armIdle()
+	s.mu.Lock()
+	setup, err := s.ensure(ctx)
+	var proc Process
+	if s.sh != nil {
+		proc = s.sh.proc
+	}
+	s.mu.Unlock()
+	if err != nil || setup == "" {
+		return err
+	}
+	// Written while holding the turn: it precedes every call's script.
+	if _, err := io.WriteString(proc.Stdin(), setup); err != nil {
+		return fmt.Errorf("start shell: %w", err)
+	}
+	return nil
 }
 
 // detach ends r's collection of output: what a stream held back as the
@@ -319,7 +357,7 @@ func (s *Session) Restart(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	sh := s.sh
-	s.sh, s.replaced, s.dir = nil, false, ""
+	s.sh, s.replaced, s.fresh, s.dir = nil, false, false, ""
 	s.mu.Unlock()
 	if sh != nil {
 		sh.proc.Kill()

@@ -306,3 +306,25 @@ func TestSessionEndsAnIdleShell(t *testing.T) {
 		t.Fatalf("after the idle end: stdout %q new shell %v; want %q in a new shell", res.Stdout, res.NewShell, want)
 	}
 }
+
+func TestSessionStartsEarly(t *testing.T) {
+	t.Parallel()
+	starts := 0
+	root := t.TempDir()
+	s := shellsession.New(func(context.Context) (shellsession.Process, error) {
+		starts++
+		cmd := exec.Command("/bin/sh")
+		cmd.Dir = root
+		return shellsession.StartCommand(cmd)
+	}, shellsession.Options{Root: root})
+	t.Cleanup(s.Close)
+	for range 2 {
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := run(t, s, "echo ok")
+	if string(res.Stdout) != "ok\n" || res.NewShell || starts != 1 {
+		t.Fatalf("after Start: %+v, %d shells started; want the started shell to serve the call", res, starts)
+	}
+}
