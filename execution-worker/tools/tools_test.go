@@ -609,6 +609,10 @@ func bash(t *testing.T, sb sandbox.Sandbox, input string) tools.Result {
 // concurrent calls run one after the other.
 func testPersistentShell(t *testing.T, sb sandbox.Sandbox) {
 	root := sb.Root()
+	// A shell started ahead of the first call serves it.
+	if err := sb.(sandbox.Shell).StartShell(t.Context()); err != nil {
+		t.Fatalf("StartShell: %v", err)
+	}
 	if res := bash(t, sb, `{"command":"mkdir -p repo/src && cd repo && export GREETING=hello"}`); res.IsError {
 		t.Fatalf("cd and export: %s", res.Content)
 	}
