@@ -280,7 +280,7 @@ func TestInterruptPushedInEachTurnState(t *testing.T) {
 			// The sandbox's process is gone with the turn.
 			e.say(t, id, `#tool bash {"command":"ps -eo args | grep -c '^sleep 29[.]5' || true"}`)
 			evs := until(t, events, "session.status_idle", 30*time.Second)
-			if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "0" {
+			if got := commandOutput(last(evs, "agent.tool_result")); got != "0" {
 				t.Errorf("sleep processes after the interrupt: %q, want 0", got)
 			}
 		}
@@ -337,7 +337,7 @@ func TestInterruptSignalAfterPushSparesNextTurn(t *testing.T) {
 			t.Fatalf("round %d: interrupted stop reason %q, want end_turn", i, typ)
 		}
 		evs := until(t, events, "session.status_idle", 30*time.Second)
-		if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "survived" {
+		if got := commandOutput(last(evs, "agent.tool_result")); got != "survived" {
 			t.Fatalf("round %d: the turn after the interrupt ended with tool result %q, want %q: the interrupt's late signal cancelled it (events %v)",
 				i, got, "survived", typesOf(evs))
 		}

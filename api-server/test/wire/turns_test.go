@@ -212,6 +212,14 @@ func resultText(m map[string]any) string {
 	return s
 }
 
+// commandOutput is a bash result's text, trimmed, without the note that the
+// command ran in a new shell (the one before it was killed, by an
+// interrupt say).
+func commandOutput(m map[string]any) string {
+	text, _, _ := strings.Cut(resultText(m), "\n[the previous shell had ended")
+	return strings.TrimSpace(text)
+}
+
 func stopReason(m map[string]any) (string, []any) {
 	sr, _ := m["stop_reason"].(map[string]any)
 	typ, _ := sr["type"].(string)
@@ -337,7 +345,7 @@ func TestInterruptAndLimitsThroughSDK(t *testing.T) {
 	}
 	e.say(t, id, `#tool bash {"command":"ps -eo args | grep -c '^sleep 29[.]5' || true"}`)
 	evs = until(t, events, "session.status_idle", 30*time.Second)
-	if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "0" {
+	if got := commandOutput(last(evs, "agent.tool_result")); got != "0" {
 		t.Errorf("sleep processes after the interrupt: %q, want 0", got)
 	}
 
@@ -647,7 +655,7 @@ func TestLocalityGoneThroughSDK(t *testing.T) {
 	startWorkerWith(t, srv, "gone-1-back", e.root, map[string]string{"MANGO_LOG_LEVEL": "info"}).polling(t)
 	e.say(t, id, `#tool bash {"command":"cat kept.txt"}`)
 	evs = until(t, events, "session.status_idle", 60*time.Second)
-	if got := strings.TrimSpace(resultText(last(evs, "agent.tool_result"))); got != "kept" {
+	if got := commandOutput(last(evs, "agent.tool_result")); got != "kept" {
 		t.Errorf("tool result once the locality is back = %q, want the first turn's file (%v)", got, typesOf(evs))
 	}
 }
