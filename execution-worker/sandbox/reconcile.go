@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
@@ -59,7 +60,13 @@ type Reconciler struct {
 	// Interval spaces the passes of Run.
 	Interval time.Duration
 	Logger   *slog.Logger
+
+	unclaimed atomic.Int64 // len(Unclaimed) of the last successful pass
 }
+
+// Unclaimed returns how many legacy resources the last successful pass
+// left alone (ReconcileResult.Unclaimed), for metrics.
+func (r *Reconciler) Unclaimed() int64 { return r.unclaimed.Load() }
 
 // ReconcileResult counts what one pass did.
 type ReconcileResult struct {
@@ -141,6 +148,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 			res.Destroyed = append(res.Destroyed, o.Ref)
 		}
 	}
+	r.unclaimed.Store(int64(len(res.Unclaimed)))
 	return res, nil
 }
 
@@ -168,6 +176,9 @@ func (r *Reconciler) relocate(ctx context.Context, b Binding, live map[string]bo
 	return true, nil
 }
 
+// maxLoggedRefs bounds the references one log line lists.
+const maxLoggedRefs = 20
+
 func old(o Owned, now time.Time, grace time.Duration) bool {
 	return o.CreatedAt.IsZero() || now.Sub(o.CreatedAt) >= grace
 }
@@ -178,13 +189,13 @@ func (r *Reconciler) Run(ctx context.Context) {
 	interval := defaults.Positive(r.Interval, time.Minute)
 	t := time.NewTimer(0)
 	defer t.Stop()
-	unclaimed := -1 // legacy resources reported by the last pass
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		before := r.Unclaimed()
 		res, err := r.RunOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -193,12 +204,10 @@ func (r *Reconciler) Run(ctx context.Context) {
 			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
 				"moved_to", r.TaskQueue, "moved", len(res.Moved))
 		}
-		if err == nil && len(res.Unclaimed) != max(unclaimed, 0) {
+		if err == nil && int64(len(res.Unclaimed)) != before {
 			log.Info("legacy sandboxes without an installation id are left alone: no binding of this installation references them",
-				"provider", r.Provider.Name(), "installation", r.Installation, "unclaimed", len(res.Unclaimed), "refs", res.Unclaimed)
-		}
-		if err == nil {
-			unclaimed = len(res.Unclaimed)
+				"provider", r.Provider.Name(), "installation", r.Installation, "unclaimed", len(res.Unclaimed),
+				"refs", res.Unclaimed[:min(len(res.Unclaimed), maxLoggedRefs)])
 		}
 		t.Reset(interval)
 	}

@@ -139,6 +139,9 @@ func TestReconcilerInstallationRules(t *testing.T) {
 			t.Errorf("pass %d reported unclaimed %q, want %q", pass, d, want.unclaimed)
 		}
 	}
+	if n := r.Unclaimed(); n != 2 {
+		t.Errorf("Unclaimed() = %d after the passes, want the 2 legacy resources left alone", n)
+	}
 	if d := p.destroyed; len(d) != 2 {
 		t.Errorf("DestroyRef called on %v, want only the two orphans of this installation", d)
 	}

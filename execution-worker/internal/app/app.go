@@ -151,6 +151,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
 		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls()}
+	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue, Installation: installation,
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
+	if cfg.SandboxFactory.Traits.HostBound {
+		reconciler.QueueLive = queueLive(cp)
+	}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
@@ -159,6 +164,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		m := metrics.New(cfg.Sandbox, Version, previews)
 		turnActs.OnTurn = m.Turn
 		m.TranscriptCache(turnActs.Transcripts)
+		m.SandboxReconciler(reconciler)
 		if watcher != nil {
 			m.WatchInterrupts(watcher)
 		}
@@ -170,11 +176,6 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, logger.With("component", "pprof")); err != nil {
 			return err
 		}
-	}
-	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue, Installation: installation,
-		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
-	if cfg.SandboxFactory.Traits.HostBound {
-		reconciler.QueueLive = queueLive(cp)
 	}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
