@@ -135,8 +135,8 @@ func TestOwnershipLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned, err := p.List(t.Context())
-	if err != nil || len(owned) != 1 || owned[0].KeyHash != sandbox.KeyHash(key) {
-		t.Fatalf("List = %+v, %v; want one sandbox labelled with the key hash", owned, err)
+	if err != nil || len(owned) != 1 || owned[0].KeyHash != sandbox.KeyHash(key) || owned[0].Installation != testInstallation {
+		t.Fatalf("List = %+v, %v; want one sandbox labelled with the key hash and installation %q", owned, err, testInstallation)
 	}
 	// Relabel it for another session: Attach with the original key is
 	// rejected, and Create does not adopt it.
