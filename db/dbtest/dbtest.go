@@ -3,7 +3,8 @@
 // The first call in a test process migrates a template database named after
 // a hash of the migrations (shared by every process and package, guarded by
 // an advisory lock); each test then clones it with CREATE DATABASE ...
-// TEMPLATE, which takes a few milliseconds, and drops the clone on cleanup.
+// TEMPLATE, which takes a few milliseconds, gives it an installation id of
+// its own, and drops the clone on cleanup.
 //
 // Tests find the server through MANGO_TEST_DATABASE_URL, an administrative
 // URL (a role allowed to create databases). Without it the test is skipped,
@@ -89,6 +90,16 @@ func URL(t testing.TB) string {
 	u, err := withDatabase(admin, name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A clone copies the template's installation id; each test database
+	// is an installation of its own, as a freshly migrated one would be.
+	clone, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("connect to test database %s: %v", name, err)
+	}
+	defer func() { _ = clone.Close(ctx) }()
+	if _, err := clone.Exec(ctx, "UPDATE installation SET id = gen_random_uuid()::text"); err != nil {
+		t.Fatalf("give test database %s its own installation id: %v", name, err)
 	}
 	return u
 }

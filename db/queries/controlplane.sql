@@ -89,3 +89,6 @@ ORDER BY last_seen_at DESC LIMIT 1;
 
 -- name: WorkerList :many
 SELECT * FROM workers ORDER BY provider, worker_id;
+
+-- name: InstallationGet :one
+SELECT id FROM installation;

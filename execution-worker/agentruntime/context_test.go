@@ -235,7 +235,7 @@ func addUsage(a, b model.Usage) model.Usage {
 // bashSandbox is a local sandbox for session and the bashToolset tools.
 func bashSandbox(t *testing.T, session string) (sandbox.Sandbox, *agentruntime.ToolConfig) {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "agentruntime-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

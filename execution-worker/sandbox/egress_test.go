@@ -20,7 +20,7 @@ import (
 // processes on this host).
 func (e *managerEnv) osbWorker(t *testing.T, fake *opensandboxfake.Server) *sandbox.SessionManager {
 	t.Helper()
-	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{Domain: fake.Host(), PollInterval: 5 * time.Millisecond,
+	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{Domain: fake.Host(), PollInterval: 5 * time.Millisecond, Installation: e.installation,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestProvisionRefusals(t *testing.T) {
 	t.Parallel()
 	env := newManagerEnv(t)
 	ctx := context.Background()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root, Installation: env.installation})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ type managerEnv struct {
 	server   *cptest.Server
 	bindings *controlplane.Bindings
 	root     string
+	// installation is the server's installation id.
+	installation string
 }
 
 func newManagerEnv(t *testing.T) *managerEnv {
@@ -27,14 +29,18 @@ func newManagerEnv(t *testing.T) *managerEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	return &managerEnv{server: srv, bindings: controlplane.NewBindings(client), root: t.TempDir()}
+	installation, err := controlplane.Installation(t.Context(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &managerEnv{server: srv, bindings: controlplane.NewBindings(client), root: t.TempDir(), installation: installation}
 }
 
 // worker returns a new SessionManager with its own provider client, as a
 // (re)started worker would have.
 func (e *managerEnv) worker(t *testing.T, queue string) (*sandbox.SessionManager, sandbox.Provider) {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: e.root})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: e.root, Installation: e.installation})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
@@ -18,9 +19,18 @@ type BindingLister interface {
 
 // Reconciler repairs what crashes leave between a provider and the
 // bindings: a resource created for an intent that was never bound is bound
-// (the create-before-binding window), and a Mango-owned resource that no
-// binding or intent references is destroyed. It needs a provider that can
-// list and destroy its resources; others are skipped.
+// (the create-before-binding window), and a resource of this installation
+// that no binding or intent references is destroyed. It needs a provider
+// that can list and destroy its resources; others are skipped.
+//
+// It touches only what belongs to its installation. Resources labelled
+// for another installation (which a provider's List leaves out anyway)
+// are skipped. A legacy resource, created before installation ids and
+// labelled with none, is adopted when a binding or intent of this
+// installation references it (bound or kept like any other) and
+// otherwise left alone and reported in ReconcileResult.Unclaimed: it may
+// belong to another installation sharing the backend, so it is never
+// destroyed.
 //
 // Host-bound providers only see their locality's resources, so every
 // worker reconciles its own locality; for remote providers any worker may,
@@ -35,6 +45,9 @@ type BindingLister interface {
 type Reconciler struct {
 	Provider Provider
 	Bindings BindingLister
+	// Installation is the id the provider labels its resources with;
+	// only resources carrying it are ever destroyed.
+	Installation string
 	// TaskQueue is recorded when binding a resource found for an intent
 	// without a queue.
 	TaskQueue string
@@ -47,7 +60,13 @@ type Reconciler struct {
 	// Interval spaces the passes of Run.
 	Interval time.Duration
 	Logger   *slog.Logger
+
+	unclaimed atomic.Int64 // len(Unclaimed) of the last successful pass
 }
+
+// Unclaimed returns how many legacy resources the last successful pass
+// left alone (ReconcileResult.Unclaimed), for metrics.
+func (r *Reconciler) Unclaimed() int64 { return r.unclaimed.Load() }
 
 // ReconcileResult counts what one pass did.
 type ReconcileResult struct {
@@ -55,6 +74,10 @@ type ReconcileResult struct {
 	Bound     []Ref
 	// Moved are sandboxes whose binding now names TaskQueue.
 	Moved []Ref
+	// Unclaimed are legacy resources (no installation label) that no
+	// binding of this installation references: left alone, since they
+	// may be another installation's.
+	Unclaimed []Ref
 }
 
 // RunOnce makes one pass.
@@ -83,6 +106,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 	now := time.Now()
 	live := map[string]bool{} // per pass: queue -> a live worker polls it
 	for _, o := range owned {
+		if !OwnedBy(o.Installation, r.Installation) {
+			continue // another installation's: never ours to touch
+		}
+		legacy := o.Installation == ""
 		b, referenced := byHash[o.KeyHash]
 		switch {
 		case referenced && b.ExternalID == "":
@@ -101,6 +128,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 			if moved {
 				res.Moved = append(res.Moved, o.Ref)
 			}
+		case legacy:
+			// Unreferenced, or a duplicate of a bound session's
+			// resource: possibly another installation's.
+			res.Unclaimed = append(res.Unclaimed, o.Ref)
 		case referenced:
 			// Bound, after a crash, to a duplicate resource: the binding
 			// wins, this one is an orphan.
@@ -117,6 +148,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 			res.Destroyed = append(res.Destroyed, o.Ref)
 		}
 	}
+	r.unclaimed.Store(int64(len(res.Unclaimed)))
 	return res, nil
 }
 
@@ -144,6 +176,9 @@ func (r *Reconciler) relocate(ctx context.Context, b Binding, live map[string]bo
 	return true, nil
 }
 
+// maxLoggedRefs bounds the references one log line lists.
+const maxLoggedRefs = 20
+
 func old(o Owned, now time.Time, grace time.Duration) bool {
 	return o.CreatedAt.IsZero() || now.Sub(o.CreatedAt) >= grace
 }
@@ -160,6 +195,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		before := r.Unclaimed()
 		res, err := r.RunOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -167,6 +203,11 @@ func (r *Reconciler) Run(ctx context.Context) {
 		case len(res.Destroyed)+len(res.Bound)+len(res.Moved) > 0:
 			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
 				"moved_to", r.TaskQueue, "moved", len(res.Moved))
+		}
+		if err == nil && int64(len(res.Unclaimed)) != before {
+			log.Info("legacy sandboxes without an installation id are left alone: no binding of this installation references them",
+				"provider", r.Provider.Name(), "installation", r.Installation, "unclaimed", len(res.Unclaimed),
+				"refs", res.Unclaimed[:min(len(res.Unclaimed), maxLoggedRefs)])
 		}
 		t.Reset(interval)
 	}

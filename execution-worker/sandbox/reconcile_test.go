@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -16,7 +18,7 @@ import (
 func TestReconcilerLocal(t *testing.T) {
 	t.Parallel()
 	env := newManagerEnv(t)
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root, Installation: env.installation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func testReconciler(t *testing.T, env *managerEnv, p sandbox.Provider) {
 	}
 	t.Cleanup(func() { _ = orphan.Destroy(context.Background()) })
 
-	r := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: queue}
+	r := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: queue, Installation: env.installation}
 	res, err := r.RunOnce(ctx)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
@@ -79,7 +81,7 @@ func testReconciler(t *testing.T, env *managerEnv, p sandbox.Provider) {
 	// A worker of a new locality that reaches these sandboxes re-points
 	// bindings whose queue nobody serves any more, and only those.
 	liveQueues := map[string]bool{queue: true}
-	moved := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: "mango.test.locality-2",
+	moved := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: "mango.test.locality-2", Installation: env.installation,
 		QueueLive: func(_ context.Context, q string) (bool, error) { return liveQueues[q], nil }}
 	if res, err := moved.RunOnce(ctx); err != nil || len(res.Moved) != 0 {
 		t.Errorf("pass with the old queue live = %+v, %v; want nothing moved", res, err)
@@ -96,5 +98,112 @@ func testReconciler(t *testing.T, env *managerEnv, p sandbox.Provider) {
 	}
 	if _, err := p.Attach(ctx, bound, kept.Ref()); err != nil {
 		t.Errorf("the moved sandbox is still attachable: %v", err)
+	}
+}
+
+// TestInstallationsShareLocalRoot: two installations (two api-servers on
+// their own databases) whose local workers share one sandbox root, beside
+// a workspace of a version before installation ids that no binding
+// references. Several reconciliation passes of both, sparing nothing for
+// its age, destroy nothing; every session of both still runs commands in
+// its own workspace through a restarted worker, neither attaches or
+// removes the other's workspaces, and the legacy workspace is reported and
+// kept.
+func TestInstallationsShareLocalRoot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := newManagerEnv(t), newManagerEnv(t)
+	b.root = a.root
+	if a.installation == b.installation {
+		t.Fatalf("two databases share the installation id %s", a.installation)
+	}
+	legacy, err := sandboxlocal.New(sandboxlocal.Config{Root: a.root, Installation: "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, looseRef, err := legacy.Create(ctx, "sesn_legacy_unbound", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripInstallation(t, looseRef)
+
+	const queue = "mango.local.shared"
+	sessions := map[*managerEnv][]string{}
+	refs := map[string]sandbox.Ref{}
+	name := map[*managerEnv]string{a: "A", b: "B"}
+	for _, env := range []*managerEnv{a, b} {
+		m, _ := env.worker(t, queue)
+		for range 3 {
+			sid := env.server.NewSession(t, "")
+			sb, err := m.Acquire(ctx, sid, sandbox.Spec{})
+			if err != nil {
+				t.Fatalf("installation %s: provision %s: %v", name[env], sid, err)
+			}
+			if err := sb.WriteFile(ctx, "owner.txt", []byte(name[env]+" "+sid), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sessions[env] = append(sessions[env], sid)
+			refs[sid] = sb.Ref()
+		}
+	}
+	for pass := range 3 {
+		for _, env := range []*managerEnv{a, b} {
+			_, p := env.worker(t, queue)
+			r := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: queue, Installation: env.installation}
+			res, err := r.RunOnce(ctx)
+			if err != nil {
+				t.Fatalf("installation %s, pass %d: %v", name[env], pass, err)
+			}
+			if len(res.Destroyed)+len(res.Bound) != 0 || len(res.Unclaimed) != 1 || res.Unclaimed[0] != looseRef {
+				t.Errorf("installation %s, pass %d = %+v; want nothing destroyed or bound and the legacy workspace %s reported",
+					name[env], pass, res, looseRef.ID)
+			}
+		}
+	}
+	for _, env := range []*managerEnv{a, b} {
+		m, p := env.worker(t, queue)
+		for _, sid := range sessions[env] {
+			sb, err := m.Acquire(ctx, sid, sandbox.Spec{})
+			if err != nil {
+				t.Errorf("installation %s: session %s after the passes: %v", name[env], sid, err)
+				continue
+			}
+			res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "cat owner.txt"})
+			if err != nil || string(res.Stdout) != name[env]+" "+sid {
+				t.Errorf("installation %s: session %s reads %q (%v), want its own file", name[env], sid, res.Stdout, err)
+			}
+		}
+		other := map[*managerEnv]*managerEnv{a: b, b: a}[env]
+		sid := sessions[other][0]
+		if _, err := p.Attach(ctx, sid, refs[sid]); !errors.Is(err, sandbox.ErrNotOwned) {
+			t.Errorf("installation %s attaching installation %s's workspace = %v, want ErrNotOwned", name[env], name[other], err)
+		}
+		if err := p.(sandbox.Destroyer).DestroyRef(ctx, refs[sid]); !errors.Is(err, sandbox.ErrNotOwned) {
+			t.Errorf("installation %s removing installation %s's workspace = %v, want ErrNotOwned", name[env], name[other], err)
+		}
+	}
+	if _, err := os.Stat(looseRef.ID); err != nil {
+		t.Errorf("the legacy workspace after the passes: %v, want it kept", err)
+	}
+}
+
+// stripInstallation rewrites the ownership marker of a local workspace
+// without its installation, as versions before installation ids wrote it.
+func stripInstallation(t *testing.T, ref sandbox.Ref) {
+	t.Helper()
+	data, err := os.ReadFile(ref.ID + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "installation")
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ref.ID+".json", data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

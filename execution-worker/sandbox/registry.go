@@ -15,20 +15,27 @@ import (
 // requested name.
 var ErrUnknownProvider = errors.New("unknown sandbox provider")
 
-// FromEnv returns a [Factory] New function for a provider that newProvider
-// builds from the configuration configFromEnv reads, without contacting
-// the backend.
-func FromEnv[C any, P Provider](configFromEnv func(getenv func(string) string) (C, error), newProvider func(C) (P, error)) func(context.Context, func(string) string) (Provider, error) {
-	return func(_ context.Context, getenv func(string) string) (Provider, error) {
+// FromEnv returns a [Factory] Configure function for a provider whose
+// configuration configFromEnv reads; its Build stores the installation id
+// in that configuration with setInstallation and calls newProvider, which
+// must not contact the backend.
+func FromEnv[C any, P Provider](configFromEnv func(getenv func(string) string) (C, error), newProvider func(C) (P, error),
+	setInstallation func(cfg *C, installation string),
+) func(getenv func(string) string) (Build, error) {
+	return func(getenv func(string) string) (Build, error) {
 		cfg, err := configFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
-		p, err := newProvider(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
+		return func(_ context.Context, installation string) (Provider, error) {
+			cfg := cfg
+			setInstallation(&cfg, installation)
+			p, err := newProvider(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}, nil
 	}
 }
 
@@ -40,14 +47,14 @@ type Registry struct {
 }
 
 // Register makes a provider available under name. It panics if name is not a
-// lowercase identifier ([a-z0-9] and '-', starting with a letter), if f.New is
-// nil, or if name is already registered: all three are programming errors in
+// lowercase identifier ([a-z0-9] and '-', starting with a letter), if
+// f.Configure is nil, or if name is already registered: all three are programming errors in
 // the worker's wiring, not configuration errors.
 func (r *Registry) Register(name string, f Factory) {
 	if !validName(name) {
 		panic(fmt.Sprintf("sandbox: invalid provider name %q", name))
 	}
-	if f.New == nil {
+	if f.Configure == nil {
 		panic(fmt.Sprintf("sandbox: provider %q registered with a nil factory", name))
 	}
 	r.mu.Lock()

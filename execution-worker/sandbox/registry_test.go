@@ -23,9 +23,9 @@ type namedProvider struct {
 func (p namedProvider) Name() string { return p.name }
 
 func factoryFor(name string, calls *int) sandbox.Factory {
-	return sandbox.Factory{New: func(context.Context, func(string) string) (sandbox.Provider, error) {
+	return sandbox.Factory{Configure: func(func(string) string) (sandbox.Build, error) {
 		*calls++
-		return namedProvider{name: name}, nil
+		return func(context.Context, string) (sandbox.Provider, error) { return namedProvider{name: name}, nil }, nil
 	}}
 }
 
@@ -43,7 +43,11 @@ func TestRegistryLookup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lookup(docker) = %v, want no error", err)
 	}
-	p, err := f.New(context.Background(), os.Getenv)
+	build, err := f.Configure(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := build(context.Background(), "inst-1")
 	if err != nil || p.Name() != "docker" || calls != 1 {
 		t.Fatalf("New() = %v, %v after %d calls; want docker provider after 1 call", p, err, calls)
 	}
@@ -150,7 +154,11 @@ func TestBuiltinProviders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := tt.factory.New(context.Background(), os.Getenv)
+			build, err := tt.factory.Configure(os.Getenv)
+			if err != nil {
+				t.Fatalf("Configure() = %v", err)
+			}
+			p, err := build(context.Background(), "inst-1")
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
@@ -174,22 +182,52 @@ func TestFromEnv(t *testing.T) {
 	}
 	refuse := errors.New("refused")
 	newProvider := func(name string) (*namedProvider, error) {
-		if name == "bad" {
+		if name == "bad@" {
 			return nil, refuse
 		}
 		return &namedProvider{name: name}, nil
 	}
-	newFn := sandbox.FromEnv(configFromEnv, newProvider)
+	// The installation reaches the configuration before the provider is
+	// built: here it is appended to the name.
+	configure := sandbox.FromEnv(configFromEnv, newProvider, func(name *string, installation string) { *name += "@" + installation })
 	env := map[string]string{"NAME": "fake"}
-	p, err := newFn(t.Context(), func(k string) string { return env[k] })
-	if err != nil || p.Name() != "fake" {
-		t.Fatalf("New with NAME=fake = %v, %v; want the provider named fake", p, err)
+	build, err := configure(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
 	}
-	if p, err := newFn(t.Context(), func(string) string { return "" }); p != nil || err == nil || err.Error() != "NAME is required" {
-		t.Errorf("New without NAME = %v, %v; want no provider and the configuration's error", p, err)
+	p, err := build(t.Context(), "inst-1")
+	if err != nil || p.Name() != "fake@inst-1" {
+		t.Fatalf("New with NAME=fake = %v, %v; want the provider named fake@inst-1", p, err)
+	}
+	if p, err := build(t.Context(), "inst-2"); err != nil || p.Name() != "fake@inst-2" {
+		t.Errorf("a second Build = %v, %v; want the provider named fake@inst-2 (each build from the configuration read once)", p, err)
+	}
+	if b, err := configure(func(string) string { return "" }); b != nil || err == nil || err.Error() != "NAME is required" {
+		t.Errorf("Configure without NAME = %v, %v; want no builder and the configuration's error", b, err)
 	}
 	env["NAME"] = "bad"
-	if p, err := newFn(t.Context(), func(k string) string { return env[k] }); p != nil || !errors.Is(err, refuse) {
+	build, err = configure(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := build(t.Context(), ""); p != nil || !errors.Is(err, refuse) {
 		t.Errorf("New refused by newProvider = %v, %v; want a nil Provider and its error", p, err)
+	}
+}
+
+func TestValidateInstallation(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"0d6c5a3e-6f1b-4f5e-9d7a-2b1c3d4e5f60", "a", "inst-1", strings.Repeat("a", 63)} {
+		if err := sandbox.ValidateInstallation(id); err != nil {
+			t.Errorf("ValidateInstallation(%q) = %v, want no error", id, err)
+		}
+	}
+	for _, id := range []string{"", "-a", "a-", "Inst", "a_b", "a.b", "a b", strings.Repeat("a", 64)} {
+		if err := sandbox.ValidateInstallation(id); err == nil {
+			t.Errorf("ValidateInstallation(%q) = nil, want an error", id)
+		}
+	}
+	if !sandbox.OwnedBy("inst-1", "inst-1") || !sandbox.OwnedBy("", "inst-1") || sandbox.OwnedBy("inst-2", "inst-1") {
+		t.Error("OwnedBy: want its own and unlabelled resources only")
 	}
 }

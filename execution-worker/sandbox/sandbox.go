@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 )
@@ -30,8 +31,8 @@ var (
 	// empty one: the session fails explicitly.
 	ErrNotFound = errors.New("sandbox not found")
 	// ErrNotOwned reports a reference that exists but belongs to another
-	// session or another provider.
-	ErrNotOwned = errors.New("sandbox belongs to another session or provider")
+	// session, another provider or another installation.
+	ErrNotOwned = errors.New("sandbox belongs to another session, provider or installation")
 	// ErrPathEscape reports a path that leaves the workspace, lexically or
 	// through a symbolic link.
 	ErrPathEscape = errors.New("path escapes the sandbox workspace")
@@ -66,6 +67,15 @@ type Spec struct {
 }
 
 // Provider is a sandbox backend.
+//
+// A provider is built for one installation (see [ValidateInstallation])
+// and labels everything it creates with that installation's id. It never
+// uses a resource labelled for another installation: Create and Attach
+// refuse it with ErrNotOwned, List leaves it out and DestroyRef refuses
+// it. A resource without an installation label (created before
+// installation ids) is legacy: Create and Attach accept it for the
+// session it was created for, since only a binding or intent of this
+// installation leads them there.
 type Provider interface {
 	// Name returns the stable lowercase name the provider is registered
 	// under ("local", "docker", ...). It appears in task queue names and in
@@ -201,16 +211,24 @@ type Capable interface {
 // Lister is implemented by providers that can enumerate the resources
 // they created, for the reconciler.
 type Lister interface {
-	// List returns references of all Mango-owned resources of this provider.
+	// List returns references of the Mango-owned resources of this
+	// provider that carry this installation's id, and of legacy ones
+	// that carry none (Owned.Installation empty). Resources of other
+	// installations are never listed.
 	List(ctx context.Context) ([]Owned, error)
 }
 
-// Owned is a provider resource with its ownership label.
+// Owned is a provider resource with its ownership labels.
 type Owned struct {
 	// Ref is the resource.
 	Ref Ref
 	// KeyHash is the KeyHash of the session key it was created for.
 	KeyHash string
+	// Installation is the installation id the resource is labelled with:
+	// the provider's own, or empty for a legacy resource created before
+	// installation ids. The reconciler destroys only resources of its
+	// own installation, never legacy ones.
+	Installation string
 	// CreatedAt is when it was created, if known.
 	CreatedAt time.Time
 }
@@ -218,8 +236,42 @@ type Owned struct {
 // Destroyer is implemented by providers that can remove a resource by
 // reference without attaching (the reconciler's orphan removal).
 type Destroyer interface {
-	// DestroyRef removes the resource; missing is not an error.
+	// DestroyRef removes the resource; missing is not an error. It
+	// refuses a resource labelled for another installation with
+	// ErrNotOwned. A legacy resource (no installation label) is removed:
+	// callers destroy one only when a binding or intent of their
+	// installation references it.
 	DestroyRef(ctx context.Context, ref Ref) error
+}
+
+// LabelInstallation is the label (metadata key, marker field) under which
+// providers record the installation id on what they create.
+const LabelInstallation = "mango.installation"
+
+// maxInstallationLen is the longest installation id: a Kubernetes label
+// value.
+const maxInstallationLen = 63
+
+// ValidateInstallation checks an installation id: 1 to 63 characters of
+// lowercase letters, digits and '-', starting and ending with a letter or
+// digit, so that every provider can store it as a label value (the
+// api-server's ids are UUIDs).
+func ValidateInstallation(id string) error {
+	ok := id != "" && len(id) <= maxInstallationLen && id[0] != '-' && id[len(id)-1] != '-'
+	for _, c := range id {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
+	}
+	if !ok {
+		return fmt.Errorf("installation id %q: want 1 to %d lowercase letters, digits and inner '-'", id, maxInstallationLen)
+	}
+	return nil
+}
+
+// OwnedBy reports whether a resource whose installation label is label may
+// be used by installation: it carries installation's id, or none (a legacy
+// resource, which the caller adopts only for a session of its own).
+func OwnedBy(label, installation string) bool {
+	return label == installation || label == ""
 }
 
 // KeyHash returns the fixed-length ownership label of a session key: the
@@ -261,7 +313,25 @@ type Factory struct {
 	// Traits describes the provider this factory builds.
 	Traits Traits
 
-	// New constructs the provider. It may read provider-specific
-	// configuration and contact the backend; ctx bounds that work.
-	New func(ctx context.Context, getenv func(string) string) (Provider, error)
+	// Configure reads the provider-specific configuration through getenv,
+	// without contacting the backend, and returns the function that
+	// builds the provider. Configuration errors (naming the variables)
+	// come from Configure, so the worker reports them before it connects
+	// anywhere.
+	Configure func(getenv func(string) string) (Build, error)
+}
+
+// Build constructs the provider of installation (the id the api-server
+// answers; see [ValidateInstallation]), which it records on every resource
+// it creates. It may contact the backend; ctx bounds that work.
+type Build func(ctx context.Context, installation string) (Provider, error)
+
+// New configures and builds the provider of installation in one step (for
+// callers that need no configuration check ahead of building).
+func (f Factory) New(ctx context.Context, installation string, getenv func(string) string) (Provider, error) {
+	build, err := f.Configure(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return build(ctx, installation)
 }

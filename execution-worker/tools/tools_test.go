@@ -45,7 +45,7 @@ type newSandbox func(t *testing.T, key string) sandbox.Sandbox
 
 func localSandboxes(t *testing.T) newSandbox {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "tools-test"})
 	if err != nil {
 		t.Fatalf("sandboxlocal.New: %v", err)
 	}
@@ -84,7 +84,7 @@ func dockerSandboxes(t *testing.T) newSandbox {
 			t.Errorf("cleanup of test containers: %v", err)
 		}
 	})
-	p, err := sandboxdocker.New(t.Context(), sandboxdocker.Config{Labels: dockertest.Labels()})
+	p, err := sandboxdocker.New(t.Context(), sandboxdocker.Config{Labels: dockertest.Labels(), Installation: "tools-test"})
 	if err != nil {
 		t.Fatalf("sandboxdocker.New: %v", err)
 	}

@@ -774,3 +774,27 @@ func TestWorkerHeartbeat(t *testing.T) {
 	_, err = e.client.RecordWorkerHeartbeat(ctx, &pb.RecordWorkerHeartbeatRequest{Provider: "docker"})
 	wantCode(t, "heartbeat without worker_id", err, codes.InvalidArgument)
 }
+
+// TestGetInstallation: the ControlPlane answers the installation id of its
+// database, the same on every call and on every replica of that database,
+// and only to an authenticated worker.
+func TestGetInstallation(t *testing.T) {
+	t.Parallel()
+	e := start(t, token)
+	ctx := authed(context.Background())
+	want := e.text(t, `SELECT id FROM installation`)
+	resp, err := e.client.GetInstallation(ctx, &pb.GetInstallationRequest{})
+	if err != nil || resp.GetInstallationId() != want {
+		t.Fatalf("GetInstallation = %v, %v; want %q", resp, err, want)
+	}
+	replica := serve(t, controlplane.Deps{Store: e.store, Token: token})
+	if again, err := replica.GetInstallation(ctx, &pb.GetInstallationRequest{}); err != nil || again.GetInstallationId() != want {
+		t.Errorf("GetInstallation on another replica = %v, %v; want %q", again, err, want)
+	}
+	other := start(t, token)
+	if o, err := other.client.GetInstallation(ctx, &pb.GetInstallationRequest{}); err != nil || o.GetInstallationId() == want {
+		t.Errorf("GetInstallation of another database = %v, %v; want an id other than %q", o, err, want)
+	}
+	_, err = e.client.GetInstallation(context.Background(), &pb.GetInstallationRequest{})
+	wantCode(t, "GetInstallation without the token", err, codes.Unauthenticated)
+}

@@ -185,6 +185,15 @@ func (s *Server) RecordWorkerHeartbeat(ctx context.Context, req *pb.RecordWorker
 	return &pb.RecordWorkerHeartbeatResponse{ServerTime: timestamppb.New(now)}, nil
 }
 
+// GetInstallation implements pb.ControlPlaneServer.
+func (s *Server) GetInstallation(ctx context.Context, _ *pb.GetInstallationRequest) (*pb.GetInstallationResponse, error) {
+	id, err := s.store.InstallationID(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "get installation id", err)
+	}
+	return &pb.GetInstallationResponse{InstallationId: id}, nil
+}
+
 // GetTaskQueueHealth implements pb.ControlPlaneServer.
 func (s *Server) GetTaskQueueHealth(ctx context.Context, req *pb.GetTaskQueueHealthRequest) (*pb.GetTaskQueueHealthResponse, error) {
 	if err := requireFields("task_queue", req.GetTaskQueue()); err != nil {

@@ -126,6 +126,17 @@ func (q *Queries) EventMarkProcessed(ctx context.Context, arg EventMarkProcessed
 	return items, nil
 }
 
+const installationGet = `-- name: InstallationGet :one
+SELECT id FROM installation
+`
+
+func (q *Queries) InstallationGet(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, installationGet)
+	var id string
+	err := row.Scan(&id)
+	return id, err
+}
+
 const sandboxBindingDelete = `-- name: SandboxBindingDelete :execrows
 DELETE FROM sandbox_bindings WHERE session_id = $1
 `

@@ -94,6 +94,12 @@ type FileBlobHead struct {
 	CreatedAt time.Time
 }
 
+type Installation struct {
+	Singleton bool
+	ID        string
+	CreatedAt time.Time
+}
+
 type Outbox struct {
 	ID            int64
 	SessionID     string

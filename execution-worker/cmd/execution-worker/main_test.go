@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 )
 
@@ -203,11 +204,13 @@ func TestTemporalUnreachable(t *testing.T) {
 	}
 }
 
-// TestStartsAndStops runs the binary against a real Temporal server with
+// TestStartsAndStops runs the binary against a real Temporal server and a
+// real ControlPlane (which answers the installation id) with
 // configurations that must start, waits until it logs that it is polling,
 // sends SIGTERM and expects a clean exit.
 func TestStartsAndStops(t *testing.T) {
 	hostPort := temporaltest.HostPort(t)
+	srv := cptest.Start(t)
 	bin := buildWorker(t)
 	tests := []struct {
 		name string
@@ -226,6 +229,8 @@ func TestStartsAndStops(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.env["MANGO_TEMPORAL_HOSTPORT"] = hostPort
+			tt.env["MANGO_CONTROLPLANE_ADDR"] = srv.GRPCAddr
+			tt.env["MANGO_WORKER_TOKEN"] = srv.WorkerToken
 			tt.env["MANGO_WORKER_ID"] = fmt.Sprintf("bintest-%d-%d", time.Now().UnixNano(), i)
 			tt.env["MANGO_SHUTDOWN_TIMEOUT"] = "5s"
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -68,20 +68,20 @@ func Providers() *sandbox.Registry {
 
 // Run validates the configuration read through getenv, then runs the worker
 // until ctx is cancelled or a worker fails. Logs go to logOut. Configuration
-// errors are returned before anything connects to Temporal. After ctx is
-// cancelled, Run stops polling and waits for running activities up to
-// MANGO_SHUTDOWN_TIMEOUT; it returns nil after a clean shutdown.
+// errors, the sandbox provider's included, are returned before anything
+// connects to Temporal. The sandbox provider is built once the
+// ControlPlane has answered the installation id, so it never creates,
+// lists or destroys anything without it. After
+// ctx is cancelled, Run stops polling and waits for running activities up
+// to MANGO_SHUTDOWN_TIMEOUT; it returns nil after a clean shutdown.
 func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) error {
 	cfg, err := config.FromEnv(getenv, Providers())
 	if err != nil {
 		return err
 	}
-	provider, err := cfg.SandboxFactory.New(ctx, getenv)
+	build, err := cfg.SandboxFactory.Configure(getenv)
 	if err != nil {
 		return fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
-	}
-	if provider.Name() != cfg.Sandbox {
-		return fmt.Errorf("sandbox provider registered as %q reports name %q", cfg.Sandbox, provider.Name())
 	}
 
 	logger := newLogger(cfg, logOut)
@@ -104,6 +104,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	defer func() { _ = cp.Close() }()
 	bindings := controlplane.NewBindings(cp)
+	provider, installation, err := newProvider(ctx, cfg, cp, build)
+	if err != nil {
+		return err
+	}
+	logger.Info("sandbox provider ready", "sandbox", cfg.Sandbox, "installation", installation)
 
 	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}
 	providerQueue := queueNames.Provider(cfg.Sandbox)
@@ -146,6 +151,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
 		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls()}
+	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue, Installation: installation,
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
+	if cfg.SandboxFactory.Traits.HostBound {
+		reconciler.QueueLive = queueLive(cp)
+	}
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
@@ -154,6 +164,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		m := metrics.New(cfg.Sandbox, Version, previews)
 		turnActs.OnTurn = m.Turn
 		m.TranscriptCache(turnActs.Transcripts)
+		m.SandboxReconciler(reconciler)
 		if watcher != nil {
 			m.WatchInterrupts(watcher)
 		}
@@ -165,11 +176,6 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, logger.With("component", "pprof")); err != nil {
 			return err
 		}
-	}
-	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue,
-		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
-	if cfg.SandboxFactory.Traits.HostBound {
-		reconciler.QueueLive = queueLive(cp)
 	}
 	reconcileCtx, stopReconcile := context.WithCancel(ctx)
 	defer stopReconcile()
@@ -248,6 +254,26 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	stopCalls()
 	logger.Info("stopped")
 	return runErr
+}
+
+// newProvider asks the ControlPlane for the installation id (retried while
+// the api-server is unavailable, within MANGO_CONTROLPLANE_RETRY) and
+// builds the sandbox provider of that installation.
+func newProvider(ctx context.Context, cfg *config.Config, cp pb.ControlPlaneClient, build sandbox.Build) (sandbox.Provider, string, error) {
+	installation, err := controlplane.Installation(ctx, cp)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: the worker labels every sandbox with the installation id of its api-server "+
+			"and does not start without it (is the api-server at %s=%s up, and its database migrated?)",
+			err, config.EnvControlPlaneAddr, cfg.ControlPlaneAddr)
+	}
+	provider, err := build(ctx, installation)
+	if err != nil {
+		return nil, "", fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
+	}
+	if provider.Name() != cfg.Sandbox {
+		return nil, "", fmt.Errorf("sandbox provider registered as %q reports name %q", cfg.Sandbox, provider.Name())
+	}
+	return provider, installation, nil
 }
 
 // stopReportTime is how long a stopping worker waits, after the grace, for

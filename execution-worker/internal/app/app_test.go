@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,37 @@ func TestRunTemporalUnreachable(t *testing.T) {
 	}
 }
 
+// TestRunControlPlaneUnreachable: a worker whose api-server does not
+// answer keeps asking for the installation id within
+// MANGO_CONTROLPLANE_RETRY, then fails naming what it needed and where it
+// looked, without building its sandbox provider (the local root stays
+// uncreated).
+func TestRunControlPlaneUnreachable(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "never-created")
+	env := map[string]string{
+		"MANGO_TEMPORAL_HOSTPORT":  temporaltest.HostPort(t),
+		"MANGO_CONTROLPLANE_ADDR":  "127.0.0.1:1",
+		"MANGO_CONTROLPLANE_RETRY": "1s",
+		"MANGO_LOCAL_SANDBOX_ROOT": root,
+	}
+	start := time.Now()
+	err := app.Run(context.Background(), envFunc(env), &cptest.LockedBuffer{})
+	for _, want := range []string{"installation id", "MANGO_CONTROLPLANE_ADDR=127.0.0.1:1", "Unavailable"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run() = %v, want an error containing %q", err, want)
+		}
+	}
+	// Retries back off from 50ms and stop before the next wait would pass
+	// the budget: at about 750ms.
+	if elapsed := time.Since(start); elapsed < 500*time.Millisecond || elapsed > 15*time.Second {
+		t.Errorf("Run() gave up after %s, want it to retry for most of the 1s budget", elapsed)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("sandbox root after the failed start: %v, want it never created", err)
+	}
+}
+
 // pingWorkflow is a test-only workflow that runs the Ping activity on the
 // task queue it is given. The production worker registers no workflow yet.
 func pingWorkflow(ctx workflow.Context, taskQueue string) (session.PingResponse, error) {
@@ -105,8 +138,8 @@ func pingWorkflow(ctx workflow.Context, taskQueue string) (session.PingResponse,
 }
 
 // TestRunPollsTemporal starts the worker in-process against a real Temporal
-// server with the fake model and the local sandbox, as an operator would:
-// no worker id and no locality configured. It checks through the Temporal
+// server and a real ControlPlane with the fake model and the local sandbox,
+// as an operator would: no worker id and no locality configured. It checks through the Temporal
 // API that the worker polls mango.local and its locality's queue (named
 // for the host and the sandbox root, not for the process) under its
 // default identity, runs Ping on the locality queue, then cancels it and
@@ -119,7 +152,10 @@ func TestRunPollsTemporal(t *testing.T) {
 	}
 	workerID := fmt.Sprintf("%s-%d", host, os.Getpid()) // the default identity
 	root := t.TempDir()
+	srv := cptest.Start(t)
 	env := map[string]string{
+		"MANGO_CONTROLPLANE_ADDR":  srv.GRPCAddr,
+		"MANGO_WORKER_TOKEN":       srv.WorkerToken,
 		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
 		"MANGO_SANDBOX":            "local",
 		"MANGO_MODEL":              "fake",
@@ -127,7 +163,7 @@ func TestRunPollsTemporal(t *testing.T) {
 		"MANGO_SHUTDOWN_GRACE":     "10s",
 		"MANGO_LOG_LEVEL":          "debug",
 	}
-	local, err := sandboxlocal.New(sandboxlocal.Config{Root: root})
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: serverInstallation(t, srv)})
 	if err != nil {
 		t.Fatal(err)
 	}

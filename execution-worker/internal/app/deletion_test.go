@@ -80,7 +80,7 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	}
 	defer func() { _ = cp.Close() }()
 	bindings := controlplane.NewBindings(cp)
-	provider, err := sandboxlocal.New(sandboxlocal.Config{Root: root})
+	provider, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: serverInstallation(t, srv)})
 	if err != nil {
 		t.Fatal(err)
 	}

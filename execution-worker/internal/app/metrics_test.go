@@ -1,17 +1,24 @@
 package app_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
 // TestWorkerMetrics: with MANGO_METRICS_ADDR the worker serves Prometheus
-// metrics: turns by outcome with their duration, preview counters and an
-// info series.
+// metrics: turns by outcome with their duration, preview counters, an
+// info series, and the sandboxes of a version before installation ids
+// that its reconciler leaves alone (one workspace here, as that version
+// left it in the sandbox root).
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
 	srv, env := startStack(t)
@@ -22,6 +29,15 @@ func TestWorkerMetrics(t *testing.T) {
 	addr := l.Addr().String()
 	_ = l.Close()
 	env["MANGO_METRICS_ADDR"] = addr
+	hash := sandbox.KeyHash("sesn_before_installation_ids")
+	root := env["MANGO_LOCAL_SANDBOX_ROOT"]
+	if err := os.Mkdir(filepath.Join(root, hash), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf(`{"key_hash":%q,"created_at":"2026-01-01T00:00:00Z"}`, hash)
+	if err := os.WriteFile(filepath.Join(root, hash+".json"), []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	runWorker(t, env)
 	session := srv.NewSession(t, "local")
 	sendMessage(t, srv, session, `#tool bash {"command":"true"}`)
@@ -34,6 +50,7 @@ func TestWorkerMetrics(t *testing.T) {
 		`mango_worker_preview_frames_sent_total `,
 		`mango_worker_preview_frames_dropped_total `,
 		`mango_worker_preview_stream_connected 1`,
+		`mango_worker_sandboxes_unclaimed 1`,
 		`mango_build_info{commit="`,
 		`component="execution-worker"`,
 		`go_goroutines `,

@@ -13,7 +13,7 @@ import (
 func TestTaskQueues(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	local, err := sandboxlocal.New(sandboxlocal.Config{Root: root})
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: "test-installation"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestTaskQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	other, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "test-installation"})
 	if err != nil {
 		t.Fatal(err)
 	}

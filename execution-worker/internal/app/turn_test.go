@@ -103,6 +103,21 @@ func types(evs []listedEvent) string {
 	return strings.Join(out, ",")
 }
 
+// serverInstallation returns the installation id srv answers workers.
+func serverInstallation(t *testing.T, srv *cptest.Server) string {
+	t.Helper()
+	cp, err := controlplane.Dial(srv.GRPCAddr, srv.WorkerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cp.Close() }()
+	id, err := controlplane.Installation(t.Context(), cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func startStack(t *testing.T) (*cptest.Server, map[string]string) {
 	t.Helper()
 	hostPort := temporaltest.HostPort(t)
@@ -517,7 +532,7 @@ func TestMovedBindingIsFollowed(t *testing.T) {
 
 	// What the new worker's reconciler does for a sandbox it reaches whose
 	// queue is dead: re-point the binding to its own locality.
-	local, err := sandboxlocal.New(sandboxlocal.Config{Root: env["MANGO_LOCAL_SANDBOX_ROOT"]})
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: env["MANGO_LOCAL_SANDBOX_ROOT"], Installation: serverInstallation(t, srv)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +552,7 @@ func TestMovedBindingIsFollowed(t *testing.T) {
 		t.Fatalf("binding = %+v, %v; want it on the old queue", b, err)
 	}
 	r := &sandbox.Reconciler{Provider: local, Bindings: bindings,
-		TaskQueue: queues.Locality("local", loc),
+		TaskQueue: queues.Locality("local", loc), Installation: serverInstallation(t, srv),
 		QueueLive: func(context.Context, string) (bool, error) { return false, nil }}
 	if res, err := r.RunOnce(context.Background()); err != nil || len(res.Moved) != 1 {
 		t.Fatalf("reconcile = %+v, %v; want the binding moved", res, err)

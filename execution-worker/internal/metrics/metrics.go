@@ -104,6 +104,20 @@ func (w *Worker) WatchInterrupts(in Interrupts) {
 	)
 }
 
+// Reconciler reports what the sandbox reconciler's last pass left alone.
+type Reconciler interface {
+	Unclaimed() int64
+}
+
+// SandboxReconciler registers the number of legacy sandboxes (created
+// before installation ids) that the last reconciliation pass left alone
+// because no binding of this installation references them.
+func (w *Worker) SandboxReconciler(r Reconciler) {
+	w.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mango_worker_sandboxes_unclaimed",
+		Help: "Sandboxes without an installation id that no binding of this installation references: never destroyed, left for an operator."},
+		func() float64 { return float64(r.Unclaimed()) }))
+}
+
 // Cache reports how many items a cache holds and about how many bytes.
 type Cache interface {
 	Len() (items int, bytes int64)

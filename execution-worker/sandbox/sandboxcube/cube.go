@@ -55,8 +55,8 @@ const DefaultDomain = "cube.app"
 
 // Factory is the registry entry of the cube provider.
 var Factory = sandbox.Factory{
-	Traits: sandbox.Traits{},
-	New:    sandbox.FromEnv(ConfigFromEnv, New),
+	Traits:    sandbox.Traits{},
+	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *e2bproto.Config, id string) { c.Installation = id }),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

@@ -32,6 +32,9 @@ func fakeEnv(f *e2bfake.Server, key string) func(string) string {
 	return func(k string) string { return env[k] }
 }
 
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
 func newFake(t *testing.T, key string) *e2bfake.Server {
 	// Cube: Bearer auth, no envd access token, no domain in answers.
 	return e2bfake.New(t, e2bfake.Options{APIKey: key, Bearer: true, Domain: "cube.test", OmitDomain: true})
@@ -40,20 +43,21 @@ func newFake(t *testing.T, key string) *e2bfake.Server {
 func TestConformance(t *testing.T) {
 	f := newFake(t, "cube-key")
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
-			p, err := sandboxcube.Factory.New(t.Context(), fakeEnv(f, "cube-key"))
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			p, err := sandboxcube.Factory.New(t.Context(), installation, fakeEnv(f, "cube-key"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return p
 		},
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "cube"}},
+		Unlabel: func(_ *testing.T, ref sandbox.Ref) { f.SetMetadata(ref.ID, e2bproto.LabelInstallation, "") },
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "cube"}},
 	})
 }
 
 func TestWithoutAuth(t *testing.T) {
 	f := newFake(t, "")
-	p, err := sandboxcube.Factory.New(t.Context(), fakeEnv(f, ""))
+	p, err := sandboxcube.Factory.New(t.Context(), testInstallation, fakeEnv(f, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +76,7 @@ func TestWithoutAuth(t *testing.T) {
 
 func TestWrongKeyRejected(t *testing.T) {
 	f := newFake(t, "right")
-	p, err := sandboxcube.Factory.New(t.Context(), fakeEnv(f, "wrong"))
+	p, err := sandboxcube.Factory.New(t.Context(), testInstallation, fakeEnv(f, "wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +86,7 @@ func TestWrongKeyRejected(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	_, err := sandboxcube.Factory.New(t.Context(), func(string) string { return "" })
+	_, err := sandboxcube.Factory.New(t.Context(), testInstallation, func(string) string { return "" })
 	for _, v := range []string{sandboxcube.EnvAPIURL, sandboxcube.EnvTemplateID} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("Factory.New without config = %v, want an error naming %s", err, v)
@@ -127,8 +131,8 @@ func TestLiveConformance(t *testing.T) {
 		t.Skipf("MANGO_LIVE_CUBE=1 but %s or %s is not set", sandboxcube.EnvAPIURL, sandboxcube.EnvTemplateID)
 	}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
-			p, err := sandboxcube.Factory.New(t.Context(), os.Getenv)
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			p, err := sandboxcube.Factory.New(t.Context(), installation, os.Getenv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +145,7 @@ func TestLiveConformance(t *testing.T) {
 // one stream of exactly its bytes, and that GetFile returns them.
 func TestPutFileStreams(t *testing.T) {
 	f := newFake(t, "cube-key")
-	p, err := sandboxcube.Factory.New(t.Context(), fakeEnv(f, "cube-key"))
+	p, err := sandboxcube.Factory.New(t.Context(), testInstallation, fakeEnv(f, "cube-key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,14 +79,17 @@ type Config struct {
 	HTTPClient *http.Client
 	// Labels are extra labels put on every sandbox (tests use them).
 	Labels map[string]string
+	// Installation is the installation id every sandbox is labelled with
+	// (required; see [sandbox.ValidateInstallation]).
+	Installation string
 }
 
 // Factory is the registry entry for the Daytona provider. Sandboxes are
-// remote and reachable from any worker. New reads [ConfigFromEnv] and does
-// not contact the service.
+// remote and reachable from any worker. Configure reads [ConfigFromEnv];
+// nothing contacts the service before the first sandbox call.
 var Factory = sandbox.Factory{
-	Traits: sandbox.Traits{RunsOnHost: false, HostBound: false},
-	New:    sandbox.FromEnv(ConfigFromEnv, New),
+	Traits:    sandbox.Traits{RunsOnHost: false, HostBound: false},
+	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *Config, id string) { c.Installation = id }),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

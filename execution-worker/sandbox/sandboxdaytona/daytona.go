@@ -6,8 +6,11 @@
 //
 // Calls go to DAYTONA_API_URL with the API key as a Bearer token. The
 // sandbox of a session is named mango-<KeyHash(sessionKey)> and labelled
-// mango.managed=true and mango.session_key_hash=<KeyHash>; the raw session
-// key is never sent. Create first looks the sandbox up by its label
+// mango.managed=true, mango.session_key_hash=<KeyHash> and
+// mango.installation=<installation id>; the raw session key is never sent.
+// Sandboxes of other installations sharing the organisation are never
+// listed, attached or deleted; legacy ones without mango.installation are
+// used only through this installation's bindings. Create first looks the sandbox up by its label
 // (GET /sandbox?labels=...), then by its deterministic name, and only then
 // creates it (POST /sandbox). Daytona names are unique within an
 // organisation, so a concurrent Create from another worker loses with a
@@ -75,8 +78,9 @@ import (
 
 // Labels set on every sandbox.
 const (
-	LabelManaged = "mango.managed"
-	LabelKeyHash = "mango.session_key_hash"
+	LabelManaged      = "mango.managed"
+	LabelKeyHash      = "mango.session_key_hash"
+	LabelInstallation = sandbox.LabelInstallation
 )
 
 // NamePrefix prefixes the deterministic sandbox name.
@@ -91,6 +95,9 @@ type Provider struct {
 func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey == "" {
 		return nil, fmt.Errorf("%s is required for the %s sandbox provider", EnvAPIKey, Name)
+	}
+	if err := sandbox.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, err
 	}
 	return &Provider{cfg: cfg.withDefaults()}, nil
 }
@@ -228,7 +235,7 @@ func (p *Provider) find(ctx context.Context, hash string) (*remote, error) {
 		return nil, err
 	}
 	for _, r := range found {
-		if r.Labels[LabelKeyHash] == hash {
+		if r.Labels[LabelKeyHash] == hash && p.owns(&r) {
 			return &r, nil
 		}
 	}
@@ -244,6 +251,9 @@ func (p *Provider) find(ctx context.Context, hash string) (*remote, error) {
 	if r.Labels[LabelKeyHash] != hash {
 		return nil, fmt.Errorf("sandbox named %s is not labelled for this session: %w", r.Name, sandbox.ErrNotOwned)
 	}
+	if !p.owns(r) {
+		return nil, fmt.Errorf("sandbox named %s belongs to installation %s: %w", r.Name, r.Labels[LabelInstallation], sandbox.ErrNotOwned)
+	}
 	return r, nil
 }
 
@@ -252,6 +262,7 @@ func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (
 	maps.Copy(labels, p.cfg.Labels)
 	labels[LabelManaged] = "true"
 	labels[LabelKeyHash] = hash
+	labels[LabelInstallation] = p.cfg.Installation
 	body := createBody{
 		Name:               NamePrefix + hash,
 		Snapshot:           p.cfg.Snapshot,
@@ -323,6 +334,9 @@ func (p *Provider) open(ctx context.Context, r *remote, hash string) (*remoteSan
 	if r.Labels[LabelKeyHash] != hash {
 		return nil, sandbox.ErrNotOwned
 	}
+	if !p.owns(r) {
+		return nil, fmt.Errorf("sandbox %s of installation %s, not %s: %w", r.ID, r.Labels[LabelInstallation], p.cfg.Installation, sandbox.ErrNotOwned)
+	}
 	r, err := p.waitStarted(ctx, r)
 	if err != nil {
 		return nil, err
@@ -385,7 +399,14 @@ func (p *Provider) waitStarted(ctx context.Context, r *remote) (*remote, error) 
 	}
 }
 
-// List returns every Mango-managed sandbox visible to the API key.
+// owns reports whether r is labelled for this installation or for none
+// (legacy).
+func (p *Provider) owns(r *remote) bool {
+	return sandbox.OwnedBy(r.Labels[LabelInstallation], p.cfg.Installation)
+}
+
+// List returns every Mango-managed sandbox visible to the API key that is
+// labelled for this installation or for none (legacy).
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	found, err := p.list(ctx, map[string]string{LabelManaged: "true"})
 	if err != nil {
@@ -394,10 +415,10 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	owned := make([]sandbox.Owned, 0, len(found))
 	for _, r := range found {
 		h := r.Labels[LabelKeyHash]
-		if r.Labels[LabelManaged] != "true" || h == "" {
+		if r.Labels[LabelManaged] != "true" || h == "" || !p.owns(&r) {
 			continue
 		}
-		o := sandbox.Owned{Ref: sandbox.Ref{Provider: Name, ID: r.ID}, KeyHash: h}
+		o := sandbox.Owned{Ref: sandbox.Ref{Provider: Name, ID: r.ID}, KeyHash: h, Installation: r.Labels[LabelInstallation]}
 		if t, err := time.Parse(time.RFC3339Nano, r.CreatedAt); err == nil {
 			o.CreatedAt = t
 		}
@@ -407,6 +428,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 }
 
 // DestroyRef deletes the sandbox ref names; a missing one is not an error.
+// It refuses a sandbox not managed by Mango or of another installation.
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Provider != Name {
 		return fmt.Errorf("destroy sandbox %s: reference of provider %q: %w", ref.ID, ref.Provider, sandbox.ErrNotOwned)
@@ -420,6 +442,9 @@ func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	}
 	if r.ID != ref.ID || r.Labels[LabelManaged] != "true" {
 		return fmt.Errorf("destroy sandbox %s: not managed by Mango: %w", ref.ID, sandbox.ErrNotOwned)
+	}
+	if !p.owns(r) {
+		return fmt.Errorf("destroy sandbox %s: of installation %s, not %s: %w", ref.ID, r.Labels[LabelInstallation], p.cfg.Installation, sandbox.ErrNotOwned)
 	}
 	return p.delete(ctx, ref.ID)
 }

@@ -23,9 +23,18 @@ func newFake(t *testing.T) *daytonafake.Server {
 	return f
 }
 
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
 func newProvider(t *testing.T, f *daytonafake.Server) *sandboxdaytona.Provider {
 	t.Helper()
+	return newProviderOf(t, f, testInstallation)
+}
+
+func newProviderOf(t *testing.T, f *daytonafake.Server, installation string) *sandboxdaytona.Provider {
+	t.Helper()
 	p, err := sandboxdaytona.New(sandboxdaytona.Config{
+		Installation: installation,
 		APIKey:       daytonafake.APIKey,
 		APIURL:       f.APIURL(),
 		PollInterval: 10 * time.Millisecond,
@@ -41,8 +50,9 @@ func newProvider(t *testing.T, f *daytonafake.Server) *sandboxdaytona.Provider {
 func TestConformance(t *testing.T) {
 	f := newFake(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New:  func(t *testing.T) sandbox.Provider { return newProvider(t, f) },
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
+		New:     func(t *testing.T, installation string) sandbox.Provider { return newProviderOf(t, f, installation) },
+		Unlabel: func(_ *testing.T, ref sandbox.Ref) { f.SetLabel(ref.ID, sandboxdaytona.LabelInstallation, "") },
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
 	})
 }
 
@@ -86,7 +96,7 @@ func TestCreateRequest(t *testing.T) {
 	f := newFake(t)
 	p, err := sandboxdaytona.New(sandboxdaytona.Config{
 		APIKey: daytonafake.APIKey, APIURL: f.APIURL(), Target: "eu", Image: "debian:12",
-		AutoPauseMinutes: 7, PollInterval: 10 * time.Millisecond,
+		AutoPauseMinutes: 7, PollInterval: 10 * time.Millisecond, Installation: testInstallation,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +109,7 @@ func TestCreateRequest(t *testing.T) {
 		t.Errorf("name = %v, want mango-%s", body["name"], hash)
 	}
 	labels, _ := body["labels"].(map[string]any)
-	if labels["mango.session_key_hash"] != hash || labels["mango.managed"] != "true" {
+	if labels["mango.session_key_hash"] != hash || labels["mango.managed"] != "true" || labels["mango.installation"] != testInstallation {
 		t.Errorf("labels = %v", labels)
 	}
 	if body["target"] != "eu" || body["autoStopInterval"] != 7.0 || body["autoDeleteInterval"] != -1.0 {
@@ -297,7 +307,7 @@ func TestMalformedResponse(t *testing.T) {
 
 func TestUnauthorized(t *testing.T) {
 	f := newFake(t)
-	p, err := sandboxdaytona.New(sandboxdaytona.Config{APIKey: "wrong", APIURL: f.APIURL()})
+	p, err := sandboxdaytona.New(sandboxdaytona.Config{APIKey: "wrong", APIURL: f.APIURL(), Installation: testInstallation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +318,11 @@ func TestUnauthorized(t *testing.T) {
 
 func TestFactoryConfig(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	_, err := sandboxdaytona.Factory.New(t.Context(), env(nil))
+	_, err := sandboxdaytona.Factory.New(t.Context(), testInstallation, env(nil))
 	if err == nil || !strings.Contains(err.Error(), "DAYTONA_API_KEY") {
 		t.Errorf("Factory.New without a key = %v, want an error naming DAYTONA_API_KEY", err)
 	}
-	_, err = sandboxdaytona.Factory.New(t.Context(), env(map[string]string{
+	_, err = sandboxdaytona.Factory.New(t.Context(), testInstallation, env(map[string]string{
 		"DAYTONA_SNAPSHOT": "s", "DAYTONA_IMAGE": "i", "DAYTONA_AUTO_PAUSE_MINUTES": "soon", "DAYTONA_API_URL": "ftp://x",
 	}))
 	for _, name := range []string{"DAYTONA_API_KEY", "DAYTONA_SNAPSHOT", "DAYTONA_IMAGE", "DAYTONA_AUTO_PAUSE_MINUTES", "DAYTONA_API_URL"} {
@@ -320,7 +330,7 @@ func TestFactoryConfig(t *testing.T) {
 			t.Errorf("Factory.New with bad configuration = %v, want it to name %s", err, name)
 		}
 	}
-	p, err := sandboxdaytona.Factory.New(t.Context(), env(map[string]string{"DAYTONA_API_KEY": "k", "DAYTONA_AUTO_PAUSE_MINUTES": "0"}))
+	p, err := sandboxdaytona.Factory.New(t.Context(), testInstallation, env(map[string]string{"DAYTONA_API_KEY": "k", "DAYTONA_AUTO_PAUSE_MINUTES": "0"}))
 	if err != nil || p.Name() != "daytona" {
 		t.Errorf("Factory.New = %v, %v", p, err)
 	}
@@ -342,7 +352,9 @@ func TestLiveConformance(t *testing.T) {
 	}
 	cfg.Labels = map[string]string{"mango.test": "live-conformance"}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			cfg := cfg
+			cfg.Installation = installation
 			p, err := sandboxdaytona.New(cfg)
 			if err != nil {
 				t.Fatal(err)

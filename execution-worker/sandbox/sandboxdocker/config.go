@@ -2,6 +2,7 @@ package sandboxdocker
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -70,9 +71,15 @@ type Config struct {
 	DockerConfig string
 	// Labels are extra labels put on every container, and required of
 	// every container the provider lists (MANGO_DOCKER_LABELS, "k=v,k2=v2").
-	// Installations (and tests) sharing one Docker daemon set different
-	// values, so that each reconciler sees only its own containers.
+	// Tests sharing one Docker daemon set different values, so that each
+	// reconciler sees only its own containers. (Installations need not:
+	// the installation label keeps them apart.)
 	Labels map[string]string
+	// Installation is the installation id every container is labelled
+	// with (mango.installation; required, see
+	// [sandbox.ValidateInstallation]). The worker gets it from the
+	// ControlPlane.
+	Installation string
 }
 
 // ConfigFromEnv reads the provider configuration from getenv (os.Getenv when
@@ -146,7 +153,7 @@ func parseLabels(v string) (map[string]string, error) {
 		switch {
 		case !ok || k == "" || strings.TrimSpace(val) == "":
 			return nil, fmt.Errorf("want comma-separated key=value pairs, got %q", pair)
-		case k == LabelManaged || k == LabelKeyHash || k == LabelCreatedAt:
+		case k == LabelManaged || k == LabelKeyHash || k == LabelCreatedAt || k == LabelInstallation:
 			return nil, fmt.Errorf("label %q is set by the provider", k)
 		}
 		out[k] = strings.TrimSpace(val)
@@ -174,5 +181,5 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	return checkNetwork(c.Network)
+	return errors.Join(checkNetwork(c.Network), sandbox.ValidateInstallation(c.Installation))
 }

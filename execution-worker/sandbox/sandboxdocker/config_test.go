@@ -47,6 +47,7 @@ func TestConfigFromEnv(t *testing.T) {
 			want: sandboxdocker.Config{Labels: map[string]string{"install": "eu-1", "team": "infra"}}},
 		{name: "bad labels", env: map[string]string{"MANGO_DOCKER_LABELS": "install"}, wantErr: "MANGO_DOCKER_LABELS"},
 		{name: "reserved label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.managed=false"}, wantErr: "set by the provider"},
+		{name: "installation label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.installation=other"}, wantErr: "set by the provider"},
 		{name: "bad timeout", env: map[string]string{"MANGO_SANDBOX_EXEC_TIMEOUT": "2"}, wantErr: "MANGO_SANDBOX_EXEC_TIMEOUT"},
 		{name: "zero output", env: map[string]string{"MANGO_SANDBOX_MAX_OUTPUT": "0"}, wantErr: "MANGO_SANDBOX_MAX_OUTPUT"},
 	}

@@ -13,8 +13,12 @@
 // is idempotent across clients and workers: a name conflict means the
 // container exists, and it is reused after its ownership label is checked.
 // Containers carry the labels mango.managed=true,
-// mango.session_key_hash=<KeyHash> and mango.created_at (RFC 3339); the raw
-// session key is never stored. They run "sleep infinity" under the
+// mango.session_key_hash=<KeyHash>, mango.installation=<installation id>
+// and mango.created_at (RFC 3339); the raw session key is never stored.
+// Installations sharing a daemon never list, attach or remove each other's
+// containers; containers without mango.installation (created before
+// installation ids) are used only through a binding of this installation,
+// and never removed by the reconciler. They run "sleep infinity" under the
 // daemon's init process (which reaps orphaned processes), with
 // /workspace as the working directory, the configured network mode (none by
 // default), memory, CPU and pids limits, all capabilities dropped except a
@@ -84,6 +88,8 @@ const (
 	LabelManaged = "mango.managed"
 	// LabelKeyHash holds sandbox.KeyHash of the session key.
 	LabelKeyHash = "mango.session_key_hash"
+	// LabelInstallation holds the installation id.
+	LabelInstallation = sandbox.LabelInstallation
 	// LabelCreatedAt holds the creation time in RFC 3339 (UTC).
 	LabelCreatedAt = "mango.created_at"
 )
@@ -98,17 +104,21 @@ var keepAlive = []string{"sleep", "infinity"}
 
 // Factory is the registry entry for the Docker provider. Tools run inside a
 // container, not on the host, but the containers belong to the worker host's
-// daemon, so sandboxes are bound to that host. New reads its configuration
-// from the environment (see [ConfigFromEnv]) and fails when the daemon is
-// unreachable.
+// daemon, so sandboxes are bound to that host. Configure reads its
+// configuration from the environment (see [ConfigFromEnv]); its Build fails
+// when the daemon is unreachable.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{RunsOnHost: false, HostBound: true},
-	New: func(ctx context.Context, getenv func(string) string) (sandbox.Provider, error) {
+	Configure: func(getenv func(string) string) (sandbox.Build, error) {
 		cfg, err := ConfigFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
-		return New(ctx, cfg)
+		return func(ctx context.Context, installation string) (sandbox.Provider, error) {
+			cfg := cfg
+			cfg.Installation = installation
+			return New(ctx, cfg)
+		}, nil
 	},
 }
 
@@ -222,7 +232,7 @@ func (p *Provider) createOrFind(ctx context.Context, name, hash, image string, o
 		// container can be inspected), or being removed.
 		insp, ierr := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 		if ierr == nil {
-			if err := checkOwner(insp.Container.Config, hash); err != nil {
+			if err := p.checkOwner(insp.Container.Config, hash); err != nil {
 				return "", fmt.Errorf("container %s exists without this session's labels: %w", name, err)
 			}
 			return insp.Container.ID, nil
@@ -245,6 +255,7 @@ func (p *Provider) createOptions(name, hash, image string, env map[string]string
 	}
 	labels[LabelManaged] = "true"
 	labels[LabelKeyHash] = hash
+	labels[LabelInstallation] = p.cfg.Installation
 	labels[LabelCreatedAt] = time.Now().UTC().Format(time.RFC3339)
 
 	init := true
@@ -285,7 +296,8 @@ func (p *Provider) createOptions(name, hash, image string, env map[string]string
 }
 
 // Attach returns the sandbox of ref after checking that it is a Mango
-// container created for sessionKey, starting it if it was stopped.
+// container created for sessionKey by this installation (or by a version
+// before installation ids), starting it if it was stopped.
 func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Ref) (sandbox.Sandbox, error) {
 	if ref.Provider != Name {
 		return nil, fmt.Errorf("attach sandbox %s/%s: %w", ref.Provider, ref.ID, sandbox.ErrNotOwned)
@@ -305,7 +317,7 @@ func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Re
 		// not the persisted container.
 		return nil, fmt.Errorf("attach sandbox %s: %w", shortID(ref.ID), sandbox.ErrNotFound)
 	}
-	if err := checkOwner(insp.Container.Config, sandbox.KeyHash(sessionKey)); err != nil {
+	if err := p.checkOwner(insp.Container.Config, sandbox.KeyHash(sessionKey)); err != nil {
 		return nil, fmt.Errorf("attach sandbox %s: %w", shortID(ref.ID), err)
 	}
 	if err := p.startIfStopped(ctx, insp.Container); err != nil {
@@ -315,10 +327,20 @@ func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Re
 }
 
 // checkOwner reports sandbox.ErrNotOwned unless cfg carries the Mango labels
-// of the session whose key hash is hash.
-func checkOwner(cfg *container.Config, hash string) error {
+// of the session whose key hash is hash, and this installation's label or
+// none (a container of a version before installation ids).
+func (p *Provider) checkOwner(cfg *container.Config, hash string) error {
 	if cfg == nil || cfg.Labels[LabelManaged] != "true" || cfg.Labels[LabelKeyHash] != hash {
 		return sandbox.ErrNotOwned
+	}
+	return p.checkInstallation(cfg.Labels)
+}
+
+// checkInstallation reports sandbox.ErrNotOwned when labels name another
+// installation.
+func (p *Provider) checkInstallation(labels map[string]string) error {
+	if inst := labels[LabelInstallation]; !sandbox.OwnedBy(inst, p.cfg.Installation) {
+		return fmt.Errorf("container of installation %s, not %s: %w", inst, p.cfg.Installation, sandbox.ErrNotOwned)
 	}
 	return nil
 }
@@ -351,7 +373,9 @@ func (p *Provider) startIfStopped(ctx context.Context, c container.InspectRespon
 	return nil
 }
 
-// List returns every Mango-owned container of the daemon, running or not.
+// List returns every Mango-owned container of the daemon, running or not,
+// labelled for this installation or for none (legacy); other
+// installations' containers are left out.
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	// Scoped by the configured extra labels too, so that tests (and
 	// installations labelling their containers) only see their own.
@@ -365,9 +389,13 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	}
 	out := make([]sandbox.Owned, 0, len(res.Items))
 	for _, c := range res.Items {
+		if p.checkInstallation(c.Labels) != nil {
+			continue
+		}
 		o := sandbox.Owned{
-			Ref:     sandbox.Ref{Provider: Name, ID: c.ID},
-			KeyHash: c.Labels[LabelKeyHash],
+			Ref:          sandbox.Ref{Provider: Name, ID: c.ID},
+			KeyHash:      c.Labels[LabelKeyHash],
+			Installation: c.Labels[LabelInstallation],
 		}
 		if t, err := time.Parse(time.RFC3339, c.Labels[LabelCreatedAt]); err == nil {
 			o.CreatedAt = t
@@ -381,7 +409,8 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 }
 
 // DestroyRef removes the container of ref; a missing container is not an
-// error. It refuses containers without the mango.managed label.
+// error. It refuses containers without the mango.managed label and those
+// of another installation.
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Provider != Name {
 		return fmt.Errorf("destroy sandbox %s/%s: %w", ref.Provider, ref.ID, sandbox.ErrNotOwned)
@@ -398,6 +427,9 @@ func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	}
 	if insp.Container.ID != ref.ID || insp.Container.Config == nil || insp.Container.Config.Labels[LabelManaged] != "true" {
 		return fmt.Errorf("destroy sandbox %s: %w", shortID(ref.ID), sandbox.ErrNotOwned)
+	}
+	if err := p.checkInstallation(insp.Container.Config.Labels); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", shortID(ref.ID), err)
 	}
 	return p.remove(ctx, ref.ID)
 }

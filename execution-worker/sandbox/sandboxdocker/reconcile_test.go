@@ -40,7 +40,7 @@ func TestReconcilerRemovesOrphanContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &sandbox.Reconciler{Provider: p, Bindings: bindings, TaskQueue: "mango.docker.h1"}
+	r := &sandbox.Reconciler{Provider: p, Bindings: bindings, TaskQueue: "mango.docker.h1", Installation: testInstallation}
 	res, err := r.RunOnce(ctx)
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
@@ -116,7 +116,7 @@ func TestSessionManagerDockerRestartAndVanish(t *testing.T) {
 func isolatedProvider(t *testing.T) *sandboxdocker.Provider {
 	t.Helper()
 	daemon(t)
-	p, err := sandboxdocker.New(context.Background(), sandboxdocker.Config{Labels: dockertest.CaseLabels(t)})
+	p, err := sandboxdocker.New(context.Background(), sandboxdocker.Config{Labels: dockertest.CaseLabels(t), Installation: testInstallation})
 	if err != nil {
 		t.Fatalf("sandboxdocker.New: %v", err)
 	}

@@ -1,6 +1,7 @@
 package sandboxdocker_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,12 +69,18 @@ func daemon(tb testing.TB) *client.Client {
 	return cli
 }
 
+// testInstallation is the installation id of the tests' providers unless
+// they set their own.
+const testInstallation = "test-installation"
+
 // newProvider returns a fresh provider client (a "worker restart") whose
-// containers carry this test's labels.
+// containers carry this test's labels, of cfg.Installation or else
+// testInstallation.
 func newProvider(tb testing.TB, cfg sandboxdocker.Config) *sandboxdocker.Provider {
 	tb.Helper()
 	daemon(tb)
 	cfg.Labels = dockertest.CaseLabels(tb)
+	cfg.Installation = cmp.Or(cfg.Installation, testInstallation)
 	p, err := sandboxdocker.New(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("sandboxdocker.New: %v", err)
@@ -84,8 +91,8 @@ func newProvider(tb testing.TB, cfg sandboxdocker.Config) *sandboxdocker.Provide
 
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
-			return newProvider(t, sandboxdocker.Config{})
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			return newProvider(t, sandboxdocker.Config{Installation: installation})
 		},
 		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from the spec"}},
 	})
@@ -142,6 +149,9 @@ func TestLabelsCarryKeyHashNotRawKey(t *testing.T) {
 	}
 	if got, want := labels[sandboxdocker.LabelKeyHash], sandbox.KeyHash(key); got != want {
 		t.Errorf("label %s = %q, want KeyHash %q", sandboxdocker.LabelKeyHash, got, want)
+	}
+	if got := labels[sandboxdocker.LabelInstallation]; got != testInstallation {
+		t.Errorf("label %s = %q, want the installation %q", sandboxdocker.LabelInstallation, got, testInstallation)
 	}
 	if _, err := time.Parse(time.RFC3339, labels[sandboxdocker.LabelCreatedAt]); err != nil {
 		t.Errorf("label %s = %q, want RFC 3339: %v", sandboxdocker.LabelCreatedAt, labels[sandboxdocker.LabelCreatedAt], err)
@@ -389,7 +399,7 @@ func TestNewFailsWithUnreachableDaemon(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	_, err := sandboxdocker.New(ctx, sandboxdocker.Config{})
+	_, err := sandboxdocker.New(ctx, sandboxdocker.Config{Installation: testInstallation})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/docker.sock") {
 		t.Errorf("New with an unreachable DOCKER_HOST = %v, want an error naming the host", err)
 	}

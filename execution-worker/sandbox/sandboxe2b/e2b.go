@@ -9,8 +9,12 @@
 // a Connect server stream with the JSON codec) and files (/files).
 //
 //   - Ownership: every sandbox carries the metadata
-//     mango.session_key_hash=<sandbox.KeyHash(key)>; Create finds a
-//     sandbox by it before creating one, Attach verifies it.
+//     mango.session_key_hash=<sandbox.KeyHash(key)> and
+//     mango.installation=<installation id>; Create finds a sandbox by
+//     them before creating one, Attach verifies them. Sandboxes of other
+//     installations sharing the account are never listed, attached or
+//     killed; legacy ones without mango.installation are used only
+//     through this installation's bindings.
 //   - Lifecycle: sandboxes are created with autoPause, so an idle sandbox
 //     pauses (keeping its filesystem) at E2B_IDLE_TIMEOUT instead of dying;
 //     Attach connects, resuming it. The timeout is refreshed while the
@@ -63,8 +67,8 @@ const (
 // Factory is the registry entry of the e2b provider: remote, not bound to
 // the worker's host.
 var Factory = sandbox.Factory{
-	Traits: sandbox.Traits{},
-	New:    sandbox.FromEnv(ConfigFromEnv, New),
+	Traits:    sandbox.Traits{},
+	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *e2bproto.Config, id string) { c.Installation = id }),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

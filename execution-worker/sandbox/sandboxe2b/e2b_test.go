@@ -18,10 +18,14 @@ import (
 
 const testKey = "e2b_test_key"
 
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
 func fakeConfig(f *e2bfake.Server) e2bproto.Config {
 	cfg := sandboxe2b.Defaults()
 	cfg.APIURL = f.URL
 	cfg.APIKey = testKey
+	cfg.Installation = testInstallation
 	cfg.Domain = "configured.invalid" // the service's answer wins
 	cfg.EnvdProxyAddr = f.Addr
 	cfg.EnvdScheme = "http"
@@ -46,8 +50,13 @@ func newProvider(t *testing.T, cfg e2bproto.Config) *e2bproto.Provider {
 func TestConformance(t *testing.T) {
 	f := newFake(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New:  func(t *testing.T) sandbox.Provider { return newProvider(t, fakeConfig(f)) },
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec"}},
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			cfg := fakeConfig(f)
+			cfg.Installation = installation
+			return newProvider(t, cfg)
+		},
+		Unlabel: func(_ *testing.T, ref sandbox.Ref) { f.SetMetadata(ref.ID, e2bproto.LabelInstallation, "") },
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec"}},
 	})
 }
 
@@ -126,8 +135,8 @@ func TestOwnershipLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned, err := p.List(t.Context())
-	if err != nil || len(owned) != 1 || owned[0].KeyHash != sandbox.KeyHash(key) {
-		t.Fatalf("List = %+v, %v; want one sandbox labelled with the key hash", owned, err)
+	if err != nil || len(owned) != 1 || owned[0].KeyHash != sandbox.KeyHash(key) || owned[0].Installation != testInstallation {
+		t.Fatalf("List = %+v, %v; want one sandbox labelled with the key hash and installation %q", owned, err, testInstallation)
 	}
 	// Relabel it for another session: Attach with the original key is
 	// rejected, and Create does not adopt it.
@@ -293,7 +302,7 @@ func TestMalformedStreamFrame(t *testing.T) {
 }
 
 func TestFactoryErrors(t *testing.T) {
-	_, err := sandboxe2b.Factory.New(t.Context(), func(string) string { return "" })
+	_, err := sandboxe2b.Factory.New(t.Context(), testInstallation, func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), sandboxe2b.EnvAPIKey) {
 		t.Errorf("Factory.New without %s = %v, want an error naming it", sandboxe2b.EnvAPIKey, err)
 	}
@@ -302,14 +311,14 @@ func TestFactoryErrors(t *testing.T) {
 		sandboxe2b.EnvAPIURL:      "ftp://x",
 		sandboxe2b.EnvIdleTimeout: "soon",
 	}
-	_, err = sandboxe2b.Factory.New(t.Context(), func(k string) string { return env[k] })
+	_, err = sandboxe2b.Factory.New(t.Context(), testInstallation, func(k string) string { return env[k] })
 	for _, v := range []string{sandboxe2b.EnvAPIURL, sandboxe2b.EnvIdleTimeout} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("Factory.New with invalid %s = %v, want an error naming it", v, err)
 		}
 	}
 	env = map[string]string{sandboxe2b.EnvAPIKey: "k", sandboxe2b.EnvIdleTimeout: "30m", sandboxe2b.EnvTemplateID: "tpl"}
-	p, err := sandboxe2b.Factory.New(t.Context(), func(k string) string { return env[k] })
+	p, err := sandboxe2b.Factory.New(t.Context(), testInstallation, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("Factory.New = %v", err)
 	}
@@ -333,8 +342,8 @@ func TestLiveConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
-			p, err := sandboxe2b.Factory.New(t.Context(), os.Getenv)
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			p, err := sandboxe2b.Factory.New(t.Context(), installation, os.Getenv)
 			if err != nil {
 				t.Fatal(err)
 			}

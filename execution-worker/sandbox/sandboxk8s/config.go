@@ -96,14 +96,18 @@ type Config struct {
 	PageSize int
 	// Labels are extra labels put on every resource (tests use them).
 	Labels map[string]string
+	// Installation is the installation id every resource is labelled with
+	// (required; see [sandbox.ValidateInstallation]).
+	Installation string
 }
 
 // Factory is the registry entry for the provider. Sandboxes are remote and
-// reachable from any worker of the cluster. New reads [ConfigFromEnv] and
-// the cluster configuration; it does not contact the cluster.
+// reachable from any worker of the cluster. Configure reads
+// [ConfigFromEnv]; its Build loads the cluster configuration and does not
+// contact the cluster.
 var Factory = sandbox.Factory{
-	Traits: sandbox.Traits{RunsOnHost: false, HostBound: false},
-	New:    sandbox.FromEnv(ConfigFromEnv, New),
+	Traits:    sandbox.Traits{RunsOnHost: false, HostBound: false},
+	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *Config, id string) { c.Installation = id }),
 }
 
 // ConfigFromEnv reads the configuration through getenv. The error names

@@ -17,8 +17,12 @@
 // environment (the claim's spec.env, which the template must allow).
 //
 // The resource of a session is named mango-<KeyHash(sessionKey)> in
-// MANGO_K8S_NAMESPACE and labelled app.kubernetes.io/managed-by=mango and
-// mango.session_key_hash=<KeyHash>; the raw session key is never sent.
+// MANGO_K8S_NAMESPACE and labelled app.kubernetes.io/managed-by=mango,
+// mango.session_key_hash=<KeyHash> and mango.installation=<installation
+// id>; the raw session key is never sent. Resources of other
+// installations sharing the namespace are never listed, attached or
+// deleted; legacy ones without mango.installation are used only through
+// this installation's bindings.
 // Create first lists by the hash label, then gets the deterministic name,
 // and only then creates; a concurrent Create loses with AlreadyExists and
 // adopts the winner's resource. Create and Attach poll until the Ready
@@ -91,6 +95,8 @@ import (
 const (
 	LabelManaged = "app.kubernetes.io/managed-by"
 	LabelKeyHash = "mango.session_key_hash"
+	// LabelInstallation holds the installation id.
+	LabelInstallation = sandbox.LabelInstallation
 	// ManagedBy is the value of LabelManaged.
 	ManagedBy = "mango"
 	// labelCreatedBy is agent-sandbox's label for the creating client.
@@ -117,6 +123,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.WarmPool == "" && cfg.Image == "" {
 		return nil, fmt.Errorf("%s or %s is required for the %s sandbox provider", EnvWarmPool, EnvImage, Name)
+	}
+	if err := sandbox.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	rc, err := cfg.restConfig()
@@ -195,7 +204,7 @@ func (p *Provider) find(ctx context.Context, hash string) (*object, error) {
 		return nil, err
 	}
 	for _, o := range found {
-		if !o.deleting() {
+		if !o.deleting() && p.owns(o) {
 			return o, nil
 		}
 	}
@@ -212,6 +221,8 @@ func (p *Provider) find(ctx context.Context, hash string) (*object, error) {
 		return nil, fmt.Errorf("%s %s is being deleted; try again once it is gone", p.kind.name, name)
 	case o.Metadata.Labels[LabelKeyHash] != hash:
 		return nil, fmt.Errorf("%s %s is not labelled for this session: %w", p.kind.name, name, sandbox.ErrNotOwned)
+	case !p.owns(o):
+		return nil, fmt.Errorf("%s %s belongs to installation %s: %w", p.kind.name, name, o.Metadata.Labels[LabelInstallation], sandbox.ErrNotOwned)
 	}
 	return o, nil
 }
@@ -222,6 +233,7 @@ func (p *Provider) create(ctx context.Context, hash string, spec sandbox.Spec) (
 	maps.Copy(labels, p.cfg.Labels)
 	labels[LabelManaged] = ManagedBy
 	labels[LabelKeyHash] = hash
+	labels[LabelInstallation] = p.cfg.Installation
 	labels[labelCreatedBy] = ManagedBy
 	meta := map[string]any{"name": name, "namespace": p.cfg.Namespace, "labels": stringMap(labels)}
 	var body map[string]any
@@ -321,10 +333,19 @@ func owned(o *object, hash string) bool {
 	return o.Metadata.Labels[LabelManaged] == ManagedBy && o.Metadata.Labels[LabelKeyHash] == hash
 }
 
+// owns reports whether o is labelled for this installation or for none
+// (legacy).
+func (p *Provider) owns(o *object) bool {
+	return sandbox.OwnedBy(o.Metadata.Labels[LabelInstallation], p.cfg.Installation)
+}
+
 // open verifies ownership, waits for readiness and returns a handle.
 func (p *Provider) open(ctx context.Context, k *kind, o *object, hash string) (*remoteSandbox, error) {
 	if !owned(o, hash) {
 		return nil, sandbox.ErrNotOwned
+	}
+	if !p.owns(o) {
+		return nil, fmt.Errorf("%s %s of installation %s, not %s: %w", k.name, o.Metadata.Name, o.Metadata.Labels[LabelInstallation], p.cfg.Installation, sandbox.ErrNotOwned)
 	}
 	rt, err := p.waitReady(ctx, k, o)
 	if err != nil {
@@ -423,7 +444,8 @@ func (p *Provider) waitReady(ctx context.Context, k *kind, o *object) (*route, e
 }
 
 // List returns the Mango-managed resources of the configured kind in the
-// namespace, except those being deleted.
+// namespace, labelled for this installation or for none (legacy), except
+// those being deleted.
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	found, err := p.kube.list(ctx, p.kind, LabelManaged+"="+ManagedBy+","+LabelKeyHash)
 	if err != nil {
@@ -432,10 +454,11 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	out := make([]sandbox.Owned, 0, len(found))
 	for _, o := range found {
 		h := o.Metadata.Labels[LabelKeyHash]
-		if o.deleting() || h == "" || o.Metadata.Labels[LabelManaged] != ManagedBy {
+		if o.deleting() || h == "" || o.Metadata.Labels[LabelManaged] != ManagedBy || !p.owns(o) {
 			continue
 		}
-		ow := sandbox.Owned{Ref: sandbox.Ref{Provider: Name, ID: p.kind.refID(o.Metadata.Name)}, KeyHash: h}
+		ow := sandbox.Owned{Ref: sandbox.Ref{Provider: Name, ID: p.kind.refID(o.Metadata.Name)}, KeyHash: h,
+			Installation: o.Metadata.Labels[LabelInstallation]}
 		if t, err := time.Parse(time.RFC3339, o.Metadata.CreationTimestamp); err == nil {
 			ow.CreatedAt = t
 		}
@@ -445,6 +468,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 }
 
 // DestroyRef deletes the resource ref names; a missing one is not an error.
+// It refuses a resource not managed by Mango or of another installation.
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Provider != Name {
 		return fmt.Errorf("destroy sandbox %s: reference of provider %q: %w", ref.ID, ref.Provider, sandbox.ErrNotOwned)
@@ -462,6 +486,9 @@ func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	}
 	if o.Metadata.Labels[LabelManaged] != ManagedBy {
 		return fmt.Errorf("destroy sandbox %s: not managed by Mango: %w", ref.ID, sandbox.ErrNotOwned)
+	}
+	if !p.owns(o) {
+		return fmt.Errorf("destroy sandbox %s: of installation %s, not %s: %w", ref.ID, o.Metadata.Labels[LabelInstallation], p.cfg.Installation, sandbox.ErrNotOwned)
 	}
 	if err := p.kube.delete(ctx, k, name); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, err)

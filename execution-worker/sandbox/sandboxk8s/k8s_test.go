@@ -26,6 +26,7 @@ func newFake(t *testing.T) *k8sfake.Server {
 // config is a provider configuration against f; edit adjusts it.
 func config(f *k8sfake.Server, edit func(*sandboxk8s.Config)) sandboxk8s.Config {
 	cfg := sandboxk8s.Config{
+		Installation: testInstallation,
 		Namespace:    ns,
 		Image:        "registry.example/python-runtime-sandbox:v1",
 		RouterURL:    f.RouterURL(),
@@ -49,11 +50,29 @@ func newProvider(t *testing.T, f *k8sfake.Server, edit func(*sandboxk8s.Config))
 	return p
 }
 
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
+// unlabel returns a Harness.Unlabel removing the installation label of a
+// resource of f, as a version before installation ids created it.
+func unlabel(f *k8sfake.Server) func(*testing.T, sandbox.Ref) {
+	return func(_ *testing.T, ref sandbox.Ref) {
+		plural := k8sfake.Sandboxes
+		if strings.HasPrefix(ref.ID, "sandboxclaim/") {
+			plural = k8sfake.SandboxClaims
+		}
+		f.SetLabel(plural, ns, name(ref), sandboxk8s.LabelInstallation, "")
+	}
+}
+
 func TestConformance(t *testing.T) {
 	f := newFake(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New:  func(t *testing.T) sandbox.Provider { return newProvider(t, f, nil) },
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			return newProvider(t, f, func(c *sandboxk8s.Config) { c.Installation = installation })
+		},
+		Unlabel: unlabel(f),
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
 	})
 }
 
@@ -61,10 +80,11 @@ func TestConformanceWarmPool(t *testing.T) {
 	f := newFake(t)
 	f.SetWarmPools("python-pool")
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
-			return newProvider(t, f, func(c *sandboxk8s.Config) { c.Image, c.WarmPool = "", "python-pool" })
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			return newProvider(t, f, func(c *sandboxk8s.Config) { c.Image, c.WarmPool, c.Installation = "", "python-pool", installation })
 		},
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
+		Unlabel: unlabel(f),
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec 'quoted'"}},
 	})
 }
 
@@ -521,13 +541,13 @@ func TestUnauthorized(t *testing.T) {
 
 func TestFactoryConfig(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	_, err := sandboxk8s.Factory.New(t.Context(), env(nil))
+	_, err := sandboxk8s.Factory.New(t.Context(), testInstallation, env(nil))
 	for _, name := range []string{"MANGO_K8S_ROUTER_URL", "MANGO_K8S_WARM_POOL", "MANGO_K8S_IMAGE"} {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("Factory.New without configuration = %v, want an error naming %s", err, name)
 		}
 	}
-	_, err = sandboxk8s.Factory.New(t.Context(), env(map[string]string{
+	_, err = sandboxk8s.Factory.New(t.Context(), testInstallation, env(map[string]string{
 		"MANGO_K8S_ROUTER_URL": "ftp://x", "MANGO_K8S_WARM_POOL": "p", "MANGO_K8S_IMAGE": "i",
 		"MANGO_K8S_NAMESPACE": "Not_A_Namespace", "MANGO_K8S_RUNTIME_PORT": "0", "MANGO_K8S_READY_TIMEOUT": "soon",
 		"MANGO_K8S_KUBECONFIG": "/nonexistent/kubeconfig", "MANGO_SANDBOX_EXEC_TIMEOUT": "-1s",
@@ -547,7 +567,7 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := sandboxk8s.Factory.New(t.Context(), env(map[string]string{
+	p, err := sandboxk8s.Factory.New(t.Context(), testInstallation, env(map[string]string{
 		"MANGO_K8S_ROUTER_URL": "http://127.0.0.1:1", "MANGO_K8S_IMAGE": "i", "MANGO_K8S_KUBECONFIG": kubeconfig,
 	}))
 	if err != nil || p.Name() != "k8s" {
@@ -573,12 +593,15 @@ func TestLiveConformance(t *testing.T) {
 	if err != nil {
 		t.Skipf("MANGO_LIVE_K8S=1 but the configuration is incomplete: %v", err)
 	}
+	cfg.Installation = testInstallation
 	if _, err := sandboxk8s.New(cfg); err != nil {
 		t.Skipf("MANGO_LIVE_K8S=1 but no cluster is configured: %v", err)
 	}
 	cfg.Labels = map[string]string{"mango.test": "live-conformance"}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			cfg := cfg
+			cfg.Installation = installation
 			p, err := sandboxk8s.New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -137,7 +137,7 @@ func TestRemoveAllRefusesTopDirectories(t *testing.T) {
 }
 
 func BenchmarkPutTree(b *testing.B) {
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(b.TempDir(), "sandboxes")})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(b.TempDir(), "sandboxes"), Installation: testInstallation})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,8 +19,16 @@
 //     sandboxes survive a worker restart and are reattached by path on the
 //     same host.
 //   - Ownership is recorded in a marker file beside the workspace,
-//     <root>/<KeyHash>.json (mode 0600), holding the key hash, the creation
-//     time and Spec.Env. Attach verifies it; List enumerates the markers.
+//     <root>/<KeyHash>.json (mode 0600), holding the key hash, the
+//     installation id, the creation time and Spec.Env. Attach verifies
+//     it; List enumerates the markers.
+//   - Several installations (and their workers) may share one root:
+//     each sees only the workspaces whose marker names its installation,
+//     plus legacy ones whose marker names none (created before
+//     installation ids), which it uses only when one of its bindings
+//     leads to them. Create and Attach refuse, and DestroyRef never
+//     removes, a workspace of another installation
+//     ([sandbox.ErrNotOwned]).
 //   - [sandbox.Sandbox.ReadFile] and WriteFile, and the
 //     [sandbox.FileTransfer] and [sandbox.TreePutter] methods, go through
 //     [os.Root]: paths leaving the workspace, lexically or through symbolic
@@ -94,20 +102,24 @@ const (
 func DefaultRoot() string { return filepath.Join(os.TempDir(), "mango-sandboxes") }
 
 // Factory is the registry entry for the local provider. It runs tools on the
-// host and its sandboxes are bound to that host. New reads [ConfigFromEnv]
-// and creates the root directory.
+// host and its sandboxes are bound to that host. Configure reads
+// [ConfigFromEnv]; its Build creates the root directory.
 var Factory = sandbox.Factory{
 	Traits: sandbox.Traits{RunsOnHost: true, HostBound: true},
-	New: func(_ context.Context, getenv func(string) string) (sandbox.Provider, error) {
+	Configure: func(getenv func(string) string) (sandbox.Build, error) {
 		cfg, err := ConfigFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
-		p, err := New(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvRoot, err)
-		}
-		return p, nil
+		return func(_ context.Context, installation string) (sandbox.Provider, error) {
+			cfg := cfg
+			cfg.Installation = installation
+			p, err := New(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvRoot, err)
+			}
+			return p, nil
+		}, nil
 	},
 }
 
@@ -122,6 +134,9 @@ type Config struct {
 	// MaxOutput is the default cap of stdout and stderr, each, in bytes
 	// (0: [DefaultMaxOutput]).
 	MaxOutput int
+	// Installation is the installation id recorded in every ownership
+	// marker (required; see [sandbox.ValidateInstallation]).
+	Installation string
 }
 
 // ConfigFromEnv reads the configuration from environment variables through
@@ -148,10 +163,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // Provider is the local sandbox provider. It holds no per-session state:
 // every client configured with the same root sees the same sandboxes.
 type Provider struct {
-	root        string // absolute, symlinks resolved
-	execTimeout time.Duration
-	maxOutput   int
-	view        sessionView // how shells see /mnt/session
+	root         string // absolute, symlinks resolved
+	installation string
+	execTimeout  time.Duration
+	maxOutput    int
+	view         sessionView // how shells see /mnt/session
 }
 
 // New returns a provider for cfg, creating cfg.Root if needed.
@@ -159,14 +175,18 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.ExecTimeout < 0 || cfg.MaxOutput < 0 {
 		return nil, fmt.Errorf("negative ExecTimeout (%v) or MaxOutput (%d)", cfg.ExecTimeout, cfg.MaxOutput)
 	}
+	if err := sandbox.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, err
+	}
 	root, err := prepareRoot(cmp.Or(cfg.Root, DefaultRoot()))
 	if err != nil {
 		return nil, err
 	}
 	return &Provider{
-		root:        root,
-		execTimeout: cmp.Or(cfg.ExecTimeout, DefaultExecTimeout),
-		maxOutput:   cmp.Or(cfg.MaxOutput, DefaultMaxOutput),
+		root:         root,
+		installation: cfg.Installation,
+		execTimeout:  cmp.Or(cfg.ExecTimeout, DefaultExecTimeout),
+		maxOutput:    cmp.Or(cfg.MaxOutput, DefaultMaxOutput),
 	}, nil
 }
 
@@ -220,11 +240,13 @@ func (p *Provider) Locality(context.Context) (string, error) {
 	return host + "-" + sandbox.ShortHash(p.root), nil
 }
 
-// marker is the ownership record stored beside a workspace.
+// marker is the ownership record stored beside a workspace. Installation
+// is empty in the markers of versions before installation ids.
 type marker struct {
-	KeyHash   string            `json:"key_hash"`
-	CreatedAt time.Time         `json:"created_at"`
-	Env       map[string]string `json:"env,omitempty"`
+	KeyHash      string            `json:"key_hash"`
+	Installation string            `json:"installation,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	Env          map[string]string `json:"env,omitempty"`
 }
 
 func (p *Provider) markerPath(dir string) string { return dir + ".json" }
@@ -249,7 +271,7 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 	dir := filepath.Join(p.root, hash)
 	// The marker comes first: a workspace never exists without a record
 	// of its owner, and a crash in between leaves a marker List reports.
-	want := marker{KeyHash: hash, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Env: spec.Env}
+	want := marker{KeyHash: hash, Installation: p.installation, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Env: spec.Env}
 	if err := p.writeMarker(p.markerPath(dir), want); err != nil {
 		return nil, sandbox.Ref{}, fmt.Errorf("create sandbox %s: %w", dir, err)
 	}
@@ -303,7 +325,8 @@ func readMarker(path string) (marker, error) {
 
 // Attach reconnects to the workspace ref names. The workspace must exist
 // (else [sandbox.ErrNotFound]) under this provider's root and carry the
-// ownership marker of sessionKey (else [sandbox.ErrNotOwned]).
+// ownership marker of sessionKey and of this installation or none (else
+// [sandbox.ErrNotOwned]).
 func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Ref) (sandbox.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -335,7 +358,7 @@ func (p *Provider) workspace(ref sandbox.Ref) (string, error) {
 }
 
 // open returns the sandbox of dir after checking that it exists and that
-// its marker names keyHash.
+// its marker names keyHash and this installation (or none: legacy).
 func (p *Provider) open(dir, keyHash string) (*localSandbox, error) {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -357,6 +380,9 @@ func (p *Provider) open(dir, keyHash string) (*localSandbox, error) {
 	if m.KeyHash != keyHash || filepath.Base(dir) != keyHash {
 		return nil, sandbox.ErrNotOwned
 	}
+	if !sandbox.OwnedBy(m.Installation, p.installation) {
+		return nil, fmt.Errorf("workspace of installation %s, not %s: %w", m.Installation, p.installation, sandbox.ErrNotOwned)
+	}
 	life, kill := context.WithCancel(context.Background())
 	return &localSandbox{
 		p:    p,
@@ -368,9 +394,11 @@ func (p *Provider) open(dir, keyHash string) (*localSandbox, error) {
 	}, nil
 }
 
-// List returns every workspace that has an ownership marker under the root,
-// including a marker whose workspace is already gone (a Create or Destroy
-// interrupted by a crash); DestroyRef removes both.
+// List returns every workspace that has an ownership marker of this
+// installation (or a legacy one naming none) under the root, including a
+// marker whose workspace is already gone (a Create or Destroy interrupted
+// by a crash); DestroyRef removes both. Other installations' workspaces
+// are left out.
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	entries, err := os.ReadDir(p.root)
 	if err != nil {
@@ -391,13 +419,14 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 			continue
 		}
 		m, err := readMarker(filepath.Join(p.root, name))
-		if err != nil || m.KeyHash != hash {
+		if err != nil || m.KeyHash != hash || !sandbox.OwnedBy(m.Installation, p.installation) {
 			continue // not a marker we wrote; claim nothing
 		}
 		owned = append(owned, sandbox.Owned{
-			Ref:       sandbox.Ref{Provider: Name, ID: filepath.Join(p.root, hash)},
-			KeyHash:   m.KeyHash,
-			CreatedAt: m.CreatedAt,
+			Ref:          sandbox.Ref{Provider: Name, ID: filepath.Join(p.root, hash)},
+			KeyHash:      m.KeyHash,
+			Installation: m.Installation,
+			CreatedAt:    m.CreatedAt,
 		})
 	}
 	return owned, nil
@@ -417,7 +446,8 @@ func (p *Provider) sweep(name string) {
 }
 
 // DestroyRef removes the workspace ref names and its marker. A missing
-// workspace is not an error.
+// workspace is not an error; one whose marker names another installation
+// is [sandbox.ErrNotOwned].
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -425,6 +455,13 @@ func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	dir, err := p.workspace(ref)
 	if err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, err)
+	}
+	m, err := readMarker(p.markerPath(dir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, err)
+	}
+	if err == nil && !sandbox.OwnedBy(m.Installation, p.installation) {
+		return fmt.Errorf("destroy sandbox %s: workspace of installation %s, not %s: %w", ref.ID, m.Installation, p.installation, sandbox.ErrNotOwned)
 	}
 	if err := p.remove(dir); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, err)

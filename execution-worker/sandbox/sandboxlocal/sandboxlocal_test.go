@@ -2,6 +2,7 @@ package sandboxlocal_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -20,22 +21,52 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	cfg := sandboxlocal.Config{Root: filepath.Join(t.TempDir(), "sandboxes")}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
+		New: func(t *testing.T, installation string) sandbox.Provider {
 			t.Helper()
+			cfg := cfg
+			cfg.Installation = installation
 			p, err := sandboxlocal.New(cfg)
 			if err != nil {
 				t.Fatalf("New(%+v) = %v", cfg, err)
 			}
 			return p
 		},
-		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from the spec"}},
+		Unlabel: unlabel,
+		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from the spec"}},
 	})
+}
+
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
+// unlabel rewrites the ownership marker of ref without its installation,
+// as a version before installation ids wrote it.
+func unlabel(t *testing.T, ref sandbox.Ref) {
+	t.Helper()
+	data, err := os.ReadFile(ref.ID + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["installation"]; !ok {
+		t.Fatalf("marker of %s has no installation field: %s", ref.ID, data)
+	}
+	delete(m, "installation")
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ref.ID+".json", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // newProvider returns a provider over a fresh root.
 func newProvider(t *testing.T) *sandboxlocal.Provider {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(t.TempDir(), "sandboxes")})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(t.TempDir(), "sandboxes"), Installation: testInstallation})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -168,7 +199,7 @@ func TestConfigFromEnv(t *testing.T) {
 func TestFactory(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "from-env")
 	t.Setenv(sandboxlocal.EnvRoot, root) // no t.Parallel: Setenv
-	p, err := sandboxlocal.Factory.New(t.Context(), os.Getenv)
+	p, err := sandboxlocal.Factory.New(t.Context(), testInstallation, os.Getenv)
 	if err != nil {
 		t.Fatalf("Factory.New() = %v", err)
 	}
@@ -177,7 +208,7 @@ func TestFactory(t *testing.T) {
 	}
 
 	t.Setenv(sandboxlocal.EnvMaxOutput, "lots")
-	if _, err := sandboxlocal.Factory.New(t.Context(), os.Getenv); err == nil || !strings.Contains(err.Error(), sandboxlocal.EnvMaxOutput) {
+	if _, err := sandboxlocal.Factory.New(t.Context(), testInstallation, os.Getenv); err == nil || !strings.Contains(err.Error(), sandboxlocal.EnvMaxOutput) {
 		t.Errorf("Factory.New() with a bad %s = %v, want an error naming it", sandboxlocal.EnvMaxOutput, err)
 	}
 
@@ -187,7 +218,7 @@ func TestFactory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(sandboxlocal.EnvRoot, file)
-	if _, err := sandboxlocal.Factory.New(t.Context(), os.Getenv); err == nil || !strings.Contains(err.Error(), sandboxlocal.EnvRoot) {
+	if _, err := sandboxlocal.Factory.New(t.Context(), testInstallation, os.Getenv); err == nil || !strings.Contains(err.Error(), sandboxlocal.EnvRoot) {
 		t.Errorf("Factory.New() with a file as root = %v, want an error naming %s", err, sandboxlocal.EnvRoot)
 	}
 }
@@ -201,7 +232,7 @@ func TestRootMustBePrivate(t *testing.T) {
 	if err := os.Chmod(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sandboxlocal.New(sandboxlocal.Config{Root: root}); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+	if _, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: testInstallation}); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Errorf("New() with a world-writable root = %v, want an error", err)
 	}
 }
@@ -326,7 +357,7 @@ func TestListReportsMarkerWithoutWorkspace(t *testing.T) {
 
 // BenchmarkExecLocal measures one trivial command through the provider.
 func BenchmarkExecLocal(b *testing.B) {
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(b.TempDir(), "sandboxes")})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(b.TempDir(), "sandboxes"), Installation: testInstallation})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,6 +68,9 @@ type Config struct {
 	// Labels are extra metadata put on every sandbox and used to scope
 	// List (tests use them to see only their own sandboxes).
 	Labels map[string]string
+	// Installation is the installation id recorded in every sandbox's
+	// metadata (required; see [sandbox.ValidateInstallation]).
+	Installation string
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv when

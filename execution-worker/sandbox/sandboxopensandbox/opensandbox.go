@@ -7,8 +7,11 @@
 //
 // POST /v1/sandboxes answers 202 with a Pending sandbox; Create polls
 // GET /v1/sandboxes/{id} until it is Running. Every sandbox carries the
-// metadata mango.managed=true and mango.session_key_hash=<KeyHash>; the raw
-// session key is never sent. Create first looks the key's sandbox up by
+// metadata mango.managed=true, mango.session_key_hash=<KeyHash> and
+// mango.installation=<installation id>; the raw session key is never sent.
+// Sandboxes of other installations sharing the server are never listed,
+// attached or deleted; legacy ones without mango.installation are used
+// only through this installation's bindings. Create first looks the key's sandbox up by
 // that metadata. Concurrent creators converge: after creating, a client
 // lists the key's sandboxes again, keeps the oldest (createdAt, then id) and
 // deletes its own if it lost. Attach checks the metadata (mismatch:
@@ -56,8 +59,9 @@ const Name = "opensandbox"
 
 // Metadata keys set on every sandbox.
 const (
-	LabelManaged = "mango.managed"
-	LabelKeyHash = "mango.session_key_hash"
+	LabelManaged      = "mango.managed"
+	LabelKeyHash      = "mango.session_key_hash"
+	LabelInstallation = sandbox.LabelInstallation
 )
 
 // Ports of in-sandbox services.
@@ -72,8 +76,8 @@ const DefaultRoot = "/workspace"
 // Factory is the registry entry of the provider: remote, not bound to the
 // worker's host.
 var Factory = sandbox.Factory{
-	Traits: sandbox.Traits{},
-	New:    sandbox.FromEnv(ConfigFromEnv, New),
+	Traits:    sandbox.Traits{},
+	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *Config, id string) { c.Installation = id }),
 }
 
 // Provider is the OpenSandbox provider. It is safe for concurrent use.
@@ -86,6 +90,9 @@ type Provider struct {
 func New(cfg Config) (*Provider, error) {
 	if cfg.Domain == "" {
 		return nil, fmt.Errorf("%s is required", EnvDomain)
+	}
+	if err := sandbox.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, err
 	}
 	u, err := baseURL(cfg.Domain)
 	if err != nil {
@@ -164,10 +171,12 @@ func (p *Provider) metadata(hash string) map[string]string {
 	maps.Copy(m, p.cfg.Labels)
 	m[LabelManaged] = "true"
 	m[LabelKeyHash] = hash
+	m[LabelInstallation] = p.cfg.Installation
 	return m
 }
 
-// list returns the sandboxes whose metadata include filter (all pages).
+// list returns the sandboxes whose metadata include filter (all pages),
+// leaving out those of other installations.
 func (p *Provider) list(ctx context.Context, filter map[string]string) ([]remoteSandbox, error) {
 	f := url.Values{}
 	for _, k := range slices.Sorted(maps.Keys(filter)) {
@@ -186,7 +195,7 @@ func (p *Provider) list(ctx context.Context, filter map[string]string) ([]remote
 		for _, s := range lr.Items {
 			// Filter again: a server ignoring the filter must not make us
 			// claim foreign sandboxes.
-			if matches(s.Metadata, filter) {
+			if matches(s.Metadata, filter) && sandbox.OwnedBy(s.Metadata[LabelInstallation], p.cfg.Installation) {
 				out = append(out, s)
 			}
 		}
@@ -305,6 +314,9 @@ func (p *Provider) open(ctx context.Context, id, hash string) (*remote, error) {
 		if s.Metadata[LabelManaged] != "true" || s.Metadata[LabelKeyHash] != hash {
 			return nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotOwned)
 		}
+		if err := p.checkInstallation(s); err != nil {
+			return nil, err
+		}
 		switch st := s.Status.State; {
 		case st == "Running":
 			return p.connect(ctx, id)
@@ -377,7 +389,8 @@ func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Re
 	return sb, nil
 }
 
-// List returns every Mango-owned sandbox that is not terminated.
+// List returns every Mango-owned sandbox of this installation (or of none:
+// legacy) that is not terminated.
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	filter := map[string]string{}
 	maps.Copy(filter, p.cfg.Labels)
@@ -392,16 +405,18 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 			continue
 		}
 		out = append(out, sandbox.Owned{
-			Ref:       sandbox.Ref{Provider: Name, ID: s.ID},
-			KeyHash:   s.Metadata[LabelKeyHash],
-			CreatedAt: s.CreatedAt,
+			Ref:          sandbox.Ref{Provider: Name, ID: s.ID},
+			KeyHash:      s.Metadata[LabelKeyHash],
+			Installation: s.Metadata[LabelInstallation],
+			CreatedAt:    s.CreatedAt,
 		})
 	}
 	return out, nil
 }
 
 // DestroyRef deletes ref's sandbox; a missing one is not an error. It
-// refuses sandboxes without the mango.managed metadata.
+// refuses sandboxes without the mango.managed metadata and those of
+// another installation.
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Provider != Name {
 		return fmt.Errorf("destroy sandbox %s/%s: %w", ref.Provider, ref.ID, sandbox.ErrNotOwned)
@@ -419,7 +434,19 @@ func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if s.Metadata[LabelManaged] != "true" {
 		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, sandbox.ErrNotOwned)
 	}
+	if err := p.checkInstallation(s); err != nil {
+		return fmt.Errorf("destroy %w", err)
+	}
 	return p.deleteSandbox(ctx, ref.ID)
+}
+
+// checkInstallation reports sandbox.ErrNotOwned when s is labelled for
+// another installation.
+func (p *Provider) checkInstallation(s remoteSandbox) error {
+	if inst := s.Metadata[LabelInstallation]; !sandbox.OwnedBy(inst, p.cfg.Installation) {
+		return fmt.Errorf("sandbox %s of installation %s, not %s: %w", s.ID, inst, p.cfg.Installation, sandbox.ErrNotOwned)
+	}
+	return nil
 }
 
 func (p *Provider) deleteSandbox(ctx context.Context, id string) error {

@@ -17,9 +17,18 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 )
 
+// testInstallation is the installation id of the tests' providers.
+const testInstallation = "test-installation"
+
 func newProvider(t *testing.T, fake *opensandboxfake.Server) *sandboxopensandbox.Provider {
 	t.Helper()
+	return newProviderOf(t, fake, testInstallation)
+}
+
+func newProviderOf(t *testing.T, fake *opensandboxfake.Server, installation string) *sandboxopensandbox.Provider {
+	t.Helper()
 	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{
+		Installation: installation,
 		Domain:       fake.Host(),
 		APIKey:       fake.APIKey,
 		PollInterval: 5 * time.Millisecond,
@@ -36,7 +45,10 @@ func TestConformance(t *testing.T) {
 	fake := opensandboxfake.New(t)
 	fake.APIKey = "test-key"
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New:  func(t *testing.T) sandbox.Provider { return newProvider(t, fake) },
+		New: func(t *testing.T, installation string) sandbox.Provider { return newProviderOf(t, fake, installation) },
+		Unlabel: func(_ *testing.T, ref sandbox.Ref) {
+			fake.SetMetadata(ref.ID, sandboxopensandbox.LabelInstallation, "")
+		},
 		Spec: sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from spec"}},
 	})
 }
@@ -214,7 +226,8 @@ func TestPausedSandboxResumed(t *testing.T) {
 
 func TestServerProxy(t *testing.T) {
 	fake := opensandboxfake.New(t)
-	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{Domain: fake.URL(), UseServerProxy: true, PollInterval: 5 * time.Millisecond})
+	p, err := sandboxopensandbox.New(sandboxopensandbox.Config{Domain: fake.URL(), UseServerProxy: true, PollInterval: 5 * time.Millisecond,
+		Installation: testInstallation})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +322,11 @@ func TestListPages(t *testing.T) {
 
 func TestFactoryErrors(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	_, err := sandboxopensandbox.Factory.New(t.Context(), env(nil))
+	_, err := sandboxopensandbox.Factory.New(t.Context(), testInstallation, env(nil))
 	if err == nil || !strings.Contains(err.Error(), sandboxopensandbox.EnvDomain) {
 		t.Errorf("factory without %s = %v, want an error naming it", sandboxopensandbox.EnvDomain, err)
 	}
-	_, err = sandboxopensandbox.Factory.New(t.Context(), env(map[string]string{
+	_, err = sandboxopensandbox.Factory.New(t.Context(), testInstallation, env(map[string]string{
 		sandboxopensandbox.EnvUseServerProxy: "maybe",
 		sandboxopensandbox.EnvExecTimeout:    "soon",
 	}))
@@ -322,7 +335,7 @@ func TestFactoryErrors(t *testing.T) {
 			t.Errorf("factory error %v does not name %s", err, name)
 		}
 	}
-	p, err := sandboxopensandbox.Factory.New(t.Context(), env(map[string]string{sandboxopensandbox.EnvDomain: "localhost:1"}))
+	p, err := sandboxopensandbox.Factory.New(t.Context(), testInstallation, env(map[string]string{sandboxopensandbox.EnvDomain: "localhost:1"}))
 	if err != nil || p.Name() != sandboxopensandbox.Name {
 		t.Errorf("factory with a domain = %v, %v; want a provider without contacting the server", p, err)
 	}
@@ -343,7 +356,9 @@ func TestLiveConformance(t *testing.T) {
 	}
 	cfg.Labels = map[string]string{"mango.test": "live-conformance"}
 	sandboxtest.Run(t, sandboxtest.Harness{
-		New: func(t *testing.T) sandbox.Provider {
+		New: func(t *testing.T, installation string) sandbox.Provider {
+			cfg := cfg
+			cfg.Installation = installation
 			p, err := sandboxopensandbox.New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -8,9 +8,16 @@
 //
 //	func TestConformance(t *testing.T) {
 //		sandboxtest.Run(t, sandboxtest.Harness{
-//			New: func(t *testing.T) sandbox.Provider { ... },
+//			New: func(t *testing.T, installation string) sandbox.Provider { ... },
 //		})
 //	}
+//
+// Every client the suite makes belongs to an installation: one id for the
+// whole run, and two fresh ones for the installation subtests, which check
+// that two installations sharing one backend never list, attach, destroy
+// or reconcile away each other's sandboxes, and (with [Harness.Unlabel])
+// how legacy resources without an installation id are adopted or left
+// alone.
 //
 // Optional capabilities ([sandbox.Lister], [sandbox.Destroyer], and
 // [sandbox.FileTransfer] on the sandbox) are checked only when the provider
@@ -53,11 +60,20 @@ import (
 
 // Harness describes the provider under test.
 type Harness struct {
-	// New returns a fresh client of the provider sharing no memory with
-	// earlier ones (as after a worker restart). Every client must reach the
-	// same backend (the same root directory, Docker daemon or service), so
-	// that a sandbox created through one can be attached through another.
-	New func(t *testing.T) sandbox.Provider
+	// New returns a fresh client of the provider, built for installation,
+	// sharing no memory with earlier ones (as after a worker restart).
+	// Every client must reach the same backend (the same root directory,
+	// Docker daemon or service), whatever its installation, so that a
+	// sandbox created through one can be attached through another of the
+	// same installation, and installations are kept apart by their ids
+	// alone.
+	New func(t *testing.T, installation string) sandbox.Provider
+	// Unlabel, when set, removes the installation id from the resource
+	// ref names, as if a version before installation ids had created it
+	// (for example by editing a fake's metadata). Without it the legacy
+	// subtest is skipped; the provider's own tests should cover legacy
+	// resources then.
+	Unlabel func(t *testing.T, ref sandbox.Ref)
 	// Spec is used for every Create. Variables in Spec.Env must be visible
 	// to commands.
 	Spec sandbox.Spec
@@ -77,7 +93,7 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil {
 		t.Fatal("sandboxtest: Harness.New is nil")
 	}
-	s := &suite{h: h}
+	s := &suite{h: h, installation: newInstallation(t)}
 	tests := []struct {
 		name string
 		fn   func(*testing.T)
@@ -110,6 +126,8 @@ func Run(t *testing.T, h Harness) {
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},
+		{"InstallationsApart", s.testInstallationsApart},
+		{"InstallationsLegacy", s.testInstallationsLegacy},
 		{"Capabilities", s.testCapabilities},
 	}
 	for _, tt := range tests {
@@ -119,6 +137,19 @@ func Run(t *testing.T, h Harness) {
 
 type suite struct {
 	h Harness
+	// installation is the id of the clients of every subtest but the
+	// installation ones.
+	installation string
+}
+
+// newInstallation returns a fresh installation id, unique to this run.
+func newInstallation(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random installation id: %v", err)
+	}
+	return "conformance-" + hex.EncodeToString(b)
 }
 
 // newKey returns a fresh session key, unique to this run.
@@ -134,7 +165,13 @@ func newKey(t *testing.T) string {
 // client returns a fresh provider client.
 func (s *suite) client(t *testing.T) sandbox.Provider {
 	t.Helper()
-	p := s.h.New(t)
+	return s.clientOf(t, s.installation)
+}
+
+// clientOf returns a fresh provider client of installation.
+func (s *suite) clientOf(t *testing.T, installation string) sandbox.Provider {
+	t.Helper()
+	p := s.h.New(t, installation)
 	if p == nil {
 		t.Fatal("Harness.New returned nil")
 	}

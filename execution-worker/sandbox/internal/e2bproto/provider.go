@@ -23,8 +23,14 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
-// LabelKeyHash is the metadata key holding the ownership label.
-const LabelKeyHash = "mango.session_key_hash"
+// Metadata keys holding the ownership labels.
+const (
+	// LabelKeyHash holds sandbox.KeyHash of the session key.
+	LabelKeyHash = "mango.session_key_hash"
+	// LabelInstallation holds the installation id (absent on sandboxes
+	// created before installation ids).
+	LabelInstallation = sandbox.LabelInstallation
+)
 
 // EnvdPort is the port envd listens on inside a sandbox.
 const EnvdPort = 49983
@@ -55,6 +61,9 @@ const (
 type Config struct {
 	// Name is the provider name ("e2b", "cube").
 	Name string
+	// Installation is the installation id recorded in every sandbox's
+	// metadata (required; see [sandbox.ValidateInstallation]).
+	Installation string
 	// APIURL is the control plane base URL, without a trailing slash.
 	APIURL string
 	// APIKey authenticates the control plane (empty: no authentication).
@@ -151,6 +160,9 @@ func New(cfg Config) (*Provider, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("e2b protocol: missing %s", strings.Join(missing, ", "))
 	}
+	if err := sandbox.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, fmt.Errorf("e2b protocol: %w", err)
+	}
 	if _, err := url.Parse(cfg.APIURL); err != nil {
 		return nil, fmt.Errorf("e2b protocol: API URL: %w", err)
 	}
@@ -193,7 +205,8 @@ func (p *Provider) timeoutSeconds() int {
 func sandboxPath(id string) string { return "/sandboxes/" + url.PathEscape(id) }
 
 // list returns the sandboxes carrying all of the given metadata (all Mango
-// ones when filter is empty), running or paused, oldest first.
+// ones when filter is empty), running or paused, oldest first, leaving out
+// those of other installations.
 func (p *Provider) list(ctx context.Context, filter map[string]string) ([]sandboxInfo, error) {
 	var all []sandboxInfo
 	next := ""
@@ -219,7 +232,8 @@ func (p *Provider) list(ctx context.Context, filter map[string]string) ([]sandbo
 			return nil, err
 		}
 		for _, it := range items {
-			if matches(it.Metadata, filter) && hashLabel.MatchString(it.Metadata[LabelKeyHash]) {
+			if matches(it.Metadata, filter) && hashLabel.MatchString(it.Metadata[LabelKeyHash]) &&
+				sandbox.OwnedBy(it.Metadata[LabelInstallation], p.cfg.Installation) {
 				all = append(all, it)
 			}
 		}
@@ -272,7 +286,7 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 	req := map[string]any{
 		"templateID": p.cfg.TemplateID,
 		"timeout":    p.timeoutSeconds(),
-		"metadata":   map[string]string{LabelKeyHash: hash},
+		"metadata":   map[string]string{LabelKeyHash: hash, LabelInstallation: p.cfg.Installation},
 	}
 	if p.cfg.AutoPause {
 		req["autoPause"] = true
@@ -361,6 +375,9 @@ func (p *Provider) attach(ctx context.Context, id, hash string) (*remoteSandbox,
 	if detail.Metadata[LabelKeyHash] != hash {
 		return nil, sandbox.ErrNotOwned
 	}
+	if inst := detail.Metadata[LabelInstallation]; !sandbox.OwnedBy(inst, p.cfg.Installation) {
+		return nil, fmt.Errorf("sandbox of installation %s, not %s: %w", inst, p.cfg.Installation, sandbox.ErrNotOwned)
+	}
 	info, err := p.connect(ctx, id)
 	if err != nil {
 		return nil, err
@@ -414,7 +431,8 @@ func (p *Provider) open(ctx context.Context, info sandboxInfo) (*remoteSandbox, 
 	return s, nil
 }
 
-// List returns every sandbox carrying a Mango ownership label.
+// List returns every sandbox carrying a Mango ownership label and this
+// installation's id or none (legacy).
 func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	found, err := p.list(ctx, nil)
 	if err != nil {
@@ -423,18 +441,31 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 	owned := make([]sandbox.Owned, 0, len(found))
 	for _, f := range found {
 		owned = append(owned, sandbox.Owned{
-			Ref:       sandbox.Ref{Provider: p.cfg.Name, ID: f.SandboxID},
-			KeyHash:   f.Metadata[LabelKeyHash],
-			CreatedAt: f.StartedAt,
+			Ref:          sandbox.Ref{Provider: p.cfg.Name, ID: f.SandboxID},
+			KeyHash:      f.Metadata[LabelKeyHash],
+			Installation: f.Metadata[LabelInstallation],
+			CreatedAt:    f.StartedAt,
 		})
 	}
 	return owned, nil
 }
 
 // DestroyRef kills the sandbox ref names; a missing one is not an error.
+// It refuses a sandbox of another installation.
 func (p *Provider) DestroyRef(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Provider != p.cfg.Name {
 		return fmt.Errorf("destroy sandbox %s: reference of provider %q: %w", ref.ID, ref.Provider, sandbox.ErrNotOwned)
+	}
+	var detail sandboxInfo
+	_, err := p.cfg.apiJSON(ctx, "get sandbox "+ref.ID, retrySafe, http.MethodGet, sandboxPath(ref.ID), nil, &detail)
+	switch {
+	case statusOf(err) == http.StatusNotFound:
+		return nil
+	case err != nil:
+		return fmt.Errorf("destroy sandbox %s: %w", ref.ID, err)
+	case !sandbox.OwnedBy(detail.Metadata[LabelInstallation], p.cfg.Installation):
+		return fmt.Errorf("destroy sandbox %s: sandbox of installation %s, not %s: %w",
+			ref.ID, detail.Metadata[LabelInstallation], p.cfg.Installation, sandbox.ErrNotOwned)
 	}
 	return p.deleteSandbox(ctx, ref.ID)
 }

@@ -226,7 +226,7 @@ func Matches(labels map[string]string, want url.Values) bool {
 // NewLocal creates the local sandbox backing the fake sandbox id, in the
 // directory id under dir.
 func NewLocal(ctx context.Context, dir, id string) (sandbox.Sandbox, error) {
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(dir, id), MaxOutput: 64 << 20})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(dir, id), MaxOutput: 64 << 20, Installation: "fakeapi"})
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ type fault struct {
 // New starts a fake and stops it when t ends.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
-	local, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), ExecTimeout: time.Hour, MaxOutput: 64 << 20})
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), ExecTimeout: time.Hour, MaxOutput: 64 << 20, Installation: "e2bfake"})
 	if err != nil {
 		t.Fatalf("e2bfake: %v", err)
 	}

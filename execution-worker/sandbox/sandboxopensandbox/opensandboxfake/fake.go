@@ -111,7 +111,7 @@ type ExecEntry struct {
 // New starts a fake server; it is closed when tb ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	local, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(tb.TempDir(), "boxes"), ExecTimeout: 10 * time.Minute})
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: filepath.Join(tb.TempDir(), "boxes"), ExecTimeout: 10 * time.Minute, Installation: "opensandboxfake"})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2574,6 +2574,90 @@ func (x *RecordWorkerHeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// GetInstallationRequest asks for the installation id; it has no fields.
+type GetInstallationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInstallationRequest) Reset() {
+	*x = GetInstallationRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInstallationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInstallationRequest) ProtoMessage() {}
+
+func (x *GetInstallationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInstallationRequest.ProtoReflect.Descriptor instead.
+func (*GetInstallationRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+}
+
+// GetInstallationResponse names the installation.
+type GetInstallationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The installation id: a random UUID in its canonical lowercase text
+	// form, created once by the database migration and never changed.
+	InstallationId string `protobuf:"bytes,1,opt,name=installation_id,json=installationId,proto3" json:"installation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetInstallationResponse) Reset() {
+	*x = GetInstallationResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInstallationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInstallationResponse) ProtoMessage() {}
+
+func (x *GetInstallationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInstallationResponse.ProtoReflect.Descriptor instead.
+func (*GetInstallationResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetInstallationResponse) GetInstallationId() string {
+	if x != nil {
+		return x.InstallationId
+	}
+	return ""
+}
+
 // GetTaskQueueHealthRequest names the task queue asked about.
 type GetTaskQueueHealthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2585,7 +2669,7 @@ type GetTaskQueueHealthRequest struct {
 
 func (x *GetTaskQueueHealthRequest) Reset() {
 	*x = GetTaskQueueHealthRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2681,7 @@ func (x *GetTaskQueueHealthRequest) String() string {
 func (*GetTaskQueueHealthRequest) ProtoMessage() {}
 
 func (x *GetTaskQueueHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[34]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2694,7 @@ func (x *GetTaskQueueHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskQueueHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskQueueHealthRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetTaskQueueHealthRequest) GetTaskQueue() string {
@@ -2636,7 +2720,7 @@ type GetTaskQueueHealthResponse struct {
 
 func (x *GetTaskQueueHealthResponse) Reset() {
 	*x = GetTaskQueueHealthResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2732,7 @@ func (x *GetTaskQueueHealthResponse) String() string {
 func (*GetTaskQueueHealthResponse) ProtoMessage() {}
 
 func (x *GetTaskQueueHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[35]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2745,7 @@ func (x *GetTaskQueueHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskQueueHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskQueueHealthResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{35}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTaskQueueHealthResponse) GetLastHeartbeatAt() *timestamppb.Timestamp {
@@ -2705,7 +2789,7 @@ type PreviewFrame struct {
 
 func (x *PreviewFrame) Reset() {
 	*x = PreviewFrame{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2801,7 @@ func (x *PreviewFrame) String() string {
 func (*PreviewFrame) ProtoMessage() {}
 
 func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[36]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2814,7 @@ func (x *PreviewFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewFrame.ProtoReflect.Descriptor instead.
 func (*PreviewFrame) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{36}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PreviewFrame) GetSessionId() string {
@@ -2793,7 +2877,7 @@ type StreamPreviewsRequest struct {
 
 func (x *StreamPreviewsRequest) Reset() {
 	*x = StreamPreviewsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2889,7 @@ func (x *StreamPreviewsRequest) String() string {
 func (*StreamPreviewsRequest) ProtoMessage() {}
 
 func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[37]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2902,7 @@ func (x *StreamPreviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsRequest.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{37}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamPreviewsRequest) GetFrames() []*PreviewFrame {
@@ -2839,7 +2923,7 @@ type StreamPreviewsResponse struct {
 
 func (x *StreamPreviewsResponse) Reset() {
 	*x = StreamPreviewsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +2935,7 @@ func (x *StreamPreviewsResponse) String() string {
 func (*StreamPreviewsResponse) ProtoMessage() {}
 
 func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[38]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +2948,7 @@ func (x *StreamPreviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPreviewsResponse.ProtoReflect.Descriptor instead.
 func (*StreamPreviewsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{38}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamPreviewsResponse) GetFramesReceived() int64 {
@@ -2886,7 +2970,7 @@ type WatchInterruptsRequest struct {
 
 func (x *WatchInterruptsRequest) Reset() {
 	*x = WatchInterruptsRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +2982,7 @@ func (x *WatchInterruptsRequest) String() string {
 func (*WatchInterruptsRequest) ProtoMessage() {}
 
 func (x *WatchInterruptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[39]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +2995,7 @@ func (x *WatchInterruptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInterruptsRequest.ProtoReflect.Descriptor instead.
 func (*WatchInterruptsRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{39}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchInterruptsRequest) GetWorkerId() string {
@@ -2948,7 +3032,7 @@ type WatchInterruptsResponse struct {
 
 func (x *WatchInterruptsResponse) Reset() {
 	*x = WatchInterruptsResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3044,7 @@ func (x *WatchInterruptsResponse) String() string {
 func (*WatchInterruptsResponse) ProtoMessage() {}
 
 func (x *WatchInterruptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[40]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3057,7 @@ func (x *WatchInterruptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInterruptsResponse.ProtoReflect.Descriptor instead.
 func (*WatchInterruptsResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{40}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchInterruptsResponse) GetSessionId() string {
@@ -3015,7 +3099,7 @@ type FinalizeSessionDeletionRequest struct {
 
 func (x *FinalizeSessionDeletionRequest) Reset() {
 	*x = FinalizeSessionDeletionRequest{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3111,7 @@ func (x *FinalizeSessionDeletionRequest) String() string {
 func (*FinalizeSessionDeletionRequest) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[41]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3124,7 @@ func (x *FinalizeSessionDeletionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionRequest) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{41}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FinalizeSessionDeletionRequest) GetSessionId() string {
@@ -3062,7 +3146,7 @@ type FinalizeSessionDeletionResponse struct {
 
 func (x *FinalizeSessionDeletionResponse) Reset() {
 	*x = FinalizeSessionDeletionResponse{}
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3158,7 @@ func (x *FinalizeSessionDeletionResponse) String() string {
 func (*FinalizeSessionDeletionResponse) ProtoMessage() {}
 
 func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[42]
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3171,7 @@ func (x *FinalizeSessionDeletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeSessionDeletionResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeSessionDeletionResponse) Descriptor() ([]byte, []int) {
-	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{42}
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
@@ -3286,7 +3370,10 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\"\\\n" +
 	"\x1dRecordWorkerHeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\":\n" +
+	"serverTime\"\x18\n" +
+	"\x16GetInstallationRequest\"B\n" +
+	"\x17GetInstallationResponse\x12'\n" +
+	"\x0finstallation_id\x18\x01 \x01(\tR\x0einstallationId\":\n" +
 	"\x19GetTaskQueueHealthRequest\x12\x1d\n" +
 	"\n" +
 	"task_queue\x18\x01 \x01(\tR\ttaskQueue\"\xa1\x01\n" +
@@ -3339,7 +3426,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
-	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\x85\x10\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\xf7\x10\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
 	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
@@ -3357,7 +3444,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\rDeleteBinding\x12+.mango.controlplane.v1.DeleteBindingRequest\x1a,.mango.controlplane.v1.DeleteBindingResponse\x12g\n" +
 	"\fListBindings\x12*.mango.controlplane.v1.ListBindingsRequest\x1a+.mango.controlplane.v1.ListBindingsResponse\x12\x88\x01\n" +
 	"\x17FinalizeSessionDeletion\x125.mango.controlplane.v1.FinalizeSessionDeletionRequest\x1a6.mango.controlplane.v1.FinalizeSessionDeletionResponse\x12\x82\x01\n" +
-	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12y\n" +
+	"\x15RecordWorkerHeartbeat\x123.mango.controlplane.v1.RecordWorkerHeartbeatRequest\x1a4.mango.controlplane.v1.RecordWorkerHeartbeatResponse\x12p\n" +
+	"\x0fGetInstallation\x12-.mango.controlplane.v1.GetInstallationRequest\x1a..mango.controlplane.v1.GetInstallationResponse\x12y\n" +
 	"\x12GetTaskQueueHealth\x120.mango.controlplane.v1.GetTaskQueueHealthRequest\x1a1.mango.controlplane.v1.GetTaskQueueHealthResponse\x12o\n" +
 	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01\x12r\n" +
 	"\x0fWatchInterrupts\x12-.mango.controlplane.v1.WatchInterruptsRequest\x1a..mango.controlplane.v1.WatchInterruptsResponse0\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
@@ -3375,7 +3463,7 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
 	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
@@ -3414,26 +3502,28 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*ListBindingsResponse)(nil),            // 34: mango.controlplane.v1.ListBindingsResponse
 	(*RecordWorkerHeartbeatRequest)(nil),    // 35: mango.controlplane.v1.RecordWorkerHeartbeatRequest
 	(*RecordWorkerHeartbeatResponse)(nil),   // 36: mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	(*GetTaskQueueHealthRequest)(nil),       // 37: mango.controlplane.v1.GetTaskQueueHealthRequest
-	(*GetTaskQueueHealthResponse)(nil),      // 38: mango.controlplane.v1.GetTaskQueueHealthResponse
-	(*PreviewFrame)(nil),                    // 39: mango.controlplane.v1.PreviewFrame
-	(*StreamPreviewsRequest)(nil),           // 40: mango.controlplane.v1.StreamPreviewsRequest
-	(*StreamPreviewsResponse)(nil),          // 41: mango.controlplane.v1.StreamPreviewsResponse
-	(*WatchInterruptsRequest)(nil),          // 42: mango.controlplane.v1.WatchInterruptsRequest
-	(*WatchInterruptsResponse)(nil),         // 43: mango.controlplane.v1.WatchInterruptsResponse
-	(*FinalizeSessionDeletionRequest)(nil),  // 44: mango.controlplane.v1.FinalizeSessionDeletionRequest
-	(*FinalizeSessionDeletionResponse)(nil), // 45: mango.controlplane.v1.FinalizeSessionDeletionResponse
-	(*timestamppb.Timestamp)(nil),           // 46: google.protobuf.Timestamp
-	(*TurnContext)(nil),                     // 47: mango.controlplane.v1.TurnContext
+	(*GetInstallationRequest)(nil),          // 37: mango.controlplane.v1.GetInstallationRequest
+	(*GetInstallationResponse)(nil),         // 38: mango.controlplane.v1.GetInstallationResponse
+	(*GetTaskQueueHealthRequest)(nil),       // 39: mango.controlplane.v1.GetTaskQueueHealthRequest
+	(*GetTaskQueueHealthResponse)(nil),      // 40: mango.controlplane.v1.GetTaskQueueHealthResponse
+	(*PreviewFrame)(nil),                    // 41: mango.controlplane.v1.PreviewFrame
+	(*StreamPreviewsRequest)(nil),           // 42: mango.controlplane.v1.StreamPreviewsRequest
+	(*StreamPreviewsResponse)(nil),          // 43: mango.controlplane.v1.StreamPreviewsResponse
+	(*WatchInterruptsRequest)(nil),          // 44: mango.controlplane.v1.WatchInterruptsRequest
+	(*WatchInterruptsResponse)(nil),         // 45: mango.controlplane.v1.WatchInterruptsResponse
+	(*FinalizeSessionDeletionRequest)(nil),  // 46: mango.controlplane.v1.FinalizeSessionDeletionRequest
+	(*FinalizeSessionDeletionResponse)(nil), // 47: mango.controlplane.v1.FinalizeSessionDeletionResponse
+	(*timestamppb.Timestamp)(nil),           // 48: google.protobuf.Timestamp
+	(*TurnContext)(nil),                     // 49: mango.controlplane.v1.TurnContext
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	46, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	46, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	48, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	48, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mango.controlplane.v1.NewEvent.usage:type_name -> mango.controlplane.v1.ModelUsage
 	0,  // 3: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 4: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
 	6,  // 5: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	47, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
+	49, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
 	3,  // 7: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
 	4,  // 8: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
 	6,  // 9: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
@@ -3447,21 +3537,21 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	3,  // 17: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
 	0,  // 18: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	6,  // 19: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	46, // 20: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	48, // 20: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
 	19, // 21: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
 	19, // 22: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	46, // 23: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	46, // 24: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 23: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	48, // 24: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
 	24, // 25: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 26: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 27: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 28: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	46, // 29: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	46, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	46, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	48, // 29: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	48, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	48, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
 	2,  // 32: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	46, // 33: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	39, // 34: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	48, // 33: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	41, // 34: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
 	7,  // 35: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
 	9,  // 36: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
 	11, // 37: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
@@ -3475,31 +3565,33 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	29, // 45: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
 	31, // 46: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
 	33, // 47: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	44, // 48: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	46, // 48: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
 	35, // 49: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 50: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	40, // 51: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	42, // 52: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
-	8,  // 53: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 54: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 55: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 56: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 57: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 58: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 59: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 60: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 61: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 62: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 63: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 64: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 65: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	45, // 66: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 67: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 68: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	41, // 69: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	43, // 70: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
-	53, // [53:71] is the sub-list for method output_type
-	35, // [35:53] is the sub-list for method input_type
+	37, // 50: mango.controlplane.v1.ControlPlane.GetInstallation:input_type -> mango.controlplane.v1.GetInstallationRequest
+	39, // 51: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	42, // 52: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	44, // 53: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	8,  // 54: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 55: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 56: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 57: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 58: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 59: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 60: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 61: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 62: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 63: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 64: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 65: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 66: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	47, // 67: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 68: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 69: mango.controlplane.v1.ControlPlane.GetInstallation:output_type -> mango.controlplane.v1.GetInstallationResponse
+	40, // 70: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	43, // 71: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	45, // 72: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	54, // [54:73] is the sub-list for method output_type
+	35, // [35:54] is the sub-list for method input_type
 	35, // [35:35] is the sub-list for extension type_name
 	35, // [35:35] is the sub-list for extension extendee
 	0,  // [0:35] is the sub-list for field type_name
@@ -3517,7 +3609,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,7 @@ const (
 	ControlPlane_ListBindings_FullMethodName            = "/mango.controlplane.v1.ControlPlane/ListBindings"
 	ControlPlane_FinalizeSessionDeletion_FullMethodName = "/mango.controlplane.v1.ControlPlane/FinalizeSessionDeletion"
 	ControlPlane_RecordWorkerHeartbeat_FullMethodName   = "/mango.controlplane.v1.ControlPlane/RecordWorkerHeartbeat"
+	ControlPlane_GetInstallation_FullMethodName         = "/mango.controlplane.v1.ControlPlane/GetInstallation"
 	ControlPlane_GetTaskQueueHealth_FullMethodName      = "/mango.controlplane.v1.ControlPlane/GetTaskQueueHealth"
 	ControlPlane_StreamPreviews_FullMethodName          = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
 	ControlPlane_WatchInterrupts_FullMethodName         = "/mango.controlplane.v1.ControlPlane/WatchInterrupts"
@@ -118,6 +119,13 @@ type ControlPlaneClient interface {
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(ctx context.Context, in *RecordWorkerHeartbeatRequest, opts ...grpc.CallOption) (*RecordWorkerHeartbeatResponse, error)
+	// GetInstallation returns the id of the installation the api-server
+	// belongs to, created once when its database was first migrated. A
+	// worker asks for it at startup, before its sandbox provider creates,
+	// lists or destroys anything, and labels every sandbox resource with it:
+	// installations sharing a Docker daemon, a sandbox root or a provider
+	// account then never list or destroy each other's sandboxes.
+	GetInstallation(ctx context.Context, in *GetInstallationRequest, opts ...grpc.CallOption) (*GetInstallationResponse, error)
 	// GetTaskQueueHealth reports when a worker polling a task queue last sent
 	// a heartbeat. A Session Workflow asks it when a turn waited on its
 	// sandbox's locality queue for the host-gone window without being picked
@@ -301,6 +309,16 @@ func (c *controlPlaneClient) RecordWorkerHeartbeat(ctx context.Context, in *Reco
 	return out, nil
 }
 
+func (c *controlPlaneClient) GetInstallation(ctx context.Context, in *GetInstallationRequest, opts ...grpc.CallOption) (*GetInstallationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInstallationResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_GetInstallation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlPlaneClient) GetTaskQueueHealth(ctx context.Context, in *GetTaskQueueHealthRequest, opts ...grpc.CallOption) (*GetTaskQueueHealthResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetTaskQueueHealthResponse)
@@ -412,6 +430,13 @@ type ControlPlaneServer interface {
 	// api-server derives provider health from the most recent heartbeats.
 	// Calling it repeatedly with the same request is harmless.
 	RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error)
+	// GetInstallation returns the id of the installation the api-server
+	// belongs to, created once when its database was first migrated. A
+	// worker asks for it at startup, before its sandbox provider creates,
+	// lists or destroys anything, and labels every sandbox resource with it:
+	// installations sharing a Docker daemon, a sandbox root or a provider
+	// account then never list or destroy each other's sandboxes.
+	GetInstallation(context.Context, *GetInstallationRequest) (*GetInstallationResponse, error)
 	// GetTaskQueueHealth reports when a worker polling a task queue last sent
 	// a heartbeat. A Session Workflow asks it when a turn waited on its
 	// sandbox's locality queue for the host-gone window without being picked
@@ -489,6 +514,9 @@ func (UnimplementedControlPlaneServer) FinalizeSessionDeletion(context.Context, 
 }
 func (UnimplementedControlPlaneServer) RecordWorkerHeartbeat(context.Context, *RecordWorkerHeartbeatRequest) (*RecordWorkerHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordWorkerHeartbeat not implemented")
+}
+func (UnimplementedControlPlaneServer) GetInstallation(context.Context, *GetInstallationRequest) (*GetInstallationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInstallation not implemented")
 }
 func (UnimplementedControlPlaneServer) GetTaskQueueHealth(context.Context, *GetTaskQueueHealthRequest) (*GetTaskQueueHealthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTaskQueueHealth not implemented")
@@ -790,6 +818,24 @@ func _ControlPlane_RecordWorkerHeartbeat_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_GetInstallation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInstallationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).GetInstallation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_GetInstallation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).GetInstallation(ctx, req.(*GetInstallationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlPlane_GetTaskQueueHealth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetTaskQueueHealthRequest)
 	if err := dec(in); err != nil {
@@ -892,6 +938,10 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordWorkerHeartbeat",
 			Handler:    _ControlPlane_RecordWorkerHeartbeat_Handler,
+		},
+		{
+			MethodName: "GetInstallation",
+			Handler:    _ControlPlane_GetInstallation_Handler,
 		},
 		{
 			MethodName: "GetTaskQueueHealth",

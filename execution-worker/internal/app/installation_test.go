@@ -1,0 +1,120 @@
+package app_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+)
+
+// TestInstallationsShareOneRoot runs two installations as an operator
+// would, each an api-server on its own database with its own local
+// worker, both workers on one sandbox root and reconciling every 100ms
+// with a 1ms grace, beside a workspace of a version before installation
+// ids. Each installation's session takes a turn; then, twice, an orphan
+// of each installation is planted and the test waits until that
+// installation's reconciler has removed it (so passes of both ran while
+// the other's sandbox existed). Both sessions then take another turn in
+// the workspace of their first one, and the legacy workspace is still
+// there.
+func TestInstallationsShareOneRoot(t *testing.T) {
+	t.Parallel()
+	type stack struct {
+		name, session, installation string
+		srv                         *cptest.Server
+		env                         map[string]string
+	}
+	var stacks []*stack
+	for _, name := range []string{"A", "B"} {
+		srv, env := startStack(t)
+		if len(stacks) > 0 {
+			env["MANGO_LOCAL_SANDBOX_ROOT"] = stacks[0].env["MANGO_LOCAL_SANDBOX_ROOT"]
+		}
+		env["MANGO_RECONCILE_INTERVAL"] = "100ms"
+		env["MANGO_RECONCILE_GRACE"] = "1ms"
+		stacks = append(stacks, &stack{name: name, srv: srv, env: env, installation: serverInstallation(t, srv)})
+	}
+	root := stacks[0].env["MANGO_LOCAL_SANDBOX_ROOT"]
+	legacy := plantWorkspace(t, root, "legacy-version", "sesn_before_installation_ids")
+	stripMarkerInstallation(t, legacy)
+
+	for _, s := range stacks {
+		runWorker(t, s.env)
+		s.session = s.srv.NewSession(t, "local")
+		sendMessage(t, s.srv, s.session, `#tool bash {"command":"echo `+s.name+` > owner.txt"}`)
+	}
+	for _, s := range stacks {
+		waitFor(t, s.srv, s.session, func(e []listedEvent) bool { return idleCount(e) == 1 })
+	}
+
+	for round := range 2 {
+		orphans := map[*stack]sandbox.Ref{}
+		for _, s := range stacks {
+			orphans[s] = plantWorkspace(t, root, s.installation, "sesn_orphan_"+s.name+"_"+string(rune('0'+round)))
+		}
+		for s, ref := range orphans {
+			deadline := time.Now().Add(30 * time.Second)
+			for _, err := os.Stat(ref.ID); !errors.Is(err, fs.ErrNotExist); _, err = os.Stat(ref.ID) {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: installation %s's orphan %s still exists after 30s (err %v): its reconciler does not run", round, s.name, ref.ID, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+
+	for _, s := range stacks {
+		sendMessage(t, s.srv, s.session, `#tool bash {"command":"cat owner.txt"}`)
+	}
+	for _, s := range stacks {
+		evs := waitFor(t, s.srv, s.session, func(e []listedEvent) bool { return idleCount(e) == 2 })
+		r := lastOf(evs, "agent.tool_result")
+		if r == nil || r.IsError || len(r.Content) == 0 || strings.TrimSpace(r.Content[0].Text) != s.name {
+			t.Errorf("installation %s: second turn's tool result = %v (events %s), want %q from its first turn", s.name, r, types(evs), s.name)
+		}
+		if n := countType(evs, "session.error"); n != 0 {
+			t.Errorf("installation %s: %d session errors, want none", s.name, n)
+		}
+	}
+	if _, err := os.Stat(legacy.ID); err != nil {
+		t.Errorf("the legacy workspace after the passes: %v, want it left alone", err)
+	}
+}
+
+// plantWorkspace creates, in root, the workspace of sessionKey as a local
+// provider of installation would.
+func plantWorkspace(t *testing.T, root, installation, sessionKey string) sandbox.Ref {
+	t.Helper()
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: installation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, err := p.Create(t.Context(), sessionKey, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// stripMarkerInstallation rewrites a local workspace's ownership marker
+// as versions before installation ids wrote it.
+func stripMarkerInstallation(t *testing.T, ref sandbox.Ref) {
+	t.Helper()
+	data, err := os.ReadFile(ref.ID + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped := strings.Replace(string(data), `"installation":"legacy-version",`, "", 1)
+	if stripped == string(data) {
+		t.Fatalf("marker %s has no installation to strip: %s", ref.ID, data)
+	}
+	if err := os.WriteFile(ref.ID+".json", []byte(stripped), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
