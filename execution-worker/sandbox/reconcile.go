@@ -19,7 +19,9 @@ type BindingLister interface {
 // Reconciler repairs what crashes leave between a provider and the
 // bindings: a resource created for an intent that was never bound is bound
 // (the create-before-binding window), and a Mango-owned resource that no
-// binding or intent references is destroyed. It needs a provider that can
+// binding or intent references is destroyed. Spares (a warm pool's ready
+// resources, [Owned.Spare]) belong to no session: the provider trims them
+// itself ([SpareTrimmer]). It needs a provider that can
 // list and destroy its resources; others are skipped.
 //
 // Host-bound providers only see their locality's resources, so every
@@ -55,6 +57,8 @@ type ReconcileResult struct {
 	Bound     []Ref
 	// Moved are sandboxes whose binding now names TaskQueue.
 	Moved []Ref
+	// Trimmed are spares the provider removed ([SpareTrimmer]).
+	Trimmed []Ref
 }
 
 // RunOnce makes one pass.
@@ -83,6 +87,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 	now := time.Now()
 	live := map[string]bool{} // per pass: queue -> a live worker polls it
 	for _, o := range owned {
+		if o.Spare {
+			continue // the provider's own: see TrimSpares below
+		}
 		b, referenced := byHash[o.KeyHash]
 		switch {
 		case referenced && b.ExternalID == "":
@@ -115,6 +122,13 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 				return res, fmt.Errorf("destroy orphaned sandbox %s: %w", o.Ref.ID, err)
 			}
 			res.Destroyed = append(res.Destroyed, o.Ref)
+		}
+	}
+	if t, ok := r.Provider.(SpareTrimmer); ok {
+		trimmed, err := t.TrimSpares(ctx)
+		res.Trimmed = trimmed
+		if err != nil {
+			return res, fmt.Errorf("trim %s spares: %w", r.Provider.Name(), err)
 		}
 	}
 	return res, nil
@@ -164,9 +178,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
-		case len(res.Destroyed)+len(res.Bound)+len(res.Moved) > 0:
+		case len(res.Destroyed)+len(res.Bound)+len(res.Moved)+len(res.Trimmed) > 0:
 			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
-				"moved_to", r.TaskQueue, "moved", len(res.Moved))
+				"moved_to", r.TaskQueue, "moved", len(res.Moved), "spares_trimmed", len(res.Trimmed))
 		}
 		t.Reset(interval)
 	}
