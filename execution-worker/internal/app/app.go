@@ -80,6 +80,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("create sandbox provider %s: %w", cfg.Sandbox, err)
 	}
+	if c, ok := provider.(io.Closer); ok {
+		// Stops what the provider runs in the background (the docker
+		// warm pool), after everything that uses it.
+		defer func() { _ = c.Close() }()
+	}
 	if provider.Name() != cfg.Sandbox {
 		return fmt.Errorf("sandbox provider registered as %q reports name %q", cfg.Sandbox, provider.Name())
 	}
