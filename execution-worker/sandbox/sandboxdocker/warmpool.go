@@ -157,11 +157,12 @@ func (w *warmPool) fill(ctx context.Context) error {
 	return nil
 }
 
-// make creates, starts and pauses one warm container. A worker dying
-// before the pause leaves it unready: TrimSpares removes it after the
-// lease.
-func (w *warmPool) make(ctx context.Context) (warmRef, error) {
-	c := warmRef{name: fmt.Sprintf("%s%016x", warmPrefix, rand.Uint64())}
+// make creates, starts and pauses one warm container; one that cannot be
+// started or paused is removed again (no adoption can claim it before its
+// pause). A worker dying before the pause leaves it unready: TrimSpares
+// removes it after the lease.
+func (w *warmPool) make(ctx context.Context) (c warmRef, err error) {
+	c = warmRef{name: fmt.Sprintf("%s%016x", warmPrefix, rand.Uint64())}
 	opts := w.p.createOptions(c.name, "", w.image, nil)
 	delete(opts.Config.Labels, LabelKeyHash)
 	opts.Config.Labels[LabelWarm] = w.key
@@ -170,6 +171,13 @@ func (w *warmPool) make(ctx context.Context) (warmRef, error) {
 		return c, fmt.Errorf("create warm container %s: %w", c.name, err)
 	}
 	c.id = id
+	defer func() {
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.lease/2)
+			defer cancel()
+			_ = w.p.remove(ctx, id)
+		}
+	}()
 	if _, err := w.p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return c, fmt.Errorf("start warm container %s: %w", c.name, err)
 	}
