@@ -976,6 +976,9 @@ func checkPoolsRender(t *testing.T, r *rendered) {
 	if g := docker.Spec.Template.Spec.SecurityContext.SupplementalGroups; !slices.Equal(g, []int64{999}) {
 		t.Errorf("docker pool supplementalGroups %v, want [999] (the socket's group)", g)
 	}
+	if v, set := effectiveEnv(t, r, docker.Spec.Template.Spec.Containers[0])["MANGO_DOCKER_WARM_POOL"]; set {
+		t.Errorf("docker pool without docker.warmPool sets MANGO_DOCKER_WARM_POOL=%q", v)
+	}
 	if r := docker.Spec.Replicas; r == nil || *r != 2 {
 		t.Errorf("docker pool replicas %s, want 2", deref(r))
 	}
@@ -1030,6 +1033,9 @@ func checkAutoscalingRender(t *testing.T, r *rendered) {
 	env := effectiveEnv(t, r, docker.Spec.Template.Spec.Containers[0])
 	if env["DOCKER_HOST"] != "tcp://dockerd.sandboxes.svc:2375" {
 		t.Errorf("docker pool DOCKER_HOST = %q", env["DOCKER_HOST"])
+	}
+	if env["MANGO_DOCKER_WARM_POOL"] != "4" {
+		t.Errorf("docker pool MANGO_DOCKER_WARM_POOL = %q, want docker.warmPool 4", env["MANGO_DOCKER_WARM_POOL"])
 	}
 	for _, v := range docker.Spec.Template.Spec.Volumes {
 		if v.HostPath != nil {

@@ -58,6 +58,8 @@ func TestChartRejects(t *testing.T) {
 			"the docker block applies only to provider docker"},
 		{"docker host and socket", `workerPools: [{name: d, provider: docker, docker: {host: "tcp://d:2375", socket: {enabled: true}}}]`,
 			"set docker.host or docker.socket.enabled, not both"},
+		{"docker warm pool too large", `workerPools: [{name: d, provider: docker, docker: {warmPool: 65}}]`,
+			"/workerPools/0/docker/warmPool"},
 		{"worker grace below its drain time", `workerDefaults: {shutdownGraceSeconds: 40}`,
 			"terminationGracePeriodSeconds (35) must exceed shutdownGraceSeconds (40)"},
 		{"api-server grace below its drain time", `apiServer: {terminationGracePeriodSeconds: 20}`,

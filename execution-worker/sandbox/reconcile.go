@@ -32,6 +32,9 @@ type BindingLister interface {
 // belong to another installation sharing the backend, so it is never
 // destroyed.
 //
+// Spares (a warm pool's ready resources, [Owned.Spare]) belong to no
+// session: the provider trims them itself ([SpareTrimmer]).
+//
 // Host-bound providers only see their locality's resources, so every
 // worker reconciles its own locality; for remote providers any worker may,
 // and concurrent passes are harmless because every step is idempotent.
@@ -78,6 +81,8 @@ type ReconcileResult struct {
 	// binding of this installation references: left alone, since they
 	// may be another installation's.
 	Unclaimed []Ref
+	// Trimmed are spares the provider removed ([SpareTrimmer]).
+	Trimmed []Ref
 }
 
 // RunOnce makes one pass.
@@ -110,6 +115,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 			continue // another installation's: never ours to touch
 		}
 		legacy := o.Installation == ""
+		if o.Spare {
+			continue // the provider's own: see TrimSpares below
+		}
 		b, referenced := byHash[o.KeyHash]
 		switch {
 		case referenced && b.ExternalID == "":
@@ -146,6 +154,13 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 				return res, fmt.Errorf("destroy orphaned sandbox %s: %w", o.Ref.ID, err)
 			}
 			res.Destroyed = append(res.Destroyed, o.Ref)
+		}
+	}
+	if t, ok := r.Provider.(SpareTrimmer); ok {
+		trimmed, err := t.TrimSpares(ctx)
+		res.Trimmed = trimmed
+		if err != nil {
+			return res, fmt.Errorf("trim %s spares: %w", r.Provider.Name(), err)
 		}
 	}
 	r.unclaimed.Store(int64(len(res.Unclaimed)))
@@ -200,9 +215,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
-		case len(res.Destroyed)+len(res.Bound)+len(res.Moved) > 0:
+		case len(res.Destroyed)+len(res.Bound)+len(res.Moved)+len(res.Trimmed) > 0:
 			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
-				"moved_to", r.TaskQueue, "moved", len(res.Moved))
+				"moved_to", r.TaskQueue, "moved", len(res.Moved), "spares_trimmed", len(res.Trimmed))
 		}
 		if err == nil && int64(len(res.Unclaimed)) != before {
 			log.Info("legacy sandboxes without an installation id are left alone: no binding of this installation references them",

@@ -207,3 +207,57 @@ func stripInstallation(t *testing.T, ref sandbox.Ref) {
 		t.Fatal(err)
 	}
 }
+
+// spareProvider is a local provider that reports one of its sandboxes as
+// a spare and trims trimmed when asked.
+type spareProvider struct {
+	*sandboxlocal.Provider
+	spare   sandbox.Ref
+	trimmed []sandbox.Ref
+	trims   int
+}
+
+func (p *spareProvider) List(ctx context.Context) ([]sandbox.Owned, error) {
+	owned, err := p.Provider.List(ctx)
+	for i, o := range owned {
+		if o.Ref == p.spare {
+			owned[i].KeyHash, owned[i].Spare = "", true
+		}
+	}
+	return owned, err
+}
+
+func (p *spareProvider) TrimSpares(context.Context) ([]sandbox.Ref, error) {
+	p.trims++
+	return p.trimmed, nil
+}
+
+// TestReconcilerLeavesSparesToTheProvider: a spare (a warm pool's ready
+// resource, referenced by no binding) is not destroyed as an orphan; the
+// provider trims its spares itself, once per pass.
+func TestReconcilerLeavesSparesToTheProvider(t *testing.T) {
+	t.Parallel()
+	env := newManagerEnv(t)
+	local, err := sandboxlocal.New(sandboxlocal.Config{Root: env.root, Installation: env.installation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, spare, err := local.Create(ctx, "sesn_spare_"+t.Name(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	surplus := sandbox.Ref{Provider: local.Name(), ID: "surplus"}
+	p := &spareProvider{Provider: local, spare: spare, trimmed: []sandbox.Ref{surplus}}
+	r := &sandbox.Reconciler{Provider: p, Bindings: env.bindings, TaskQueue: "mango.test.host-1", Installation: env.installation}
+	res, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if len(res.Destroyed) != 0 || p.trims != 1 || len(res.Trimmed) != 1 || res.Trimmed[0] != surplus {
+		t.Errorf("pass = %+v after %d trims; want nothing destroyed, one trim reporting %v", res, p.trims, surplus)
+	}
+	if _, err := local.Attach(ctx, "sesn_spare_"+t.Name(), spare); err != nil {
+		t.Errorf("the spare after reconciliation: %v, want it kept", err)
+	}
+}

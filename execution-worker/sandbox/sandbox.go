@@ -231,6 +231,21 @@ type Owned struct {
 	Installation string
 	// CreatedAt is when it was created, if known.
 	CreatedAt time.Time
+	// Spare reports a resource made ahead of any session (a warm pool's
+	// ready container): it belongs to no session yet, and the reconciler
+	// leaves it to the provider's [SpareTrimmer].
+	Spare bool
+}
+
+// SpareTrimmer is implemented by providers that keep spare resources
+// ready for sessions not yet created (a warm pool). The reconciler calls
+// TrimSpares in every pass.
+type SpareTrimmer interface {
+	// TrimSpares removes the spares the provider no longer wants (beyond
+	// its pool's size, made with other settings, or left half made or
+	// half adopted by a worker that died) and returns them. It never
+	// removes one that a session is adopting or has adopted.
+	TrimSpares(ctx context.Context) ([]Ref, error)
 }
 
 // Destroyer is implemented by providers that can remove a resource by

@@ -247,18 +247,90 @@ func (m *Materializer) logger() *slog.Logger {
 
 // Once wraps a sandbox acquisition so that the session's resources are
 // materialized the first time a turn needs its sandbox, and not again in
-// that turn.
+// that turn. [Once.Start] begins the acquisition as the turn starts, so
+// that provisioning overlaps the turn's first model call.
 type Once struct {
-	mu   sync.Mutex
+	mu    sync.Mutex
+	sb    sandbox.Sandbox // handed out by Acquire
+	done  bool            // materialized
+	early *early          // begun by Start, not yet taken by an Acquire
+}
+
+// early is an acquisition begun by Start.
+type early struct {
+	done chan struct{} // closed when it ended
 	sb   sandbox.Sandbox
-	done bool
+	err  error
+	cut  bool // err came with Start's context done: no outcome
+}
+
+// Start begins acquiring the sandbox (and materializing the session's
+// resources into it) in the background, so that it is ready, or on its
+// way, when the turn first needs it. The first Acquire waits for it and
+// takes its outcome as if it had acquired itself: an error surfaces
+// there, and nowhere if the turn never needs the sandbox. An acquisition
+// cut short by ctx is no outcome: that Acquire then acquires itself,
+// under its own context (a tool call may outlive the attempt that
+// started it).
+//
+// The returned stop cancels the acquisition if it still runs and waits
+// for it to end; call it (it may be called more than once) before the
+// turn ends. Start is called at most once, before any Acquire.
+func (o *Once) Start(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	e := &early{done: make(chan struct{})}
+	o.mu.Lock()
+	o.early = e
+	o.mu.Unlock()
+	go func() {
+		defer close(e.done)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		e.sb, e.err = o.get(ctx, acquire, materialize)
+		e.cut = e.err != nil && ctx.Err() != nil
+	}()
+	return func() {
+		cancel()
+		<-e.done
+	}
 }
 
 // Acquire returns acquire's sandbox after materialize succeeded on it
-// once; a failure is retried on the next call.
+// once; a failure is retried on the next call. After Start, the first
+// call waits (as long as ctx allows) for the acquisition Start began.
 func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (sandbox.Sandbox, error) {
 	o.mu.Lock()
+	e := o.early
+	o.mu.Unlock()
+	if e != nil {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the sandbox: %w", context.Cause(ctx))
+		}
+	}
+	o.mu.Lock()
 	defer o.mu.Unlock()
+	if e != nil && o.early == e {
+		o.early = nil
+		if e.err == nil {
+			o.sb = e.sb
+			return e.sb, nil
+		}
+		if !e.cut {
+			return nil, e.err
+		}
+	}
+	sb, err := o.get(ctx, acquire, materialize)
+	if err != nil {
+		return nil, err
+	}
+	o.sb = sb
+	return sb, nil
+}
+
+// get acquires and, the first time, materializes; o.mu is held.
+func (o *Once) get(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (sandbox.Sandbox, error) {
 	sb, err := acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -268,11 +340,12 @@ func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandb
 			return nil, err
 		}
 	}
-	o.sb, o.done = sb, true
+	o.done = true
 	return sb, nil
 }
 
-// Sandbox returns the sandbox acquired, or nil when none was.
+// Sandbox returns the sandbox Acquire handed out, or nil when none was
+// (one Start acquired but the turn never asked for is not).
 func (o *Once) Sandbox() sandbox.Sandbox {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -108,6 +108,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if c, ok := provider.(io.Closer); ok {
+		// Stops what the provider runs in the background (the docker
+		// warm pool), after everything that uses it.
+		defer func() { _ = c.Close() }()
+	}
 	logger.Info("sandbox provider ready", "sandbox", cfg.Sandbox, "installation", installation)
 
 	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}

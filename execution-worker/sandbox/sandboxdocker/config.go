@@ -25,6 +25,7 @@ const (
 	EnvPids        = "MANGO_DOCKER_PIDS"
 	EnvNetwork     = "MANGO_DOCKER_NETWORK"
 	EnvLabels      = "MANGO_DOCKER_LABELS"
+	EnvWarmPool    = "MANGO_DOCKER_WARM_POOL"
 	EnvExecTimeout = sandbox.EnvExecTimeout
 	EnvMaxOutput   = sandbox.EnvMaxOutput
 	EnvDockerCfg   = "DOCKER_CONFIG"
@@ -40,6 +41,9 @@ const (
 	DefaultExecTimeout = sandbox.DefaultExecTimeout
 	DefaultMaxOutput   = sandbox.DefaultMaxOutput
 )
+
+// MaxWarmPool bounds MANGO_DOCKER_WARM_POOL.
+const MaxWarmPool = 64
 
 // Config configures the provider. The zero value of a field means its
 // default; [ConfigFromEnv] fills it from the environment.
@@ -80,6 +84,14 @@ type Config struct {
 	// [sandbox.ValidateInstallation]). The worker gets it from the
 	// ControlPlane.
 	Installation string
+
+	// WarmPool is how many ready containers of the default image the
+	// provider keeps for new sessions (MANGO_DOCKER_WARM_POOL, default 0:
+	// none; at most [MaxWarmPool]). See the package documentation.
+	WarmPool int
+
+	// warmLease and warmEvery override the pool's timing in tests.
+	warmLease, warmEvery time.Duration
 }
 
 // ConfigFromEnv reads the provider configuration from getenv (os.Getenv when
@@ -128,6 +140,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Labels = labels
 	}
+	if v := strings.TrimSpace(getenv(EnvWarmPool)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxWarmPool {
+			return Config{}, fmt.Errorf("%s=%q: want a number of containers from 0 (no pool) to %d", EnvWarmPool, v, MaxWarmPool)
+		}
+		cfg.WarmPool = n
+	}
 	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
 		return Config{}, err
 	}
@@ -153,7 +172,7 @@ func parseLabels(v string) (map[string]string, error) {
 		switch {
 		case !ok || k == "" || strings.TrimSpace(val) == "":
 			return nil, fmt.Errorf("want comma-separated key=value pairs, got %q", pair)
-		case k == LabelManaged || k == LabelKeyHash || k == LabelCreatedAt || k == LabelInstallation:
+		case k == LabelManaged || k == LabelKeyHash || k == LabelCreatedAt || k == LabelInstallation || k == LabelWarm:
 			return nil, fmt.Errorf("label %q is set by the provider", k)
 		}
 		out[k] = strings.TrimSpace(val)
@@ -181,5 +200,8 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if c.WarmPool < 0 || c.WarmPool > MaxWarmPool {
+		return fmt.Errorf("warm pool of %d containers: want 0 to %d", c.WarmPool, MaxWarmPool)
+	}
 	return errors.Join(checkNetwork(c.Network), sandbox.ValidateInstallation(c.Installation))
 }

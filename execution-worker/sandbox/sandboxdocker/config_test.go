@@ -48,6 +48,10 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "bad labels", env: map[string]string{"MANGO_DOCKER_LABELS": "install"}, wantErr: "MANGO_DOCKER_LABELS"},
 		{name: "reserved label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.managed=false"}, wantErr: "set by the provider"},
 		{name: "installation label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.installation=other"}, wantErr: "set by the provider"},
+		{name: "warm pool", env: map[string]string{"MANGO_DOCKER_WARM_POOL": "4"}, want: sandboxdocker.Config{WarmPool: 4}},
+		{name: "bad warm pool", env: map[string]string{"MANGO_DOCKER_WARM_POOL": "-1"}, wantErr: "MANGO_DOCKER_WARM_POOL"},
+		{name: "huge warm pool", env: map[string]string{"MANGO_DOCKER_WARM_POOL": "65"}, wantErr: "MANGO_DOCKER_WARM_POOL"},
+		{name: "reserved warm label", env: map[string]string{"MANGO_DOCKER_LABELS": "mango.warm=x"}, wantErr: "set by the provider"},
 		{name: "bad timeout", env: map[string]string{"MANGO_SANDBOX_EXEC_TIMEOUT": "2"}, wantErr: "MANGO_SANDBOX_EXEC_TIMEOUT"},
 		{name: "zero output", env: map[string]string{"MANGO_SANDBOX_MAX_OUTPUT": "0"}, wantErr: "MANGO_SANDBOX_MAX_OUTPUT"},
 	}

@@ -60,6 +60,36 @@
 //
 // When the image is absent, Create pulls it through the Engine API with
 // credentials from the Docker config (see [ResolveAuth]).
+//
+// # Warm pool
+//
+// With [Config.WarmPool] (MANGO_DOCKER_WARM_POOL) above 0, the provider
+// keeps that many ready containers of the default image, made as Create
+// makes a session's (same options; labelled [LabelWarm] with a hash of
+// them instead of a session's key hash), named mango-warm-<random>,
+// started and then paused. Create for a session with the default image
+// and no environment variables adopts one instead of creating a
+// container: it unpauses it (the claim: of concurrent unpauses of one
+// container, from any worker, exactly one succeeds) and renames it to the
+// session's container name (the adoption: the daemon refuses a name that
+// exists, so concurrent Creates for one key end with one container).
+// Labels cannot change after creation, so an adopted container is owned
+// by the session its name is made from: [Provider.Attach], Create and
+// [Provider.List] judge it by its name. A background loop refills the
+// pool after every adoption and every 30 seconds; Close stops it. The
+// pool is the daemon's, not the worker's: every worker reaching the
+// daemon with the same settings adopts from, refills and trims the same
+// containers, so they should agree on MANGO_DOCKER_WARM_POOL (the
+// smallest wins, and warm containers made with other settings, for
+// example during a rolling upgrade, are removed).
+//
+// List reports containers not yet adopted as spares ([sandbox.Owned]),
+// which the reconciler leaves to [Provider.TrimSpares]: it removes ready
+// containers beyond the pool's size or made with other settings
+// (claiming each first, so one being adopted is never removed), and
+// those a worker that died left claimed but not renamed, or created but
+// not paused, once seen so for a minute. A worker dying after the rename
+// leaves the session's container, which the next Create finds by name.
 package sandboxdocker
 
 import (
@@ -124,8 +154,9 @@ var Factory = sandbox.Factory{
 
 // Provider is the Docker sandbox provider. It is safe for concurrent use.
 type Provider struct {
-	cli *client.Client
-	cfg Config
+	cli  *client.Client
+	cfg  Config
+	pool *warmPool
 }
 
 // New connects to the Docker daemon (configured by the DOCKER_* environment
@@ -143,7 +174,10 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		_ = cli.Close()
 		return nil, fmt.Errorf("connect to docker daemon at %s: %w", cli.DaemonHost(), err)
 	}
-	return &Provider{cli: cli, cfg: cfg}, nil
+	p := &Provider{cli: cli, cfg: cfg}
+	p.pool = newWarmPool(p)
+	p.pool.start()
+	return p, nil
 }
 
 // Name returns "docker".
@@ -171,8 +205,12 @@ func (p *Provider) Locality(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// Close releases the client's idle connections. Sandboxes keep running.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close stops the warm pool's refills and releases the client's idle
+// connections. Sandboxes, and warm containers, keep running.
+func (p *Provider) Close() error {
+	p.pool.close()
+	return p.cli.Close()
+}
 
 // Capabilities reports package installation when containers have a
 // network (MANGO_DOCKER_NETWORK=bridge); egress allow-lists and
@@ -195,6 +233,9 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 	image := cmp.Or(spec.Image, p.cfg.Image)
 	hash := sandbox.KeyHash(sessionKey)
 	name := ContainerName(sessionKey)
+	if sb, ref, ok, err := p.adopt(ctx, name, image, spec.Env); ok || err != nil {
+		return sb, ref, err
+	}
 	opts := p.createOptions(name, hash, image, spec.Env)
 
 	id, err := p.createOrFind(ctx, name, hash, image, opts)
@@ -232,7 +273,7 @@ func (p *Provider) createOrFind(ctx context.Context, name, hash, image string, o
 		// container can be inspected), or being removed.
 		insp, ierr := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 		if ierr == nil {
-			if err := p.checkOwner(insp.Container.Config, hash); err != nil {
+			if err := p.checkOwner(ownerView(insp.Container), hash); err != nil {
 				return "", fmt.Errorf("container %s exists without this session's labels: %w", name, err)
 			}
 			return insp.Container.ID, nil
@@ -317,7 +358,7 @@ func (p *Provider) Attach(ctx context.Context, sessionKey string, ref sandbox.Re
 		// not the persisted container.
 		return nil, fmt.Errorf("attach sandbox %s: %w", shortID(ref.ID), sandbox.ErrNotFound)
 	}
-	if err := p.checkOwner(insp.Container.Config, sandbox.KeyHash(sessionKey)); err != nil {
+	if err := p.checkOwner(ownerView(insp.Container), sandbox.KeyHash(sessionKey)); err != nil {
 		return nil, fmt.Errorf("attach sandbox %s: %w", shortID(ref.ID), err)
 	}
 	if err := p.startIfStopped(ctx, insp.Container); err != nil {
@@ -402,7 +443,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Owned, error) {
 		} else if c.Created > 0 {
 			o.CreatedAt = time.Unix(c.Created, 0).UTC()
 		}
-		out = append(out, o)
+		out = append(out, warmOwned(c, o))
 	}
 	slices.SortFunc(out, func(a, b sandbox.Owned) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
 	return out, nil

@@ -363,12 +363,20 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 			return a.Resources.Materialize(ctx, sid, sb) // a server that predates turn_context
 		}
 	}
+	// Provisioning starts now, overlapping the first model call; the first
+	// tool call waits only for what is left of it.
+	stopEarly := func() {}
+	if toolCfg.NeedsSandbox() {
+		stopEarly = once.Start(turnCtx, acquire, materialize)
+		defer stopEarly()
+	}
 	// File sources of content blocks are read on behalf of this session.
 	result, runErr := core.Run(modelfiles.WithSession(turnCtx, sid), &agentruntime.Run{
 		TurnKey: turnKey, SessionID: sid, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
 		Anchor: anchor, Snapshot: snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
 	})
+	stopEarly()
 	// From here on the turn's ending must be recorded even if the activity
 	// was cancelled (an interrupt): use a context that outlives it.
 	done := context.WithoutCancel(ctx)

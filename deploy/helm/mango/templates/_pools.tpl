@@ -156,6 +156,9 @@ DOCKER_HOST: {{ . | quote }}
 {{- if $docker.configSecret }}
 DOCKER_CONFIG: "/etc/mango/docker"
 {{- end }}
+{{- with $docker.warmPool }}
+MANGO_DOCKER_WARM_POOL: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if eq $p.provider "k8s" }}
 {{- $k8s := $p.k8s }}
