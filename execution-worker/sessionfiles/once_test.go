@@ -25,7 +25,7 @@ type counted struct {
 
 func newCounted(t *testing.T) *counted {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "once-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ type gatedProvider struct {
 
 func newGatedProvider(t *testing.T) *gatedProvider {
 	t.Helper()
-	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir()})
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "prefetch-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -354,6 +354,9 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	}
 	var once sessionfiles.Once
 	acquire := func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
+	if slices.Contains(toolCfg.BuiltinNames(), tools.Bash) {
+		acquire = withShell(acquire)
+	}
 	var materialize func(context.Context, sandbox.Sandbox) error
 	if a.Resources != nil {
 		materialize = func(ctx context.Context, sb sandbox.Sandbox) error {
@@ -719,4 +722,19 @@ func answerOf(ev *pb.Event) (answered string, r tools.Result, journal, ok bool, 
 	}
 	r, journal, ok, err = agentruntime.Answer(ev.GetType(), json.RawMessage(ev.GetBody()))
 	return answered, r, journal, ok, err
+}
+
+// withShell has acquire also start the sandbox's persistent shell, where it
+// keeps one, so that the first bash call does not wait for it (a
+// container's shell costs an exec): in the early acquisition, that happens
+// while the model is still answering. A shell that fails to start is
+// started, and its error reported, by the call.
+func withShell(acquire func(context.Context) (sandbox.Sandbox, error)) func(context.Context) (sandbox.Sandbox, error) {
+	return func(ctx context.Context) (sandbox.Sandbox, error) {
+		sb, err := acquire(ctx)
+		if sh, ok := sb.(sandbox.Shell); ok && err == nil {
+			_ = sh.StartShell(ctx)
+		}
+		return sb, err
+	}
 }

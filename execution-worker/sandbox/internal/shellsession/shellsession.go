@@ -249,13 +249,14 @@ func (s *Session) ensure(ctx context.Context) (string, error) {
 }
 
 // Start starts the shell now unless one runs, so that the first call does
-// not wait for it (a container's shell costs an exec to start).
+// not wait for it (a container's shell costs an exec to start). It never
+// waits for a call: while one runs, so does the shell.
 func (s *Session) Start(ctx context.Context) error {
 	select {
 	case s.turn <- struct{}{}:
 		defer func() { <-s.turn }()
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		return nil
 	}
 	defer s.armIdle()
 	s.mu.Lock()
