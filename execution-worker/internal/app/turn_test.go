@@ -171,7 +171,13 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 		}
 	}
 	// The next turn runs in the same sandbox: the file is still there.
+	// The idle event is visible before the api-server counts the call
+	// that committed it: wait for the count.
 	before := controlPlaneCalls(t, srv)
+	for deadline := time.Now().Add(10 * time.Second); before["CompleteTurn"] < 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		before = controlPlaneCalls(t, srv)
+	}
 	sendMessage(t, srv, session, `#tool bash {"command":"cat f.txt"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	// A one-bash-round turn makes 7 ControlPlane calls: the run, the span

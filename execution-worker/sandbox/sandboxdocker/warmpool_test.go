@@ -319,7 +319,7 @@ func TestReconcilerTrimsWarmPool(t *testing.T) {
 	_ = other.Close()
 	before := ready(warmContainers(t, cli), p.WarmKey())
 
-	r := &sandbox.Reconciler{Provider: p, TaskQueue: "mango.docker.h1",
+	r := &sandbox.Reconciler{Provider: p, TaskQueue: "mango.docker.h1", Installation: testInstallation,
 		Bindings: bindingList{{SessionID: boundKey, Provider: sandboxdocker.Name, ExternalID: bound.ID, TaskQueue: "mango.docker.h1"}}}
 	res, err := r.RunOnce(t.Context())
 	if err != nil {
