@@ -1,15 +1,19 @@
 package app_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 )
 
@@ -25,6 +29,24 @@ import (
 // there.
 func TestInstallationsShareOneRoot(t *testing.T) {
 	t.Parallel()
+	testInstallationsShare(t, "local")
+}
+
+// TestInstallationsShareOneDaemon is TestInstallationsShareOneRoot on the
+// docker provider with the default configuration (no MANGO_DOCKER_LABELS):
+// two installations' workers on one Docker daemon, reconciling every
+// 100ms with a 1ms grace. Before installation ids, either reconciler
+// destroyed the other's containers within one pass.
+func TestInstallationsShareOneDaemon(t *testing.T) {
+	t.Parallel()
+	cli := dockertest.Client(t) // skips without a daemon, or fails with MANGO_REQUIRE_SERVICES=1
+	if err := dockertest.EnsureImage(t.Context(), cli, dockertest.Image, false); err != nil {
+		t.Fatal(err)
+	}
+	testInstallationsShare(t, "docker")
+}
+
+func testInstallationsShare(t *testing.T, provider string) {
 	type stack struct {
 		name, session, installation string
 		srv                         *cptest.Server
@@ -36,17 +58,25 @@ func TestInstallationsShareOneRoot(t *testing.T) {
 		if len(stacks) > 0 {
 			env["MANGO_LOCAL_SANDBOX_ROOT"] = stacks[0].env["MANGO_LOCAL_SANDBOX_ROOT"]
 		}
+		env["MANGO_SANDBOX"] = provider
 		env["MANGO_RECONCILE_INTERVAL"] = "100ms"
 		env["MANGO_RECONCILE_GRACE"] = "1ms"
-		stacks = append(stacks, &stack{name: name, srv: srv, env: env, installation: serverInstallation(t, srv)})
+		s := &stack{name: name, srv: srv, env: env, installation: serverInstallation(t, srv)}
+		stacks = append(stacks, s)
+		if provider == "docker" {
+			t.Cleanup(func() { removeInstallationContainers(t, s.installation) })
+		}
 	}
 	root := stacks[0].env["MANGO_LOCAL_SANDBOX_ROOT"]
-	legacy := plantWorkspace(t, root, "legacy-version", "sesn_before_installation_ids")
-	stripMarkerInstallation(t, legacy)
+	var legacy sandbox.Ref
+	if provider == "local" {
+		legacy = plantWorkspace(t, root, "legacy-version", "sesn_before_installation_ids")
+		stripMarkerInstallation(t, legacy)
+	}
 
 	for _, s := range stacks {
 		runWorker(t, s.env)
-		s.session = s.srv.NewSession(t, "local")
+		s.session = s.srv.NewSession(t, provider)
 		sendMessage(t, s.srv, s.session, `#tool bash {"command":"echo `+s.name+` > owner.txt"}`)
 	}
 	for _, s := range stacks {
@@ -54,18 +84,18 @@ func TestInstallationsShareOneRoot(t *testing.T) {
 	}
 
 	for round := range 2 {
-		orphans := map[*stack]sandbox.Ref{}
 		for _, s := range stacks {
-			orphans[s] = plantWorkspace(t, root, s.installation, "sesn_orphan_"+s.name+"_"+string(rune('0'+round)))
-		}
-		for s, ref := range orphans {
-			deadline := time.Now().Add(30 * time.Second)
-			for _, err := os.Stat(ref.ID); !errors.Is(err, fs.ErrNotExist); _, err = os.Stat(ref.ID) {
-				if time.Now().After(deadline) {
-					t.Fatalf("round %d: installation %s's orphan %s still exists after 30s (err %v): its reconciler does not run", round, s.name, ref.ID, err)
-				}
-				time.Sleep(20 * time.Millisecond)
+			key := "sesn_orphan_" + s.name + "_" + string(rune('0'+round))
+			if provider == "docker" {
+				plantContainer(t, s.installation, key)
+				waitGone(t, round, s.name, key, func() bool { return !containerExists(t, sandboxdocker.ContainerName(key)) })
+				continue
 			}
+			ref := plantWorkspace(t, root, s.installation, key)
+			waitGone(t, round, s.name, ref.ID, func() bool {
+				_, err := os.Stat(ref.ID)
+				return errors.Is(err, fs.ErrNotExist)
+			})
 		}
 	}
 
@@ -82,8 +112,63 @@ func TestInstallationsShareOneRoot(t *testing.T) {
 			t.Errorf("installation %s: %d session errors, want none", s.name, n)
 		}
 	}
-	if _, err := os.Stat(legacy.ID); err != nil {
-		t.Errorf("the legacy workspace after the passes: %v, want it left alone", err)
+	if legacy.ID != "" {
+		if _, err := os.Stat(legacy.ID); err != nil {
+			t.Errorf("the legacy workspace after the passes: %v, want it left alone", err)
+		}
+	}
+}
+
+// waitGone waits until an installation's reconciler has removed its
+// planted orphan.
+func waitGone(t *testing.T, round int, installation, what string, gone func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !gone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d: installation %s's orphan %s still exists after 30s: its reconciler does not run", round, installation, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// plantContainer creates the container of sessionKey as a docker provider
+// of installation would, with no binding referencing it.
+func plantContainer(t *testing.T, installation, sessionKey string) {
+	t.Helper()
+	p, err := sandboxdocker.New(t.Context(), sandboxdocker.Config{Installation: installation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close() }()
+	if _, _, err := p.Create(t.Context(), sessionKey, sandbox.Spec{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func containerExists(t *testing.T, name string) bool {
+	t.Helper()
+	return exec.Command("docker", "container", "inspect", name).Run() == nil
+}
+
+// removeInstallationContainers removes every container of installation
+// (the test's own: its database, hence its id, is new).
+func removeInstallationContainers(t *testing.T, installation string) {
+	p, err := sandboxdocker.New(context.Background(), sandboxdocker.Config{Installation: installation})
+	if err != nil {
+		t.Errorf("clean up the containers of installation %s: %v", installation, err)
+		return
+	}
+	defer func() { _ = p.Close() }()
+	owned, err := p.List(context.Background())
+	if err != nil {
+		t.Errorf("clean up the containers of installation %s: %v", installation, err)
+		return
+	}
+	for _, o := range owned {
+		if o.Installation == installation {
+			_ = p.DestroyRef(context.Background(), o.Ref)
+		}
 	}
 }
 
