@@ -92,7 +92,12 @@ func runTurns(c *client, cfg turnsConfig) error {
 			}
 		})
 		if len(first) > 0 && len(later) > 0 {
-			fmt.Printf("first turn of a new session - later turn (p50): %+v\n", (quantile(first, 0.5) - quantile(later, 0.5)).Round(time.Millisecond))
+			d := (quantile(first, 0.5) - quantile(later, 0.5)).Round(time.Millisecond)
+			sign := "+"
+			if d < 0 {
+				sign = ""
+			}
+			fmt.Printf("first turn of a new session - later turn (p50): %s%v\n", sign, d)
 		}
 	}
 	for _, level := range cfg.levels {
@@ -117,7 +122,37 @@ func runTurns(c *client, cfg turnsConfig) error {
 		n := b.model.counts()
 		fmt.Printf("scripted Messages API: %d requests, %d tool_use answers, %d tool results with is_error, %d refused requests\n",
 			n.calls, n.toolUses, n.toolErrors, n.bad)
+		// Sandboxes of a real provider outlive the run (containers on the
+		// daemon); deleting the sessions has the workers tear them down.
+		if err := b.deleteSessions(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// deleteSessions deletes the sessions the run created; the workers tear
+// their sandboxes down afterwards.
+func (b *turnBench) deleteSessions() error {
+	b.mu.Lock()
+	ids := b.created
+	b.created = nil
+	b.mu.Unlock()
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[i] = b.c.do(http.MethodDelete, "/v1/sessions/"+id, nil)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("deleting the bench's sessions: %w", err)
+	}
+	fmt.Printf("deleted the %d sessions of the run (the workers destroy their sandboxes)\n", len(ids))
 	return nil
 }
 
@@ -173,6 +208,9 @@ type turnBench struct {
 	age        int            // unmeasured turns per session
 	message    string         // the events body that starts one turn
 	model      *scriptedModel // the sandbox level's Messages API, else nil
+
+	mu      sync.Mutex
+	created []string // ids of the sessions created
 }
 
 // benchSession is a session with its stream's idle signals.
@@ -223,6 +261,9 @@ func (b *turnBench) sessions(ctx context.Context, n, age int) ([]*benchSession, 
 			if errs[i] = json.Unmarshal(raw, &s); errs[i] != nil {
 				return
 			}
+			b.mu.Lock()
+			b.created = append(b.created, s.ID)
+			b.mu.Unlock()
 			idle, err := b.c.idleEvents(ctx, s.ID)
 			if err != nil {
 				errs[i] = err
