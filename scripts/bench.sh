@@ -20,7 +20,7 @@
 # the CPU each process (Temporal, api-server, worker, PostgreSQL) spent per
 # turn over the turns run.
 #
-# Last, the sandbox level: the same client against each provider of
+# Last, the sandbox level: the worker's real model client, the same on each provider of
 # BENCH_SANDBOXES (default "local docker" with a Docker daemon, else
 # "local"). The dev workers are restarted with the real model client
 # (MANGO_MODEL=anthropic, MANGO_MODEL_BASE_URL=http://BENCH_MODEL_ADDR,
@@ -31,8 +31,10 @@
 # one-tool turns on one session (BENCH_SANDBOX_TURNS, default 100), the
 # first turn of 10 new sessions, and BENCH_SANDBOX_SESSIONS (default 8,32)
 # concurrent sessions for BENCH_TURN_DURATION each, with the load average
-# before each. Afterwards the workers are restarted as dev-up starts them
-# (fake model), or the stack is stopped if this script started it.
+# before each; then it deletes its sessions and waits until the workers
+# have destroyed their sandboxes. Afterwards the workers are restarted as
+# dev-up starts them (fake model), or the stack is stopped if this script
+# started it.
 # BENCH_SANDBOX_ONLY=1 runs only this level, BENCH_SANDBOXES="" skips it.
 #
 # Measure on a wiped dev stack (make dev-down; rm -rf .mango/dev; make
@@ -92,6 +94,9 @@ sandbox_level() {
 	fi
 	[[ -n $providers ]] || return 0
 	addr="${BENCH_MODEL_ADDR:-127.0.0.1:18090}"
+	# The bench waits, through the dev database, until the workers have
+	# destroyed the sandboxes of the sessions it deletes at the end.
+	eval "$("${REPO_ROOT}/scripts/stack.sh" env dev)"
 	log "sandbox level (${providers}): restarting the dev workers with the real model client against http://${addr}"
 	real_model=1
 	restart_workers MANGO_MODEL=anthropic MANGO_MODEL_BASE_URL="http://${addr}" MANGO_MODEL_API_KEY=mango-bench \

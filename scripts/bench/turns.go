@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const bashTurn = `{"events":[{"type":"user.message","content":[{"type":"text","text":"#tool bash {\"command\":\"true\"}"}]}]}`
@@ -152,8 +154,45 @@ func (b *turnBench) deleteSessions() error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("deleting the bench's sessions: %w", err)
 	}
-	fmt.Printf("deleted the %d sessions of the run (the workers destroy their sandboxes)\n", len(ids))
+	url := os.Getenv("MANGO_DATABASE_URL")
+	if url == "" {
+		fmt.Printf("deleted the %d sessions of the run; the workers destroy their sandboxes (set MANGO_DATABASE_URL to wait for it)\n", len(ids))
+		return nil
+	}
+	start := time.Now()
+	if err := awaitDeleted(url, ids, 3*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("deleted the %d sessions of the run; the workers destroyed their sandboxes in %v\n", len(ids), time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// awaitDeleted polls the database at url until none of the sessions ids
+// has a row: a worker deletes a deleted session's row once it has torn
+// its sandbox down (so that stopping the workers then leaves nothing
+// behind on the provider).
+func awaitDeleted(url string, ids []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("waiting for the workers to destroy the sandboxes: %w", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE id = ANY($1)", ids).Scan(&left); err != nil {
+			return fmt.Errorf("waiting for the workers to destroy the sandboxes of %d deleted sessions: %w", len(ids), err)
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d deleted sessions still have their rows after %v: the workers have not destroyed their sandboxes (see the worker logs)", left, len(ids), timeout)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // measure runs one row of the table: run calls record for each turn
