@@ -18,9 +18,29 @@
 # BENCH_WORKER_METRICS (the worker's /metrics URL) it also counts the
 # interrupts the worker's push applied. After the turns table it prints
 # the CPU each process (Temporal, api-server, worker, PostgreSQL) spent per
-# turn over the turns run. Measure on
-# a wiped dev stack (make dev-down; rm -rf .mango/dev; make dev-up): work
-# queued by earlier runs resumes on start and distorts the figures.
+# turn over the turns run.
+#
+# Last, the sandbox level: the worker's real model client, the same on each provider of
+# BENCH_SANDBOXES (default "local docker" with a Docker daemon, else
+# "local"). The dev workers are restarted with the real model client
+# (MANGO_MODEL=anthropic, MANGO_MODEL_BASE_URL=http://BENCH_MODEL_ADDR,
+# default 127.0.0.1:18090, MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX=1 for local),
+# and mango-bench -mode turns -sandbox <provider> serves a scripted Messages
+# API there: each turn's first model call answers one bash tool_use (echo
+# $RANDOM), the call with its result ends the turn. Per provider it prints
+# one-tool turns on one session (BENCH_SANDBOX_TURNS, default 100), the
+# first turn of 10 new sessions, and BENCH_SANDBOX_SESSIONS (default 8,32)
+# concurrent sessions for BENCH_TURN_DURATION each, with the load average
+# before each; then it deletes its sessions and waits until the workers
+# have destroyed their sandboxes. Afterwards the workers are restarted as
+# dev-up starts them (fake model), or the stack is stopped if this script
+# started it.
+# BENCH_SANDBOX_ONLY=1 runs only this level, BENCH_SANDBOXES="" skips it.
+#
+# Measure on a wiped dev stack (make dev-down; rm -rf .mango/dev; make
+# dev-up; or for the sandbox level alone: make dev-down; rm -rf .mango/dev;
+# BENCH_SANDBOX_ONLY=1 make bench): work queued by earlier runs resumes on
+# start and distorts the figures.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -35,7 +55,23 @@ if ! curl -fsS -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null; then
 	make dev-up >/dev/null
 	started=1
 fi
-cleanup() { if [[ $started == 1 ]]; then make dev-down >/dev/null || true; fi; }
+# restart_workers [VAR=value...]: stop the dev workers and start them again
+# (dev-up, same binaries) with these variables.
+restart_workers() {
+	stop_pidfile execution-worker-docker "${REPO_ROOT}/.mango/dev/execution-worker-docker.pid" 20
+	stop_pidfile execution-worker "${REPO_ROOT}/.mango/dev/execution-worker.pid" 20
+	env -u MANGO_MODEL -u MANGO_MODEL_BASE_URL -u MANGO_MODEL_API_KEY -u MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX \
+		MANGO_DEV_SKIP_BUILD=1 "$@" scripts/dev.sh up >/dev/null
+}
+real_model=0
+cleanup() {
+	if [[ $started == 1 ]]; then
+		make dev-down >/dev/null || true
+	elif [[ $real_model == 1 ]]; then
+		log "restarting the dev workers with the fake model"
+		restart_workers || true
+	fi
+}
 trap cleanup EXIT
 
 set -a
@@ -43,6 +79,39 @@ set -a
 . ./.dev.env
 set +a
 go build -o .mango/mango-bench ./scripts/bench
+
+# sandbox_level: the real model client against a scripted Messages API, per
+# provider of BENCH_SANDBOXES (see the header).
+sandbox_level() {
+	local providers addr p
+	if [[ -n ${BENCH_SANDBOXES+set} ]]; then
+		providers="$BENCH_SANDBOXES"
+	elif command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; then
+		providers="local docker"
+	else
+		providers="local"
+		log "no Docker daemon: the sandbox level runs on local only"
+	fi
+	[[ -n $providers ]] || return 0
+	addr="${BENCH_MODEL_ADDR:-127.0.0.1:18090}"
+	# The bench waits, through the dev database, until the workers have
+	# destroyed the sandboxes of the sessions it deletes at the end.
+	eval "$("${REPO_ROOT}/scripts/stack.sh" env dev)"
+	log "sandbox level (${providers}): restarting the dev workers with the real model client against http://${addr}"
+	real_model=1
+	restart_workers MANGO_MODEL=anthropic MANGO_MODEL_BASE_URL="http://${addr}" MANGO_MODEL_API_KEY=mango-bench \
+		MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX=1
+	for p in $providers; do
+		echo "load average before ${p}: $(cut -d' ' -f1-3 /proc/loadavg)"
+		.mango/mango-bench -mode turns -sandbox "$p" -model-listen "$addr" -turns "${BENCH_SANDBOX_TURNS:-100}" \
+			-sessions "${BENCH_SANDBOX_SESSIONS:-8,32}" -duration "${BENCH_TURN_DURATION:-20s}"
+	done
+}
+if [[ ${BENCH_SANDBOX_ONLY:-} == 1 ]]; then
+	sandbox_level
+	exit 0
+fi
+
 .mango/mango-bench -rate "${BENCH_RATE:-50}" -duration "${BENCH_DURATION:-20s}"
 # CPU per turn, per process: utime+stime (with reaped children: the
 # worker's tool commands, PostgreSQL's exited backends) over the turns run,
@@ -81,3 +150,4 @@ fi
 eval "$("${REPO_ROOT}/scripts/stack.sh" env dev)"
 .mango/mango-bench -mode fanout -fanout-streams "${BENCH_FANOUT_STREAMS:-1000,100}"
 .mango/mango-bench -mode interrupts -interrupts "${BENCH_INTERRUPTS:-20}" -worker-metrics "${BENCH_WORKER_METRICS:-}"
+sandbox_level

@@ -6,6 +6,7 @@
 //	mango-bench -mode events -senders 16          # event append throughput
 //	mango-bench -mode fanout -fanout-streams 100,1000  # commit->SSE latency with many streams on one session, RSS per idle stream
 //	mango-bench -mode turns -turns 100 -sessions 8,32,64  # one-bash-round turns: one session, then 8, 32, 64 concurrent
+//	mango-bench -mode turns -sandbox docker -sessions 8,32  # the same with the worker's real model client against a scripted Messages API
 //	mango-bench -mode interrupts -interrupts 20   # user.interrupt -> idle while streaming, in a tool, on an MCP call
 //
 // It reads MANGO_BASE_URL and MANGO_API_KEY and prints p50/p90/p99/max per
@@ -50,6 +51,10 @@ func run() error {
 	msgRate := flag.Float64("message-rate", 20, "fanout mode: user messages per second")
 	levels := flag.String("sessions", "8,32,64", "turns mode: comma-separated numbers of concurrent sessions, each run for -duration")
 	age := flag.Int("age", 3, "turns mode: unmeasured turns each session runs first (long sessions: a turn's cost grows with its transcript)")
+	sandbox := flag.String("sandbox", "", "turns mode: run the sessions on this sandbox provider (local, docker, ...: the environment's mango.sandbox) "+
+		"with the worker's real model client (MANGO_MODEL=anthropic) against the scripted Messages API the bench serves on -model-listen; unset: the fake model")
+	modelListen := flag.String("model-listen", "127.0.0.1:18090", "turns mode with -sandbox: address of the scripted Messages API (the workers' MANGO_MODEL_BASE_URL is http://<this>)")
+	newSessions := flag.Int("new-sessions", 10, "turns mode with -sandbox: new sessions whose first turn is measured, one at a time")
 	flag.Parse()
 	base, key := os.Getenv("MANGO_BASE_URL"), os.Getenv("MANGO_API_KEY")
 	if base == "" || key == "" {
@@ -76,7 +81,11 @@ func run() error {
 		if *age < 1 {
 			return fmt.Errorf("-age: %d, want at least 1", *age)
 		}
-		return runTurns(c, *turns, ls, *duration, *age)
+		if *turns < 1 || *newSessions < 1 {
+			return fmt.Errorf("-turns %d, -new-sessions %d: want at least 1 each", *turns, *newSessions)
+		}
+		return runTurns(c, turnsConfig{turns: *turns, levels: ls, duration: *duration, age: *age,
+			sandbox: *sandbox, modelListen: *modelListen, newSessions: *newSessions})
 	case "interrupts":
 		if *interrupts < 1 {
 			return fmt.Errorf("-interrupts: %d, want at least 1", *interrupts)
