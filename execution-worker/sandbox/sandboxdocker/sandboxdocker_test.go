@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -510,5 +512,27 @@ func BenchmarkExecPaths(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPutTreeOfDirectories: a tree of directories only (the session
+// directories) is made without an archive, with the archive's modes.
+func TestPutTreeOfDirectories(t *testing.T) {
+	daemon(t)
+	sb, _ := create(t, newProvider(t, sandboxdocker.Config{}), newKey(t))
+	tree := fstest.MapFS{
+		"uploads":   &fstest.MapFile{Mode: fs.ModeDir | 0o755},
+		"outputs/a": &fstest.MapFile{Mode: fs.ModeDir | 0o755},
+	}
+	if err := sb.(sandbox.TreePutter).PutTree(t.Context(), "/mnt/session/new", tree); err != nil {
+		t.Fatalf("PutTree: %v", err)
+	}
+	got := mustExec(t, sb, "cd /mnt/session/new && stat -c '%n %a %F' uploads outputs outputs/a")
+	want := "uploads 755 directory\noutputs 755 directory\noutputs/a 755 directory\n"
+	if got != want {
+		t.Errorf("made:\n%s\nwant:\n%s", got, want)
+	}
+	if err := sb.(sandbox.TreePutter).PutTree(t.Context(), "/etc/x", tree); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("PutTree outside the session paths = %v, want ErrPathEscape", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,14 +61,55 @@ type shells struct {
 	mu         sync.Mutex
 	idle       []*shellsession.Session // isolated shells ready for Exec
 	closed     bool
+	// held marks the shells of a warm container, started before it was
+	// paused: they are not idle until a session adopts it (release).
+	held bool
 }
 
 // persistentShell returns the bash tool's shell.
 func (s *containerSandbox) persistentShell() *shellsession.Session {
 	s.sh.once.Do(func() {
-		s.sh.persistent = shellsession.New(s.startShell, shellsession.Options{Root: Root, IdleTimeout: sandbox.ShellIdleTimeout})
+		s.sh.persistent = shellsession.New(s.startShell, shellsession.Options{Root: Root, IdleTimeout: s.idleTimeout(sandbox.ShellIdleTimeout)})
 	})
 	return s.sh.persistent
+}
+
+// idleTimeout is d, or 0 (no idle end) while the shells are held.
+func (s *containerSandbox) idleTimeout(d time.Duration) time.Duration {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	if s.sh.held {
+		return 0
+	}
+	return d
+}
+
+// idleTimeoutLocked is idleTimeout for a caller holding s.sh.mu.
+func (s *containerSandbox) idleTimeoutLocked(d time.Duration) time.Duration {
+	if s.sh.held {
+		return 0
+	}
+	return d
+}
+
+// hold marks the shells as those of a warm container (see shells.held).
+func (s *containerSandbox) hold() {
+	s.sh.mu.Lock()
+	s.sh.held = true
+	s.sh.mu.Unlock()
+}
+
+// release hands held shells to their session: from now on they end when
+// idle.
+func (s *containerSandbox) release() {
+	s.sh.mu.Lock()
+	s.sh.held = false
+	idle := slices.Clone(s.sh.idle)
+	s.sh.mu.Unlock()
+	for _, sh := range idle {
+		sh.SetIdleTimeout(isolatedIdleTimeout)
+	}
+	s.persistentShell().SetIdleTimeout(sandbox.ShellIdleTimeout)
 }
 
 // takeIsolated returns an idle isolated shell, or a new one.
@@ -79,7 +121,7 @@ func (s *containerSandbox) takeIsolated() *shellsession.Session {
 		s.sh.idle = s.sh.idle[:n-1]
 		return sh
 	}
-	return shellsession.New(s.startShell, shellsession.Options{Root: Root, Isolated: true, IdleTimeout: isolatedIdleTimeout})
+	return shellsession.New(s.startShell, shellsession.Options{Root: Root, Isolated: true, IdleTimeout: s.idleTimeoutLocked(isolatedIdleTimeout)})
 }
 
 // putIsolated returns sh to the pool, or closes it when the pool is full.
@@ -130,12 +172,28 @@ func (s *containerSandbox) RestartShell(ctx context.Context) error {
 	return s.persistentShell().Restart(ctx)
 }
 
-// StartShell starts the persistent shell early; see [sandbox.Shell].
+// StartShell starts the persistent shell early; see [sandbox.Shell]. An
+// isolated shell for the pool is started beside it, when the pool has
+// none: the session directories, the file tools and the outputs listing
+// of the first turn use it. The two execs run at once.
 func (s *containerSandbox) StartShell(ctx context.Context) error {
 	if err := s.checkUsable(); err != nil {
 		return err
 	}
-	if err := s.persistentShell().Start(ctx); err != nil {
+	var wg sync.WaitGroup
+	s.sh.mu.Lock()
+	pooled := len(s.sh.idle) > 0
+	s.sh.mu.Unlock()
+	if !pooled {
+		wg.Go(func() {
+			sh := s.takeIsolated()
+			_ = sh.Start(ctx) // a failure is the first command's to report
+			s.putIsolated(sh)
+		})
+	}
+	err := s.persistentShell().Start(ctx)
+	wg.Wait()
+	if err != nil {
 		return fmt.Errorf("start shell in sandbox %s: %w", shortID(s.ref.ID), s.mapErr(err))
 	}
 	return nil

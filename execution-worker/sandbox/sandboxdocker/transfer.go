@@ -373,6 +373,14 @@ func (s *containerSandbox) PutTree(ctx context.Context, dst string, src fs.FS) e
 	if r.exists && !r.stat.Mode.IsDir() {
 		return fmt.Errorf("put tree %s: not a directory", dst)
 	}
+	// A tree of directories only (the session directories) is made with
+	// mkdir in a pooled shell: an archive costs 130-200 ms.
+	if dirs, ok := directoriesOnly(src); ok {
+		if err := s.makeDirs(ctx, r.path, dirs); err != nil {
+			return fmt.Errorf("put tree %s: %w", dst, err)
+		}
+		return nil
+	}
 	// The archive is extracted in the deepest existing directory; base
 	// names dst below it ("" when dst exists).
 	into, base := r.path, ""
@@ -399,6 +407,43 @@ func (s *containerSandbox) PutTree(ctx context.Context, dst string, src fs.FS) e
 	})
 	if err != nil {
 		return fmt.Errorf("put tree %s: %w", dst, err)
+	}
+	return nil
+}
+
+// maxShellDirs bounds the directories PutTree makes with mkdir.
+const maxShellDirs = 64
+
+// directoriesOnly returns the directories of src when it holds nothing
+// else (and not too many), parents first.
+func directoriesOnly(src fs.FS) ([]string, bool) {
+	var dirs []string
+	errOther := errors.New("not only directories")
+	err := sandbox.WalkTree(src, func(e sandbox.TreeEntry) error {
+		if !e.Mode.IsDir() || len(dirs) == maxShellDirs {
+			return errOther
+		}
+		dirs = append(dirs, e.Name)
+		return nil
+	})
+	return dirs, err == nil
+}
+
+// makeDirs makes dst (resolved) and the directories dirs under it, mode
+// 0755 as the archive would.
+func (s *containerSandbox) makeDirs(ctx context.Context, dst string, dirs []string) error {
+	cmd := "mkdir -p -m 0755 -- " + shellexec.Quote(dst)
+	for _, d := range dirs {
+		cmd += " " + shellexec.Quote(path.Join(dst, d))
+	}
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: cmd})
+	switch {
+	case err != nil:
+		return s.fileErr(err)
+	case res.TimedOut:
+		return errors.New("mkdir timed out")
+	case res.ExitCode != 0:
+		return fmt.Errorf("mkdir exited with %d: %s", res.ExitCode, firstLine(res.Stderr))
 	}
 	return nil
 }

@@ -65,6 +65,11 @@ type warmPool struct {
 	mu    sync.Mutex
 	ready []warmRef            // candidates for adoption, as last seen (may be stale)
 	seen  map[string]time.Time // id -> when first seen neither ready nor adopted
+	// shells holds, by container id, the sandboxes of the warm containers
+	// this process made, with their shells started before the pause: an
+	// adoption in this process hands them to the session, whose first
+	// command then costs no exec.
+	shells map[string]*containerSandbox
 }
 
 // warmRef names a warm container.
@@ -101,6 +106,7 @@ func (w *warmPool) close() {
 		w.stop()
 		<-w.done
 	}
+	w.pruneShells(nil)
 }
 
 // refill asks the loop for a pass soon.
@@ -145,6 +151,7 @@ func (w *warmPool) fill(ctx context.Context) error {
 	w.mu.Lock()
 	w.ready = ready
 	w.mu.Unlock()
+	w.pruneShells(ready)
 	for n := len(ready); n < w.size; n++ {
 		c, err := w.make(ctx)
 		if err != nil {
@@ -181,10 +188,55 @@ func (w *warmPool) make(ctx context.Context) (c warmRef, err error) {
 	if _, err := w.p.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return c, fmt.Errorf("start warm container %s: %w", c.name, err)
 	}
+	sb := w.p.newSandbox(sandbox.Ref{Provider: Name, ID: id})
+	sb.hold()
+	if err := sb.StartShell(ctx); err != nil {
+		_ = sb.Close()
+		sb = nil // adopted without ready shells, as by another worker
+	}
 	if _, err := w.p.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+		if sb != nil {
+			_ = sb.Close()
+		}
 		return c, fmt.Errorf("pause warm container %s: %w", c.name, err)
 	}
+	if sb != nil {
+		w.mu.Lock()
+		if w.shells == nil {
+			w.shells = map[string]*containerSandbox{}
+		}
+		w.shells[id] = sb
+		w.mu.Unlock()
+	}
 	return c, nil
+}
+
+// takeShells returns (and forgets) the sandbox made with the warm
+// container id, or nil.
+func (w *warmPool) takeShells(id string) *containerSandbox {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sb := w.shells[id]
+	delete(w.shells, id)
+	return sb
+}
+
+// pruneShells ends the held shells of warm containers that are no longer
+// ready (adopted by another worker, trimmed, removed): none of this
+// process's sessions will use them. ready nil prunes all.
+func (w *warmPool) pruneShells(ready []warmRef) {
+	w.mu.Lock()
+	var gone []*containerSandbox
+	for id, sb := range w.shells {
+		if !slices.ContainsFunc(ready, func(c warmRef) bool { return c.id == id }) {
+			gone = append(gone, sb)
+			delete(w.shells, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, sb := range gone {
+		_ = sb.Close()
+	}
 }
 
 // list returns the warm containers of this provider's installation (its
@@ -266,6 +318,10 @@ func (p *Provider) adopt(ctx context.Context, name, image string, env map[string
 			return nil, sandbox.Ref{}, false, nil
 		}
 		ref := sandbox.Ref{Provider: Name, ID: c.id}
+		if sb := w.takeShells(c.id); sb != nil {
+			sb.release()
+			return sb, ref, true, nil
+		}
 		return p.newSandbox(ref), ref, true, nil
 	}
 }

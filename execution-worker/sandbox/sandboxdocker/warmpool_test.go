@@ -136,6 +136,18 @@ func TestWarmPoolAdoption(t *testing.T) {
 		if c.Name != "/"+sandboxdocker.ContainerName(key) {
 			t.Errorf("adopted container name %q, want %q", c.Name, "/"+sandboxdocker.ContainerName(key))
 		}
+		// Its shells were started before the pause, by the pool: the
+		// session's first command costs no exec.
+		top, err := cli.ContainerTop(t.Context(), ref.ID, client.ContainerTopOptions{Arguments: []string{"-o", "pid,args"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := shellProcesses(top.Processes); n < 2 {
+			t.Errorf("adopted container runs %d shells before its first command (%v), want the pool's persistent and pooled shells", n, top.Processes)
+		}
+		if res, err := sb.(sandbox.Shell).ShellExec(t.Context(), sandbox.ExecRequest{Command: "cd /tmp && echo $PWD"}); err != nil || string(res.Stdout) != "/tmp\n" || res.NewShell {
+			t.Errorf("first command in the adopted container's shell: %+v, %v", res, err)
+		}
 		if got := mustExec(t, sb, "echo adopted > f && cat f"); got != "adopted\n" {
 			t.Errorf("Exec in the adopted container: %q", got)
 		}
@@ -459,4 +471,15 @@ func TestConformanceWarmPool(t *testing.T) {
 			return warmProvider(t, 1, time.Minute, sandboxdocker.Config{Installation: installation})
 		},
 	})
+}
+
+// shellProcesses counts the shells of ContainerTop's rows (pid, args).
+func shellProcesses(rows [][]string) int {
+	n := 0
+	for _, r := range rows {
+		if len(r) > 1 && (r[1] == "/bin/sh" || strings.HasPrefix(r[1], "bash")) {
+			n++
+		}
+	}
+	return n
 }

@@ -303,16 +303,26 @@ func (s *Session) detach(sh *shell, r *run) bool {
 // armIdle (re)starts the idle timer after a call; a call starting later
 // holds the turn, so the timer never ends a shell in use.
 func (s *Session) armIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.opts.IdleTimeout <= 0 {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.idle == nil {
 		s.idle = time.AfterFunc(s.opts.IdleTimeout, s.endIdle)
 		return
 	}
 	s.idle.Reset(s.opts.IdleTimeout)
+}
+
+// SetIdleTimeout sets Options.IdleTimeout and starts counting from now:
+// for a shell started ahead of its use (in a warm container), which is
+// not idle until it is handed out.
+func (s *Session) SetIdleTimeout(d time.Duration) {
+	s.mu.Lock()
+	s.opts.IdleTimeout = d
+	s.mu.Unlock()
+	s.armIdle()
 }
 
 // endIdle ends the shell unless a call is running (which re-arms the
