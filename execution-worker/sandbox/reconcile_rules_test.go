@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 )
 
 // listedProvider lists whatever it holds, whichever installation it is
@@ -45,31 +46,6 @@ func (p *listedProvider) DestroyRef(_ context.Context, ref sandbox.Ref) error {
 	return nil
 }
 
-// memBindings is an in-memory BindingLister.
-type memBindings struct {
-	mu sync.Mutex
-	m  map[string]sandbox.Binding
-}
-
-func (b *memBindings) ListBindings(_ context.Context, provider string) ([]sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []sandbox.Binding
-	for _, v := range b.m {
-		if v.Provider == provider {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-func (b *memBindings) PutBinding(_ context.Context, v sandbox.Binding) (*sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m[v.SessionID] = v
-	return &v, nil
-}
-
 // TestReconcilerInstallationRules: a pass destroys only resources of its
 // own installation that nothing references; it adopts legacy resources
 // (no installation id) that a binding or intent references, reports the
@@ -100,16 +76,13 @@ func TestReconcilerInstallationRules(t *testing.T) {
 	binding := func(session, externalID string) sandbox.Binding {
 		return sandbox.Binding{SessionID: session, Provider: "listed", ExternalID: externalID, TaskQueue: "q"}
 	}
-	b := &memBindings{m: map[string]sandbox.Binding{}}
-	for _, v := range []sandbox.Binding{
+	b := sandboxtest.NewBindings(
 		binding("sesn_bound", "own-bound"),
 		binding("sesn_intent", ""),
 		binding("sesn_legacy_bound", "legacy-bound"),
 		binding("sesn_legacy_intent", ""),
 		binding("sesn_foreign_key", ""),
-	} {
-		b.m[v.SessionID] = v
-	}
+	)
 	r := &sandbox.Reconciler{Provider: p, Bindings: b, Installation: ours, TaskQueue: "q", Grace: time.Minute}
 
 	for pass := range 3 {
@@ -146,7 +119,7 @@ func TestReconcilerInstallationRules(t *testing.T) {
 		t.Errorf("DestroyRef called on %v, want only the two orphans of this installation", d)
 	}
 	for session, want := range map[string]string{"sesn_intent": "own-intent", "sesn_legacy_intent": "legacy-intent", "sesn_foreign_key": ""} {
-		if got := b.m[session].ExternalID; got != want {
+		if got := b.Binding(session).ExternalID; got != want {
 			t.Errorf("binding of %s names %q, want %q", session, got, want)
 		}
 	}
@@ -161,7 +134,7 @@ func TestReconcilerWithoutInstallation(t *testing.T) {
 		{Ref: sandbox.Ref{Provider: "listed", ID: "labelled"}, KeyHash: sandbox.KeyHash("a"), Installation: "inst-x", CreatedAt: old},
 		{Ref: sandbox.Ref{Provider: "listed", ID: "legacy"}, KeyHash: sandbox.KeyHash("b"), CreatedAt: old},
 	}}
-	r := &sandbox.Reconciler{Provider: p, Bindings: &memBindings{m: map[string]sandbox.Binding{}}}
+	r := &sandbox.Reconciler{Provider: p, Bindings: sandboxtest.NewBindings()}
 	got, err := r.RunOnce(context.Background())
 	if err != nil || len(got.Destroyed) != 0 || len(got.Unclaimed) != 1 || len(p.destroyed) != 0 {
 		t.Errorf("RunOnce = %+v, %v (destroyed %v); want nothing destroyed and the legacy resource reported", got, err, p.destroyed)

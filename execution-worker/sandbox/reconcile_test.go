@@ -2,13 +2,13 @@ package sandbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal/localtest"
 )
 
 // TestReconcilerLocal runs a reconciliation pass over the three cases a
@@ -125,7 +125,7 @@ func TestInstallationsShareLocalRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripInstallation(t, looseRef)
+	localtest.StripInstallation(t, looseRef)
 
 	const queue = "mango.local.shared"
 	sessions := map[*managerEnv][]string{}
@@ -184,27 +184,6 @@ func TestInstallationsShareLocalRoot(t *testing.T) {
 	}
 	if _, err := os.Stat(looseRef.ID); err != nil {
 		t.Errorf("the legacy workspace after the passes: %v, want it kept", err)
-	}
-}
-
-// stripInstallation rewrites the ownership marker of a local workspace
-// without its installation, as versions before installation ids wrote it.
-func stripInstallation(t *testing.T, ref sandbox.Ref) {
-	t.Helper()
-	data, err := os.ReadFile(ref.ID + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "installation")
-	if data, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ref.ID+".json", data, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 

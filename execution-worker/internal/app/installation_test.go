@@ -15,6 +15,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal/localtest"
 )
 
 // TestInstallationsShareOneRoot runs two installations as an operator
@@ -71,7 +72,7 @@ func testInstallationsShare(t *testing.T, provider string) {
 	var legacy sandbox.Ref
 	if provider == "local" {
 		legacy = plantWorkspace(t, root, "legacy-version", "sesn_before_installation_ids")
-		stripMarkerInstallation(t, legacy)
+		localtest.StripInstallation(t, legacy)
 	}
 
 	for _, s := range stacks {
@@ -185,21 +186,4 @@ func plantWorkspace(t *testing.T, root, installation, sessionKey string) sandbox
 		t.Fatal(err)
 	}
 	return ref
-}
-
-// stripMarkerInstallation rewrites a local workspace's ownership marker
-// as versions before installation ids wrote it.
-func stripMarkerInstallation(t *testing.T, ref sandbox.Ref) {
-	t.Helper()
-	data, err := os.ReadFile(ref.ID + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stripped := strings.Replace(string(data), `"installation":"legacy-version",`, "", 1)
-	if stripped == string(data) {
-		t.Fatalf("marker %s has no installation to strip: %s", ref.ID, data)
-	}
-	if err := os.WriteFile(ref.ID+".json", []byte(stripped), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -286,18 +286,26 @@ const (
 // cat. ok is false when the file grew past its size meanwhile (the caller
 // then reads it through the archive endpoint).
 func (s *containerSandbox) readInShell(ctx context.Context, real string, size int64) (data []byte, ok bool, err error) {
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: "exec cat -- " + shellexec.Quote(real), MaxOutput: int(size) + 1})
-	switch {
-	case err != nil:
-		return nil, false, s.fileErr(err)
-	case res.TimedOut:
-		return nil, false, errors.New("timed out")
-	case res.ExitCode != 0:
-		return nil, false, fmt.Errorf("cat exited with %d: %s", res.ExitCode, firstLine(res.Stderr))
-	case int64(len(res.Stdout)) > size:
-		return nil, false, nil
+	res, err := s.fileCommand(ctx, "cat", "exec cat -- "+shellexec.Quote(real), int(size)+1)
+	if err != nil || int64(len(res.Stdout)) > size {
+		return nil, false, err
 	}
 	return res.Stdout, true, nil
+}
+
+// fileCommand runs cmd, a file operation named what, in a pooled shell:
+// a timeout or a non-zero exit is an error naming what.
+func (s *containerSandbox) fileCommand(ctx context.Context, what, cmd string, maxOutput int) (*sandbox.ExecResult, error) {
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: cmd, MaxOutput: maxOutput})
+	switch {
+	case err != nil:
+		return nil, s.fileErr(err)
+	case res.TimedOut:
+		return nil, fmt.Errorf("%s timed out", what)
+	case res.ExitCode != 0:
+		return nil, fmt.Errorf("%s exited with %d: %s", what, res.ExitCode, firstLine(res.Stderr))
+	}
+	return res, nil
 }
 
 // writeInShell writes data (no NUL byte) to p with printf, creating
@@ -311,16 +319,8 @@ func (s *containerSandbox) writeInShell(ctx context.Context, p string, data []by
 	real := shellexec.Quote(r.path)
 	cmd := "mkdir -p -- " + shellexec.Quote(path.Dir(r.path)) + " && printf '%s' " + shellexec.Quote(string(data)) + " >" + real +
 		" && chmod " + fmt.Sprintf("%o", perm.Perm()) + " -- " + real
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: cmd})
-	switch {
-	case err != nil:
-		return s.fileErr(err)
-	case res.TimedOut:
-		return errors.New("timed out")
-	case res.ExitCode != 0:
-		return fmt.Errorf("exited with %d: %s", res.ExitCode, firstLine(res.Stderr))
-	}
-	return nil
+	_, err = s.fileCommand(ctx, "write", cmd, 0)
+	return err
 }
 
 // fileErr maps errors of file operations, keeping sandbox sentinels.

@@ -88,14 +88,8 @@ func (s *containerSandbox) put(ctx context.Context, p string, r io.Reader, size 
 		_, _ = s.Exec(ctx, sandbox.ExecRequest{Command: "rm -f -- " + shellexec.Quote(tmp)})
 		return err
 	}
-	mv, err := s.Exec(ctx, sandbox.ExecRequest{Command: "mv -f -- " + shellexec.Quote(tmp) + " " + shellexec.Quote(res.path)})
-	if err != nil {
-		return err
-	}
-	if mv.ExitCode != 0 || mv.TimedOut {
-		return fmt.Errorf("mv exited with %d: %s", mv.ExitCode, firstLine(mv.Stderr))
-	}
-	return nil
+	_, err = s.fileCommand(ctx, "mv", "mv -f -- "+shellexec.Quote(tmp)+" "+shellexec.Quote(res.path), 0)
+	return err
 }
 
 // target resolves p as a file to write: missing, or a regular file.
@@ -436,16 +430,8 @@ func (s *containerSandbox) makeDirs(ctx context.Context, dst string, dirs []stri
 	for _, d := range dirs {
 		cmd += " " + shellexec.Quote(path.Join(dst, d))
 	}
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Command: cmd})
-	switch {
-	case err != nil:
-		return s.fileErr(err)
-	case res.TimedOut:
-		return errors.New("mkdir timed out")
-	case res.ExitCode != 0:
-		return fmt.Errorf("mkdir exited with %d: %s", res.ExitCode, firstLine(res.Stderr))
-	}
-	return nil
+	_, err := s.fileCommand(ctx, "mkdir", cmd, 0)
+	return err
 }
 
 // writeEntry writes one tree entry to the archive under name.

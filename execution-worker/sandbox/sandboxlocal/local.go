@@ -554,22 +554,30 @@ func (s *localSandbox) Destroy(context.Context) error {
 	return nil
 }
 
+// runnable reports why no command may start now: the sandbox was
+// destroyed, ctx is done, or the workspace was removed behind Mango's back
+// (a vanished sandbox, not a command failure).
+func (s *localSandbox) runnable(ctx context.Context) error {
+	if s.destroyed() {
+		return sandbox.ErrDestroyed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return s.gone()
+	}
+	return nil
+}
+
 // pipeGrace bounds how long Exec waits for output after the command's
 // process group is dead: only a process that left the group can still hold
 // the pipes open, and its output is not waited for.
 const pipeGrace = 500 * time.Millisecond
 
 func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ExecResult, error) {
-	if s.destroyed() {
-		return nil, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.runnable(ctx); err != nil {
 		return nil, err
-	}
-	// A workspace removed behind Mango's back is a vanished sandbox, not a
-	// command failure.
-	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, s.gone()
 	}
 	env, err := s.environ(req.Env)
 	if err != nil {

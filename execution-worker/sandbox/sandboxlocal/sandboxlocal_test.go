@@ -2,7 +2,6 @@ package sandboxlocal_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal/localtest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 )
 
@@ -31,37 +31,13 @@ func TestConformance(t *testing.T) {
 			}
 			return p
 		},
-		Unlabel: unlabel,
+		Unlabel: localtest.StripInstallation,
 		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from the spec"}},
 	})
 }
 
 // testInstallation is the installation id of the tests' providers.
 const testInstallation = "test-installation"
-
-// unlabel rewrites the ownership marker of ref without its installation,
-// as a version before installation ids wrote it.
-func unlabel(t *testing.T, ref sandbox.Ref) {
-	t.Helper()
-	data, err := os.ReadFile(ref.ID + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := m["installation"]; !ok {
-		t.Fatalf("marker of %s has no installation field: %s", ref.ID, data)
-	}
-	delete(m, "installation")
-	if data, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ref.ID+".json", data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // newProvider returns a provider over a fresh root.
 func newProvider(t *testing.T) *sandboxlocal.Provider {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,14 +151,8 @@ func under(p, dir string) bool {
 // ShellExec runs req.Command in the sandbox's persistent shell; see
 // [sandbox.Shell].
 func (s *localSandbox) ShellExec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ShellResult, error) {
-	if s.destroyed() {
-		return nil, sandbox.ErrDestroyed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.runnable(ctx); err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, s.gone()
 	}
 	timeout := defaults.Positive(req.Timeout, s.p.execTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.maxOutput)

@@ -1,10 +1,8 @@
 package sandboxtest
 
 import (
-	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -14,53 +12,13 @@ import (
 // makes: the first acts, the later ones must find nothing left to do.
 const reconcilePasses = 3
 
-// bindings is an in-memory sandbox.BindingLister: one installation's
-// database.
-type bindings struct {
-	mu sync.Mutex
-	m  map[string]sandbox.Binding
-}
-
-func newBindings(bs ...sandbox.Binding) *bindings {
-	b := &bindings{m: map[string]sandbox.Binding{}}
-	for _, v := range bs {
-		b.m[v.SessionID] = v
-	}
-	return b
-}
-
-func (b *bindings) ListBindings(_ context.Context, provider string) ([]sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []sandbox.Binding
-	for _, v := range b.m {
-		if v.Provider == provider {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-func (b *bindings) PutBinding(_ context.Context, v sandbox.Binding) (*sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m[v.SessionID] = v
-	return &v, nil
-}
-
-func (b *bindings) get(sessionID string) sandbox.Binding {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m[sessionID]
-}
-
 func bound(p sandbox.Provider, key string, ref sandbox.Ref) sandbox.Binding {
 	return sandbox.Binding{SessionID: key, Provider: p.Name(), ExternalID: ref.ID, TaskQueue: "mango.conformance"}
 }
 
 // reconciler returns a reconciler of installation over b that spares
 // nothing for its age.
-func reconciler(p sandbox.Provider, b *bindings, installation string) *sandbox.Reconciler {
+func reconciler(p sandbox.Provider, b *Bindings, installation string) *sandbox.Reconciler {
 	return &sandbox.Reconciler{Provider: p, Bindings: b, Installation: installation, TaskQueue: "mango.conformance"}
 }
 
@@ -123,8 +81,8 @@ func (s *suite) testInstallationsApart(t *testing.T) {
 	}
 
 	if canReconcile(pA) {
-		rA := reconciler(pA, newBindings(bound(pA, keyA, refA)), instA)
-		rB := reconciler(pB, newBindings(bound(pB, keyB, refB)), instB)
+		rA := reconciler(pA, NewBindings(bound(pA, keyA, refA)), instA)
+		rB := reconciler(pB, NewBindings(bound(pB, keyB, refB)), instB)
 		for pass := range reconcilePasses {
 			resA, err := rA.RunOnce(t.Context())
 			if err != nil {
@@ -210,9 +168,9 @@ func (s *suite) testInstallationsLegacy(t *testing.T) {
 		}
 	}
 
-	bA := newBindings(bound(pA, keyBound, refs[keyBound]), sandbox.Binding{SessionID: keyIntent, Provider: pA.Name()})
+	bA := NewBindings(bound(pA, keyBound, refs[keyBound]), sandbox.Binding{SessionID: keyIntent, Provider: pA.Name()})
 	rA := reconciler(pA, bA, instA)
-	rB := reconciler(pB, newBindings(), instB)
+	rB := reconciler(pB, NewBindings(), instB)
 	for pass := range reconcilePasses {
 		resA, err := rA.RunOnce(t.Context())
 		if err != nil {
@@ -237,7 +195,7 @@ func (s *suite) testInstallationsLegacy(t *testing.T) {
 			t.Errorf("installation A, pass %d: unclaimed %v, want the unreferenced %v only, not its bound ones", pass, resA.Unclaimed, refs[keyLoose])
 		}
 	}
-	if b := bA.get(keyIntent); b.ExternalID != refs[keyIntent].ID {
+	if b := bA.Binding(keyIntent); b.ExternalID != refs[keyIntent].ID {
 		t.Errorf("installation A's intent after the passes = %+v, want it bound to the legacy %v", b, refs[keyIntent])
 	}
 	for _, key := range []string{keyBound, keyIntent, keyLoose} {

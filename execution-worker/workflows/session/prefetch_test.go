@@ -16,6 +16,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -100,52 +101,6 @@ func (f *toolCP) toolResults() []string {
 		}
 	}
 	return out
-}
-
-// memBindings keeps bindings in memory.
-type memBindings struct {
-	mu sync.Mutex
-	m  map[string]sandbox.Binding
-}
-
-func (b *memBindings) GetBinding(_ context.Context, sid string) (*sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if v, ok := b.m[sid]; ok {
-		return &v, nil
-	}
-	return nil, sandbox.ErrNoBinding
-}
-
-func (b *memBindings) PutIntent(_ context.Context, v sandbox.Binding) (*sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if old, ok := b.m[v.SessionID]; ok {
-		return &old, nil
-	}
-	b.put(v)
-	return &v, nil
-}
-
-func (b *memBindings) PutBinding(_ context.Context, v sandbox.Binding) (*sandbox.Binding, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.put(v)
-	return &v, nil
-}
-
-func (b *memBindings) put(v sandbox.Binding) {
-	if b.m == nil {
-		b.m = map[string]sandbox.Binding{}
-	}
-	b.m[v.SessionID] = v
-}
-
-func (b *memBindings) DeleteBinding(_ context.Context, sid string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.m, sid)
-	return nil
 }
 
 // gatedProvider is a local provider whose Create announces itself
@@ -257,7 +212,7 @@ func TestFirstTurnProvisionsDuringTheModelCall(t *testing.T) {
 	cp := &toolCP{text: "#tool bash {\"command\": \"echo provisioned-early\"}"}
 	p := newGatedProvider(t)
 	m := &gatedModel{Client: modelfake.New(), p: p}
-	a := &session.TurnActivities{ControlPlane: cp, Model: m, Manager: sandbox.NewSessionManager(p, &memBindings{}, "mango.local.h1")}
+	a := &session.TurnActivities{ControlPlane: cp, Model: m, Manager: sandbox.NewSessionManager(p, sandboxtest.NewBindings(), "mango.local.h1")}
 	res := runTurn(t, a, session.RunTurnInput{SessionID: "sesn_1"})
 	if res.Outcome != session.TurnIdle {
 		t.Fatalf("outcome %s, want idle", res.Outcome)
@@ -292,7 +247,7 @@ func TestTurnWithoutToolStopsProvisioning(t *testing.T) {
 	cp := &toolCP{text: "hello"}
 	p := newGatedProvider(t)
 	// The model answers once Create is under way, without releasing it.
-	a := &session.TurnActivities{ControlPlane: cp, Model: waitEntered{modelfake.New(), p}, Manager: sandbox.NewSessionManager(p, &memBindings{}, "mango.local.h1")}
+	a := &session.TurnActivities{ControlPlane: cp, Model: waitEntered{modelfake.New(), p}, Manager: sandbox.NewSessionManager(p, sandboxtest.NewBindings(), "mango.local.h1")}
 	res := runTurn(t, a, session.RunTurnInput{SessionID: "sesn_1"})
 	if res.Outcome != session.TurnIdle {
 		t.Fatalf("outcome %s, want idle", res.Outcome)
@@ -364,7 +319,7 @@ func TestProvisioningErrorsSurfaceAtFirstUse(t *testing.T) {
 			cp := &toolCP{text: c.text}
 			p := newGatedProvider(t)
 			close(p.release)
-			bindings := &memBindings{}
+			var bindings *sandboxtest.Bindings
 			if c.vanished {
 				sb, ref, err := p.Provider.Create(ctx, "sesn_1", sandbox.Spec{})
 				if err != nil {
@@ -373,8 +328,9 @@ func TestProvisioningErrorsSurfaceAtFirstUse(t *testing.T) {
 				if err := sb.Destroy(ctx); err != nil {
 					t.Fatal(err)
 				}
-				bindings.put(sandbox.Binding{SessionID: "sesn_1", Provider: ref.Provider, ExternalID: ref.ID, TaskQueue: "mango.local.h1"})
+				bindings = sandboxtest.NewBindings(sandbox.Binding{SessionID: "sesn_1", Provider: ref.Provider, ExternalID: ref.ID, TaskQueue: "mango.local.h1"})
 			} else {
+				bindings = sandboxtest.NewBindings()
 				p.fail = &sandbox.ProvisionError{SessionID: "sesn_1", Reason: "the test refuses it"}
 			}
 			a := &session.TurnActivities{ControlPlane: cp, Model: modelfake.New(), Manager: sandbox.NewSessionManager(p, bindings, "mango.local.h1")}

@@ -25,9 +25,13 @@ func (s *shellSandbox) StartShell(context.Context) error {
 
 func TestWithShellStartsTheShellOnAcquisition(t *testing.T) {
 	sb := &shellSandbox{}
-	got, err := withShell(func(context.Context) (sandbox.Sandbox, error) { return sb, nil })(t.Context())
+	acquire := withShell(func(context.Context) (sandbox.Sandbox, error) { return sb, nil })
+	got, err := acquire(t.Context())
 	if err != nil || got != sb || sb.starts != 1 {
 		t.Fatalf("withShell = %v, %v after %d starts; want the sandbox, no error, one start", got, err, sb.starts)
+	}
+	if _, _ = acquire(t.Context()); sb.starts != 1 {
+		t.Fatalf("a later acquisition in the turn started the shell again (%d starts)", sb.starts)
 	}
 	want := errors.New("provisioning failed")
 	if _, err := withShell(func(context.Context) (sandbox.Sandbox, error) { return nil, want })(t.Context()); !errors.Is(err, want) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -727,12 +728,15 @@ func answerOf(ev *pb.Event) (answered string, r tools.Result, journal, ok bool, 
 // withShell has acquire also start the sandbox's persistent shell, where it
 // keeps one, so that the first bash call does not wait for it (a
 // container's shell costs an exec): in the early acquisition, that happens
-// while the model is still answering. A shell that fails to start is
-// started, and its error reported, by the call.
+// while the model is still answering. It does so once, after the first
+// acquisition that succeeds (every tool call of the turn acquires). A
+// shell that fails to start is started, and its error reported, by the
+// call.
 func withShell(acquire func(context.Context) (sandbox.Sandbox, error)) func(context.Context) (sandbox.Sandbox, error) {
+	var started atomic.Bool
 	return func(ctx context.Context) (sandbox.Sandbox, error) {
 		sb, err := acquire(ctx)
-		if sh, ok := sb.(sandbox.Shell); ok && err == nil {
+		if sh, ok := sb.(sandbox.Shell); ok && err == nil && started.CompareAndSwap(false, true) {
 			_ = sh.StartShell(ctx)
 		}
 		return sb, err
