@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -194,7 +195,7 @@ func (w *warmPool) make(ctx context.Context) (c warmRef, err error) {
 		_ = sb.Close()
 		sb = nil // adopted without ready shells, as by another worker
 	}
-	if _, err := w.p.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+	if err := w.pause(ctx, id); err != nil {
 		if sb != nil {
 			_ = sb.Close()
 		}
@@ -342,17 +343,21 @@ func (w *warmPool) claim(ctx context.Context, c warmRef) error {
 // so that a cancelled Create does not waste it. adopted is false, with
 // c back in the pool, when the session's container exists already.
 func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bool, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.lease/2)
+	detached := context.WithoutCancel(ctx)
+	renameCtx, cancel := context.WithTimeout(detached, w.lease/2)
 	defer cancel()
-	_, err = w.p.cli.ContainerRename(ctx, c.name, client.ContainerRenameOptions{NewName: name})
+	_, err = w.p.cli.ContainerRename(renameCtx, c.name, client.ContainerRenameOptions{NewName: name})
 	switch {
 	case err == nil:
 		return true, nil
 	case cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err):
 		// Not renamed: the session's name is taken (by a concurrent
 		// Create), or c is no longer the warm container it was. Pause it
-		// again, as it was.
-		if _, perr := w.p.cli.ContainerPause(ctx, c.id, client.ContainerPauseOptions{}); perr == nil && cerrdefs.IsConflict(err) {
+		// again, as it was. The pause has its own deadline: one that
+		// comes too late leaves c claimed, for TrimSpares.
+		pauseCtx, cancel := context.WithTimeout(detached, w.lease)
+		defer cancel()
+		if perr := w.pause(pauseCtx, c.id); perr == nil && cerrdefs.IsConflict(err) {
 			w.mu.Lock()
 			w.ready = append(w.ready, c)
 			w.mu.Unlock()
@@ -364,6 +369,28 @@ func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bo
 		// removes it.
 		return false, err
 	}
+}
+
+// pause pauses the container id, trying again (3 tries in all) when the
+// daemon fails for a reason that may pass: the cgroup freezer answers
+// "unable to freeze" while a process of the container is busy in the
+// kernel. A container that is gone or not running is not tried again.
+func (w *warmPool) pause(ctx context.Context, id string) error {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		_, err := w.p.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(pauseBackOff()), backoff.WithMaxTries(3))
+	return err
+}
+
+// pauseBackOff is the wait between pause tries: 50 ms, then about 100.
+func pauseBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	return b
 }
 
 // TrimSpares removes the warm containers the pool does not want: ready
