@@ -1,0 +1,3 @@
+module github.com/mangohq/mango/internal
+
+go 1.26.0
