@@ -251,38 +251,13 @@ func (s *sessionState) turnOptions() workflow.ActivityOptions {
 	return opts
 }
 
-// runTurn runs the pending turn as a RunTurn activity (eagerly, on the
-// workflow's own queue, when its worker polls the sandbox's locality
-// queue) and applies how it ended. A signal that arrives meanwhile is
-// applied at once: an interrupt or a deletion cancels the turn, as does
-// the workflow's cancellation. end reports that the workflow ends, with
-// err.
+// runTurn runs the pending turn as a RunTurn activity and applies how it
+// ended. end reports that the workflow ends, with err.
 func (s *sessionState) runTurn(ctx workflow.Context) (end bool, err error) {
 	turnCtx, cancelTurn := workflow.WithCancel(ctx)
-	opts := s.turnOptions()
-	turn := RunTurnInput{SessionID: s.in.GetSessionId(), Attempt: s.attempt, TaskQueue: s.queue}
-	// (A remote provider's binding names the workflow's own queue,
-	// where the SDK runs turns eagerly anyway.)
-	own := workflow.GetInfo(ctx).TaskQueueName
-	eager := s.queue != "" && s.queue != own && s.eagerOK && s.w.eager(ctx, s.queue)
-	if eager {
-		opts.TaskQueue = own
-		turn.TaskQueue, turn.Locality = "", s.queue
-	}
+	opts, turn, eager := s.scheduleTurn(ctx)
 	fut := workflow.ExecuteActivity(workflow.WithActivityOptions(turnCtx, opts), RunTurnActivity, turn)
-	var res RunTurnResult
-	var runErr error
-	sel := workflow.NewSelector(ctx)
-	finished := false
-	sel.AddFuture(fut, func(f workflow.Future) {
-		finished = true
-		runErr = f.Get(ctx, &res)
-	})
-	sel.AddReceive(s.signals, s.receiveOn(ctx, cancelTurn))
-	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelTurn() })
-	for !finished {
-		sel.Select(ctx)
-	}
+	res, runErr := s.awaitTurn(ctx, fut, cancelTurn)
 	cancelTurn()
 	var canceled *temporal.CanceledError
 	var timeout *temporal.TimeoutError
@@ -306,6 +281,43 @@ func (s *sessionState) runTurn(ctx workflow.Context) (end bool, err error) {
 	}
 	s.pending = true
 	return false, nil
+}
+
+// scheduleTurn decides where the pending turn runs: on the session's
+// queue or, eagerly, on the workflow's own queue when its worker polls
+// the sandbox's locality queue (eager).
+func (s *sessionState) scheduleTurn(ctx workflow.Context) (opts workflow.ActivityOptions, turn RunTurnInput, eager bool) {
+	opts = s.turnOptions()
+	turn = RunTurnInput{SessionID: s.in.GetSessionId(), Attempt: s.attempt, TaskQueue: s.queue}
+	// (A remote provider's binding names the workflow's own queue,
+	// where the SDK runs turns eagerly anyway.)
+	own := workflow.GetInfo(ctx).TaskQueueName
+	eager = s.queue != "" && s.queue != own && s.eagerOK && s.w.eager(ctx, s.queue)
+	if eager {
+		opts.TaskQueue = own
+		turn.TaskQueue, turn.Locality = "", s.queue
+	}
+	return opts, turn, eager
+}
+
+// awaitTurn waits for the turn's activity to end. A signal that arrives
+// meanwhile is applied at once: an interrupt or a deletion cancels the
+// turn (cancelTurn), as does the workflow's cancellation.
+func (s *sessionState) awaitTurn(ctx workflow.Context, fut workflow.Future, cancelTurn func()) (RunTurnResult, error) {
+	var res RunTurnResult
+	var runErr error
+	sel := workflow.NewSelector(ctx)
+	finished := false
+	sel.AddFuture(fut, func(f workflow.Future) {
+		finished = true
+		runErr = f.Get(ctx, &res)
+	})
+	sel.AddReceive(s.signals, s.receiveOn(ctx, cancelTurn))
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelTurn() })
+	for !finished {
+		sel.Select(ctx)
+	}
+	return res, runErr
 }
 
 // applyResult applies a turn's result to the state. end reports that the
