@@ -749,79 +749,107 @@ func (t *turn) commit(done context.Context, result *agentruntime.Result, c endCo
 // failTurn records a failed turn: transient model errors are retried by
 // the workflow (session.error retrying + rescheduled) until exhausted; a
 // vanished sandbox or an unrecoverable model error terminates the session;
-// a sandbox that cannot be provisioned ends the turn idle.
+// a sandbox that cannot be provisioned ends the turn idle. Anything else
+// (ControlPlane unreachable, ...) fails the activity, which Temporal
+// retries; the retry resumes the turn.
 func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
-	var vanished *sandbox.VanishedError
-	var me *model.Error
-	if !errors.As(runErr, &vanished) && errors.Is(runErr, sandbox.ErrNotFound) {
-		// The cached sandbox disappeared between turns or mid-turn.
-		a.Manager.Forget(sid)
-		ref := sandbox.Ref{}
-		if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid}); err == nil {
-			ref = sandbox.Ref{Provider: b.GetBinding().GetProvider(), ID: b.GetBinding().GetExternalId()}
-		}
-		vanished = &sandbox.VanishedError{SessionID: sid, Ref: ref}
+	f, ok := planFailure(runErr, a.vanishedSandbox(ctx, sid, runErr), turnKey, attempt)
+	if !ok {
+		return nil, runErr
 	}
+	var processed []*pb.Event
+	if f.consume {
+		processed = batch
+	}
+	if err := a.complete(ctx, sid, f.key, f.outcome, []*pb.NewEvent{f.event}, processed...); err != nil {
+		return nil, err
+	}
+	res.Outcome, res.RetryAfter = f.reported, f.retryAfter
+	return res, nil
+}
+
+// vanishedSandbox returns the sandbox runErr reports gone: the one it
+// names, or, when an operation found the session's cached sandbox missing
+// (between turns or mid-turn), that one, forgotten. nil: none.
+func (a *TurnActivities) vanishedSandbox(ctx context.Context, sid string, runErr error) *sandbox.VanishedError {
+	var vanished *sandbox.VanishedError
+	if errors.As(runErr, &vanished) || !errors.Is(runErr, sandbox.ErrNotFound) {
+		return vanished
+	}
+	a.Manager.Forget(sid)
+	ref := sandbox.Ref{}
+	if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid}); err == nil {
+		ref = sandbox.Ref{Provider: b.GetBinding().GetProvider(), ID: b.GetBinding().GetExternalId()}
+	}
+	return &sandbox.VanishedError{SessionID: sid, Ref: ref}
+}
+
+// failure is how a failed turn is recorded: one CompleteTurn.
+type failure struct {
+	key     string // CompleteTurn's turn key
+	outcome pb.TurnOutcome
+	event   *pb.NewEvent // the session.error
+	// consume: the turn's batch is marked processed with it (not when
+	// the turn is tried again).
+	consume bool
+	// reported is the outcome reported to the workflow, retryAfter the
+	// delay before the retry of TurnRetry.
+	reported   string
+	retryAfter time.Duration
+}
+
+// planFailure decides how a turn of key whose run failed with runErr on
+// its attempt-th try is recorded; vanished is the sandbox that
+// disappeared, if one did. ok is false for a failure none of those
+// describe: the activity fails.
+func planFailure(runErr error, vanished *sandbox.VanishedError, key string, attempt int) (f failure, ok bool) {
 	var provision *sandbox.ProvisionError
 	var unmountable *sessionfiles.ResourceError
+	var me *model.Error
+	endIdle := func(eventKey, msg string) failure {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, consume: true, reported: TurnIdle,
+			event: errorEvent(eventKey, "unknown_error", msg, retryExhausted)}
+	}
+	terminate := func(eventKey, typ, msg string) failure {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_TERMINATED, consume: true, reported: TurnStopped,
+			event: errorEvent(eventKey, typ, msg, retryTerminal)}
+	}
 	switch {
 	case errors.As(runErr, &unmountable):
 		// The client can fix the resource (or delete it); the next message
 		// tries again.
-		ev := errorEvent(turnKey+"/resource/"+unmountable.ResourceID, "unknown_error", unmountable.Error(), retryExhausted)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnIdle
-		return res, nil
+		return endIdle(key+"/resource/"+unmountable.ResourceID, unmountable.Error()), true
 	case errors.As(runErr, &provision):
 		// The environment cannot be set up as asked: retrying the turn
 		// would fail the same way. The turn ends; the next message tries
 		// again (the environment may have been fixed meanwhile).
-		ev := errorEvent(turnKey+"/sandbox_provisioning", "unknown_error", provision.Error(), retryExhausted)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnIdle
-		return res, nil
+		return endIdle(key+"/sandbox_provisioning", provision.Error()), true
 	case vanished != nil:
-		ev := errorEvent(turnKey+"/sandbox_vanished", "unknown_error", vanished.Error(), retryTerminal)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnStopped
-		return res, nil
+		return terminate(key+"/sandbox_vanished", "unknown_error", vanished.Error()), true
 	case errors.As(runErr, &me) && me.Retryable:
-		key := fmt.Sprintf("%s/attempt/%d", turnKey, attempt)
-		if attempt+1 >= MaxModelAttempts {
-			ev := errorEvent(key, me.SessionErrorType(), me.Message, retryExhausted)
-			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}, batch...); err != nil {
-				return nil, err
-			}
-			res.Outcome = TurnIdle
-			return res, nil
-		}
-		ev := errorEvent(key, me.SessionErrorType(), me.Message, retryRetrying)
-		if err := a.complete(ctx, sid, key, pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, []*pb.NewEvent{ev}); err != nil {
-			return nil, err
-		}
-		delay := me.RetryAfter
-		if delay <= 0 {
-			delay = time.Duration(1<<attempt) * time.Second
-		}
-		res.Outcome, res.RetryAfter = TurnRetry, min(delay, time.Minute)
-		return res, nil
+		return retryFailure(me, key, attempt), true
 	case errors.As(runErr, &me):
-		ev := errorEvent(turnKey+"/model_error", me.SessionErrorType(), me.Message, retryTerminal)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnStopped
-		return res, nil
+		return terminate(key+"/model_error", me.SessionErrorType(), me.Message), true
 	}
-	// Anything else (ControlPlane unreachable, ...) fails the activity,
-	// which Temporal retries; the retry resumes the turn.
-	return nil, runErr
+	return failure{}, false
+}
+
+// retryFailure records a transient model error on the attempt-th try of
+// the turn of key: the turn is rescheduled, after the server's delay or a
+// doubling one (at most a minute), until MaxModelAttempts tries failed;
+// then it ends idle, its retries exhausted.
+func retryFailure(me *model.Error, key string, attempt int) failure {
+	attemptKey := fmt.Sprintf("%s/attempt/%d", key, attempt)
+	if attempt+1 >= MaxModelAttempts {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, consume: true, reported: TurnIdle,
+			event: errorEvent(attemptKey, me.SessionErrorType(), me.Message, retryExhausted)}
+	}
+	delay := me.RetryAfter
+	if delay <= 0 {
+		delay = time.Duration(1<<attempt) * time.Second
+	}
+	return failure{key: attemptKey, outcome: pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, reported: TurnRetry,
+		retryAfter: min(delay, time.Minute), event: errorEvent(attemptKey, me.SessionErrorType(), me.Message, retryRetrying)}
 }
 
 // Retry statuses of a session.error (its error.retry_status.type): what

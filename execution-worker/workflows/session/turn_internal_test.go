@@ -3,12 +3,16 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -293,5 +297,75 @@ func TestTurnReleasesLastFirst(t *testing.T) {
 	tu.release()
 	if want := []string{"provisioning", "interrupts", "heartbeat"}; !slices.Equal(order, want) {
 		t.Errorf("release ran %v, want %v", order, want)
+	}
+}
+
+func TestPlanFailure(t *testing.T) {
+	t.Parallel()
+	retryable := func(after time.Duration) error {
+		return fmt.Errorf("model request: %w", &model.Error{Status: 529, Type: "overloaded_error", Message: "busy", Retryable: true, RetryAfter: after})
+	}
+	vanished := &sandbox.VanishedError{SessionID: "sesn_1", Ref: sandbox.Ref{Provider: "docker", ID: "c1"}}
+	const (
+		endTurn     = pb.TurnOutcome_TURN_OUTCOME_END_TURN
+		terminated  = pb.TurnOutcome_TURN_OUTCOME_TERMINATED
+		exhausted   = pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED
+		rescheduled = pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING
+	)
+	for _, c := range []struct {
+		name       string
+		runErr     error
+		vanished   *sandbox.VanishedError
+		attempt    int
+		want       failure // event: checked by wantEvent
+		wantEvent  string  // key of the session.error
+		wantStatus string  // its retry status
+		wantNone   bool    // the activity fails
+	}{
+		{"a resource that cannot be mounted ends the turn",
+			fmt.Errorf("acquire: %w", &sessionfiles.ResourceError{ResourceID: "file_1", Reason: "gone"}), nil, 0,
+			failure{key: "t1", outcome: endTurn, consume: true, reported: TurnIdle}, "t1/resource/file_1/session_error", retryExhausted, false},
+		{"a sandbox that cannot be provisioned ends the turn",
+			&sandbox.ProvisionError{SessionID: "sesn_1", Reason: "no image"}, vanished, 0,
+			failure{key: "t1", outcome: endTurn, consume: true, reported: TurnIdle}, "t1/sandbox_provisioning/session_error", retryExhausted, false},
+		{"a vanished sandbox terminates the session",
+			errors.New("exec: no such container"), vanished, 0,
+			failure{key: "t1", outcome: terminated, consume: true, reported: TurnStopped}, "t1/sandbox_vanished/session_error", retryTerminal, false},
+		{"a transient model error is retried after the server's delay",
+			retryable(3 * time.Second), nil, 0,
+			failure{key: "t1/attempt/0", outcome: rescheduled, reported: TurnRetry, retryAfter: 3 * time.Second}, "t1/attempt/0/session_error", retryRetrying, false},
+		{"a transient model error is retried after a doubling delay",
+			retryable(0), nil, 1,
+			failure{key: "t1/attempt/1", outcome: rescheduled, reported: TurnRetry, retryAfter: 2 * time.Second}, "t1/attempt/1/session_error", retryRetrying, false},
+		{"a retry waits a minute at most",
+			retryable(time.Hour), nil, 1,
+			failure{key: "t1/attempt/1", outcome: rescheduled, reported: TurnRetry, retryAfter: time.Minute}, "t1/attempt/1/session_error", retryRetrying, false},
+		{"the last try exhausts the retries",
+			retryable(0), nil, MaxModelAttempts - 1,
+			failure{key: "t1", outcome: exhausted, consume: true, reported: TurnIdle}, fmt.Sprintf("t1/attempt/%d/session_error", MaxModelAttempts-1), retryExhausted, false},
+		{"an unrecoverable model error terminates the session",
+			&model.Error{Status: 400, Type: "invalid_request_error", Message: "bad"}, nil, 0,
+			failure{key: "t1", outcome: terminated, consume: true, reported: TurnStopped}, "t1/model_error/session_error", retryTerminal, false},
+		{"anything else fails the activity", errors.New("control plane unreachable"), nil, 0, failure{}, "", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := planFailure(c.runErr, c.vanished, "t1", c.attempt)
+			if ok == c.wantNone {
+				t.Fatalf("planFailure(%v) ok = %v, want %v", c.runErr, ok, !c.wantNone)
+			}
+			if c.wantNone {
+				return
+			}
+			ev := got.event
+			got.event = nil
+			if got != c.want {
+				t.Errorf("planFailure(%v) = %+v, want %+v", c.runErr, got, c.want)
+			}
+			status := `"retry_status":{"type":"` + c.wantStatus + `"}`
+			if ev.GetKey() != c.wantEvent || ev.GetType() != "session.error" || !strings.Contains(ev.GetBody(), status) {
+				t.Errorf("planFailure(%v) event = %s %s %s, want a session.error keyed %s with %s", c.runErr, ev.GetKey(), ev.GetType(), ev.GetBody(), c.wantEvent, status)
+			}
+		})
 	}
 }
