@@ -16,7 +16,7 @@ import (
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
-// events returns one event per "id:type" spec ("type" alone gets no id).
+// events returns one event per "id:type" spec ("type" alone: no id).
 func events(t *testing.T, specs ...string) []*pb.Event {
 	t.Helper()
 	out := make([]*pb.Event, 0, len(specs))
@@ -29,9 +29,6 @@ func events(t *testing.T, specs ...string) []*pb.Event {
 	}
 	return out
 }
-
-// ids lists the ids of evs, for messages.
-func ids(evs []*pb.Event) []string { return eventIDs(evs) }
 
 func TestRouteTurn(t *testing.T) {
 	t.Parallel()
@@ -81,8 +78,8 @@ func TestTriage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			kind, batch := triage(events(t, c.pending...))
-			if kind != c.wantKind || !slices.Equal(ids(batch), c.wantBatch) {
-				t.Errorf("triage(%v) = %v, %v; want %v, %v", c.pending, kind, ids(batch), c.wantKind, c.wantBatch)
+			if kind != c.wantKind || !slices.Equal(eventIDs(batch), c.wantBatch) {
+				t.Errorf("triage(%v) = %v, %v; want %v, %v", c.pending, kind, eventIDs(batch), c.wantKind, c.wantBatch)
 			}
 		})
 	}
@@ -226,12 +223,12 @@ func TestInterruptConsumed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			batch := events(t, c.batch...)
-			got := ids(interruptConsumed(batch, events(t, c.rest...), c.pushedID, c.pushed))
+			got := eventIDs(interruptConsumed(batch, events(t, c.rest...), c.pushedID, c.pushed))
 			if !slices.Equal(got, c.want) {
 				t.Errorf("interruptConsumed = %v, want %v", got, c.want)
 			}
 			if len(batch) != len(c.batch) {
-				t.Errorf("interruptConsumed changed the batch to %v, want %v kept", ids(batch), c.batch)
+				t.Errorf("interruptConsumed changed the batch to %v, want %v kept", eventIDs(batch), c.batch)
 			}
 		})
 	}
