@@ -198,369 +198,658 @@ func isAnswer(t string) bool {
 // RunTurn runs the oldest pending trigger of a session to the end of its
 // turn. It is safe to retry: effects are keyed and the transcript lets a
 // retry resume.
+//
+// A turn runs in phases: prepare it from its trigger, build the core that
+// runs it, run it, classify how the run ended, and finish (publish the
+// outputs, commit the outcome).
 func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *RunTurnResult, failed error) {
 	if a.OnTurn != nil {
-		start := time.Now()
-		defer func() {
-			outcome := "error"
-			if failed == nil && ended != nil {
-				outcome = ended.Outcome
-			}
-			a.OnTurn(outcome, time.Since(start))
-		}()
+		defer a.observe(time.Now(), &ended, &failed)
 	}
-	sid := in.SessionID
-	queue := in.TaskQueue
-	if l := in.Locality; l != "" {
-		if a.Serves == nil || !a.Serves(l) {
-			// Not run eagerly, and taken from the workflow's queue by a
-			// worker of another locality: the locality's queue reaches
-			// the sandbox.
-			return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: l}, nil
+	t := &turn{a: a, in: in, sid: in.SessionID}
+	defer t.release()
+	if res, err := t.prepare(ctx); res != nil || err != nil {
+		return res, err
+	}
+	if err := t.buildCore(ctx); err != nil {
+		return nil, err
+	}
+	result, runErr := t.runCore()
+	// From here on the turn's ending must be recorded even if the activity
+	// was cancelled (an interrupt): use a context that outlives it.
+	done := context.WithoutCancel(ctx)
+	t.settleQueue(done)
+	switch classifyEnd(runErr, t.work.Err() != nil, interrupted(t.work)) {
+	case endAbandoned:
+		return nil, temporal.NewApplicationErrorWithCause(abandonReason(ctx), "TurnAttemptAbandoned", runErr)
+	case endInterrupted:
+		return t.finishInterrupted(ctx, done)
+	case endFailed:
+		return a.failTurn(done, t.sid, t.key, in.Attempt, t.batch, t.res, runErr)
+	}
+	return t.finish(done, result)
+}
+
+// observe tells OnTurn how the RunTurn that started at start ended.
+func (a *TurnActivities) observe(start time.Time, ended **RunTurnResult, failed *error) {
+	outcome := "error"
+	if *failed == nil && *ended != nil {
+		outcome = (*ended).Outcome
+	}
+	a.OnTurn(outcome, time.Since(start))
+}
+
+// turn is one RunTurn: what its phases learn and hand on to the next.
+type turn struct {
+	a   *TurnActivities
+	in  RunTurnInput
+	sid string
+	// queue reaches the session's sandbox ("" while the turn does not
+	// know it).
+	queue string
+	// res is what RunTurn reports, filled in as the phases go.
+	res *RunTurnResult
+	// cleanups run, last first, when RunTurn returns.
+	cleanups []func()
+
+	// Set by prepare.
+	run     *pb.GetRunResponse
+	tr      *transcript
+	pending []*pb.Event
+	// batch is the triggers the turn consumes: its message, or the
+	// answers that resume it.
+	batch []*pb.Event
+	// key is the turn's key: the event id of its message.
+	key      string
+	conv     []model.Message
+	keys     []string
+	anchor   *agentruntime.Anchor
+	unsaved  []agentruntime.TranscriptMessage
+	approved map[string]bool
+	store    *cpStore
+	// work is the context the turn's work runs under: a pushed interrupt
+	// cancels it. The bookkeeping around the work keeps the activity's.
+	work context.Context
+	reg  *interrupts.Turn
+
+	// Set by buildCore.
+	agent       agentruntime.Agent
+	tools       *agentruntime.ToolConfig
+	core        *agentruntime.Core
+	snapshot    *agentruntime.ContextSnapshot
+	once        sessionfiles.Once
+	acquire     func(context.Context) (sandbox.Sandbox, error)
+	materialize func(context.Context, sandbox.Sandbox) error
+}
+
+// onReturn has f run when RunTurn returns, before what was registered
+// earlier.
+func (t *turn) onReturn(f func()) { t.cleanups = append(t.cleanups, f) }
+
+// release runs the cleanups, last registered first.
+func (t *turn) release() {
+	for _, f := range slices.Backward(t.cleanups) {
+		f()
+	}
+}
+
+// prepare readies the turn from its pending triggers: it routes it, loads
+// the session's run and transcript, triages the triggers, takes the
+// batch it runs and registers the turn for pushed interrupts. A result
+// (or an error) ends RunTurn there: nothing to run, or not here.
+func (t *turn) prepare(ctx context.Context) (*RunTurnResult, error) {
+	queue, here := routeTurn(t.in, t.a.Serves)
+	if !here {
+		// Not run eagerly, and taken from the workflow's queue by a
+		// worker of another locality: the locality's queue reaches the
+		// sandbox.
+		return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: queue}, nil
+	}
+	t.queue = queue
+	t.onReturn(t.a.heartbeat(ctx))
+	if res, err := t.load(ctx); res != nil || err != nil {
+		return res, err
+	}
+	kind, batch := triage(t.pending)
+	switch kind {
+	case triggerNone:
+		return t.res, nil
+	case triggerInterrupt:
+		// A queued interrupt with no turn running has nothing to stop.
+		if err := t.a.markProcessed(ctx, t.sid, batch); err != nil {
+			return nil, err
 		}
-		queue = l
+		t.res.More = len(t.pending) > len(batch)
+		return t.res, nil
 	}
-	stopBeat := a.heartbeat(ctx)
-	defer stopBeat()
-	run, tr, err := a.Transcripts.load(ctx, a.ControlPlane, sid)
+	if res, err := t.checkBinding(ctx); res != nil || err != nil {
+		return res, err
+	}
+	t.batch = batch
+	t.store = &cpStore{cp: t.a.ControlPlane, sessionID: t.sid}
+	t.conv, t.keys, t.anchor = t.tr.projection()
+	take := t.takeMessage
+	if kind == triggerAnswers {
+		take = t.takeAnswers
+	}
+	if err := take(ctx); err != nil {
+		return nil, err
+	}
+	t.res.More = len(t.pending) > len(t.batch)
+	return nil, t.register(ctx)
+}
+
+// load loads the session's run and its transcript. A session deleted (or
+// being deleted) has nothing more to run, ever: TurnGone.
+func (t *turn) load(ctx context.Context) (*RunTurnResult, error) {
+	run, tr, err := t.a.Transcripts.load(ctx, t.a.ControlPlane, t.sid)
 	if c := status.Code(err); c == codes.NotFound || c == codes.FailedPrecondition {
-		// Deleted, or being deleted: nothing more to run, ever.
 		return &RunTurnResult{Outcome: TurnGone}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load run of session %s: %w", sid, err)
+		return nil, fmt.Errorf("load run of session %s: %w", t.sid, err)
 	}
-	res := &RunTurnResult{Outcome: TurnNothing}
-	pending := run.GetPendingTriggers()
-	if len(pending) == 0 {
-		return res, nil
-	}
-	// A queued interrupt with no turn running has nothing to stop.
-	if pending[0].GetType() == "user.interrupt" {
-		if err := a.markProcessed(ctx, sid, pending[:1]); err != nil {
-			return nil, err
-		}
-		res.More = len(pending) > 1
-		return res, nil
-	}
-	// A turn runs only where the session's sandbox can be reached. A first
-	// turn's activity is scheduled on the provider's queue, before any
-	// sandbox exists; retried after the sandbox was bound to a locality
-	// (its worker died after committing the turn's end), it must not run
-	// a later turn on whichever worker took it: it hands the workflow the
-	// binding's queue instead.
-	if queue == "" {
-		if queue, err = a.bindingQueue(ctx, sid); err != nil {
-			return nil, fmt.Errorf("load binding of session %s: %w", sid, err)
-		}
-		if queue != "" && queue != activity.GetInfo(ctx).TaskQueue {
-			return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: queue}, nil
-		}
-	}
-	store := &cpStore{cp: a.ControlPlane, sessionID: sid}
-	conv, keys, anchor := tr.projection()
-	var batch []*pb.Event
-	var turnKey string
-	var unsaved []agentruntime.TranscriptMessage
-	approved := map[string]bool{}
-	if isAnswer(pending[0].GetType()) {
-		for _, t := range pending {
-			if !isAnswer(t.GetType()) {
-				break
-			}
-			batch = append(batch, t)
-			answered, r, journal, ok, err := answerOf(t)
-			if err != nil {
-				return nil, err
-			}
-			if journal {
-				if _, err := store.RecordToolResult(ctx, answered, r); err != nil {
-					return nil, err
-				}
-			}
-			if ok {
-				approved[answered] = true
-			}
-		}
-		if len(keys) == 0 {
-			return nil, errors.New("an answer arrived for a session without a parked turn")
-		}
-		turnKey, _, _ = strings.Cut(keys[len(keys)-1], "/")
-	} else {
-		batch = pending[:1]
-		turnKey = pending[0].GetId()
-		first := turnKey + "/0"
-		if !contains(keys, first) {
-			msg, err := userMessage(pending[0])
-			if err != nil {
-				return nil, err
-			}
-			// Stored with the turn's first commit.
-			unsaved = append(unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
-			conv, keys = append(conv, msg), append(keys, first)
-		}
-	}
-	turnMessages := 0
-	for _, k := range keys {
-		if strings.HasPrefix(k, turnKey+"/") {
-			turnMessages++
-		}
-	}
-	res.More = len(pending) > len(batch)
-	// The turn's work runs under a context a pushed interrupt cancels
-	// (registered now, so that one pushed since GetRun counts); the
-	// bookkeeping around it keeps the activity's.
-	turnCtx, turn := a.Interrupts.Start(ctx, sid, run.GetLastSeq(), eventIDs(pending))
-	defer turn.Done()
-	if run.GetStatus() != pb.SessionStatus_SESSION_STATUS_RUNNING {
-		if err := a.complete(ctx, sid, turnKey+"/a"+fmt.Sprint(in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil); err != nil {
-			return nil, err
-		}
-	}
+	t.run, t.tr, t.pending = run, tr, run.GetPendingTriggers()
+	t.res = &RunTurnResult{Outcome: TurnNothing}
+	return nil, nil
+}
 
-	var agent agentruntime.Agent
-	if err := json.Unmarshal([]byte(run.GetAgent()), &agent); err != nil {
-		return nil, fmt.Errorf("decode agent snapshot: %w", err)
+// routeTurn returns the queue that reaches the session's sandbox as the
+// turn's input knows it ("" when it does not), and whether the turn runs
+// on this worker (serves reports the queues it polls). A turn scheduled
+// for eager execution runs only on a worker of its locality; any other
+// hands it back to that locality's queue (the queue returned).
+func routeTurn(in RunTurnInput, serves func(queue string) bool) (queue string, here bool) {
+	if l := in.Locality; l != "" {
+		return l, serves != nil && serves(l)
+	}
+	return in.TaskQueue, true
+}
+
+// checkBinding makes sure the turn runs where the session's sandbox can
+// be reached. A first turn's activity is scheduled on the provider's
+// queue, before any sandbox exists; retried after the sandbox was bound
+// to a locality (its worker died after committing the turn's end), it
+// must not run a later turn on whichever worker took it: it hands the
+// workflow the binding's queue instead (the result returned).
+func (t *turn) checkBinding(ctx context.Context) (*RunTurnResult, error) {
+	if t.queue != "" {
+		return nil, nil
+	}
+	queue, err := t.a.bindingQueue(ctx, t.sid)
+	if err != nil {
+		return nil, fmt.Errorf("load binding of session %s: %w", t.sid, err)
+	}
+	t.queue = queue
+	if queue != "" && queue != activity.GetInfo(ctx).TaskQueue {
+		return &RunTurnResult{Outcome: TurnNothing, More: true, TaskQueue: queue}, nil
+	}
+	return nil, nil
+}
+
+// trigger is what the pending triggers of a session start.
+type trigger int
+
+const (
+	triggerNone      trigger = iota // nothing pending
+	triggerInterrupt                // a lone interrupt: no turn runs, it is consumed
+	triggerAnswers                  // answers resume the parked turn
+	triggerMessage                  // a message starts a turn
+)
+
+// triage tells what the pending triggers start, and the batch of them
+// that is consumed: the interrupt alone, every answer up to the first
+// trigger that is not one, or the message alone.
+func triage(pending []*pb.Event) (trigger, []*pb.Event) {
+	switch {
+	case len(pending) == 0:
+		return triggerNone, nil
+	case pending[0].GetType() == "user.interrupt":
+		return triggerInterrupt, pending[:1]
+	case isAnswer(pending[0].GetType()):
+		n := 1
+		for n < len(pending) && isAnswer(pending[n].GetType()) {
+			n++
+		}
+		return triggerAnswers, pending[:n]
+	default:
+		return triggerMessage, pending[:1]
+	}
+}
+
+// takeAnswers takes a batch of answers: it journals the results they
+// carry, notes the tool calls they approve, and resumes the parked turn
+// (the last one of the transcript).
+func (t *turn) takeAnswers(ctx context.Context) error {
+	t.approved = map[string]bool{}
+	for _, ev := range t.batch {
+		answered, r, journal, ok, err := answerOf(ev)
+		if err != nil {
+			return err
+		}
+		if journal {
+			if _, err := t.store.RecordToolResult(ctx, answered, r); err != nil {
+				return err
+			}
+		}
+		if ok {
+			t.approved[answered] = true
+		}
+	}
+	key, err := parkedTurnKey(t.keys)
+	if err != nil {
+		return err
+	}
+	t.key = key
+	return nil
+}
+
+// parkedTurnKey is the key of the turn the last transcript message
+// belongs to (transcript keys are "<turn key>/<n>"): the parked turn that
+// answers resume.
+func parkedTurnKey(keys []string) (string, error) {
+	if len(keys) == 0 {
+		return "", errors.New("an answer arrived for a session without a parked turn")
+	}
+	key, _, _ := strings.Cut(keys[len(keys)-1], "/")
+	return key, nil
+}
+
+// takeMessage takes a message that starts a turn: its user message opens
+// the conversation's new turn unless a retry already stored it, and is
+// stored with the turn's first commit.
+func (t *turn) takeMessage(context.Context) error {
+	t.approved = map[string]bool{}
+	t.key = t.batch[0].GetId()
+	first := t.key + "/0"
+	if contains(t.keys, first) {
+		return nil
+	}
+	msg, err := userMessage(t.batch[0])
+	if err != nil {
+		return err
+	}
+	t.unsaved = append(t.unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
+	t.conv, t.keys = append(t.conv, msg), append(t.keys, first)
+	return nil
+}
+
+// turnMessages counts the transcript messages of the turn under key.
+func turnMessages(keys []string, key string) int {
+	n := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, key+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// register registers the turn for pushed interrupts (now, so that one
+// pushed since the run was loaded counts) and marks the session running.
+func (t *turn) register(ctx context.Context) error {
+	t.work, t.reg = t.a.Interrupts.Start(ctx, t.sid, t.run.GetLastSeq(), eventIDs(t.pending))
+	t.onReturn(t.reg.Done)
+	if t.run.GetStatus() == pb.SessionStatus_SESSION_STATUS_RUNNING {
+		return nil
+	}
+	return t.a.complete(ctx, t.sid, t.key+"/a"+fmt.Sprint(t.in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil)
+}
+
+// buildCore decodes the agent and its tools from the run and wires the
+// runtime core of the turn: its store (with context snapshots when the
+// worker has the service), previews and sandbox access.
+func (t *turn) buildCore(ctx context.Context) error {
+	a, run := t.a, t.run
+	if err := json.Unmarshal([]byte(run.GetAgent()), &t.agent); err != nil {
+		return fmt.Errorf("decode agent snapshot: %w", err)
 	}
 	toolCfg, err := agentruntime.ParseToolConfig(json.RawMessage(run.GetTools()))
 	if err != nil {
-		return nil, err
+		return err
 	}
+	t.tools = toolCfg
 	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	store.model = agent.Model.ID
+	t.store.model = t.agent.Model.ID
 	if a.ModelID != "" {
-		store.model = a.ModelID
+		t.store.model = a.ModelID
 	}
-	store.exhausted.Store(run.GetBudgetExhausted())
+	t.store.exhausted.Store(run.GetBudgetExhausted())
 	// With the snapshot service the turn compacts its context, and
 	// continues from the snapshot in force.
-	var rtStore agentruntime.Store = store
-	var snapshot *agentruntime.ContextSnapshot
+	var rtStore agentruntime.Store = t.store
 	if a.Snapshots != nil {
-		if snapshot, err = turnSnapshot(ctx, a.Snapshots, run); err != nil {
-			return nil, err
+		if t.snapshot, err = turnSnapshot(ctx, a.Snapshots, run); err != nil {
+			return err
 		}
-		rtStore = &snapStore{cpStore: store, snaps: a.Snapshots, summaryModel: a.Context.CompactionModel}
+		rtStore = &snapStore{cpStore: t.store, snaps: a.Snapshots, summaryModel: a.Context.CompactionModel}
 	}
 	// The turn's last response commits with its end when the server can
 	// store its transcript message there.
-	core := &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
+	t.core = &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
 		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls}
 	if a.Previews != nil {
-		p := a.Previews(sid)
-		core.Preview, store.previews = p, p
+		p := a.Previews(t.sid)
+		t.core.Preview, t.store.previews = p, p
 	}
-	var once sessionfiles.Once
-	acquire := func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
-	if slices.Contains(toolCfg.BuiltinNames(), tools.Bash) {
-		acquire = withShell(acquire)
+	t.wireSandbox(spec)
+	return nil
+}
+
+// wireSandbox sets how the turn acquires the session's sandbox (starting
+// its shell when the agent has bash) and materializes the session's
+// resources in it.
+func (t *turn) wireSandbox(spec sandbox.Spec) {
+	a, sid := t.a, t.sid
+	t.acquire = func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
+	if slices.Contains(t.tools.BuiltinNames(), tools.Bash) {
+		t.acquire = withShell(t.acquire)
 	}
-	var materialize func(context.Context, sandbox.Sandbox) error
 	if a.Resources != nil {
-		materialize = func(ctx context.Context, sb sandbox.Sandbox) error {
-			if tc := run.GetTurnContext(); tc != nil {
+		t.materialize = func(ctx context.Context, sb sandbox.Sandbox) error {
+			if tc := t.run.GetTurnContext(); tc != nil {
 				return a.Resources.MaterializeListed(ctx, sid, sb, tc.GetResources())
 			}
 			return a.Resources.Materialize(ctx, sid, sb) // a server that predates turn_context
 		}
 	}
-	// Provisioning starts now, overlapping the first model call; the first
-	// tool call waits only for what is left of it.
+}
+
+// runCore runs the turn's core. Provisioning starts first, overlapping
+// the first model call: the first tool call waits only for what is left
+// of it.
+func (t *turn) runCore() (*agentruntime.Result, error) {
 	stopEarly := func() {}
-	if toolCfg.NeedsSandbox() {
-		stopEarly = once.Start(turnCtx, acquire, materialize)
-		defer stopEarly()
+	if t.tools.NeedsSandbox() {
+		stopEarly = t.once.Start(t.work, t.acquire, t.materialize)
+		t.onReturn(stopEarly)
 	}
 	// File sources of content blocks are read on behalf of this session.
-	result, runErr := core.Run(modelfiles.WithSession(turnCtx, sid), &agentruntime.Run{
-		TurnKey: turnKey, SessionID: sid, Agent: &agent, Tools: toolCfg, Conversation: conv, TurnMessages: turnMessages, Approved: approved, Unsaved: unsaved,
-		Anchor: anchor, Snapshot: snapshot,
-		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) { return once.Acquire(ctx, acquire, materialize) },
+	result, err := t.core.Run(modelfiles.WithSession(t.work, t.sid), &agentruntime.Run{
+		TurnKey: t.key, SessionID: t.sid, Agent: &t.agent, Tools: t.tools, Conversation: t.conv, TurnMessages: turnMessages(t.keys, t.key),
+		Approved: t.approved, Unsaved: t.unsaved, Anchor: t.anchor, Snapshot: t.snapshot,
+		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) {
+			return t.once.Acquire(ctx, t.acquire, t.materialize)
+		},
 	})
 	stopEarly()
-	// From here on the turn's ending must be recorded even if the activity
-	// was cancelled (an interrupt): use a context that outlives it.
-	done := context.WithoutCancel(ctx)
-	res.TaskQueue = queue
-	if queue == "" {
-		// The sandbox, if the turn made one, was bound during it.
-		if q, err := a.bindingQueue(done, sid); err == nil {
-			res.TaskQueue = q
-		}
+	return result, err
+}
+
+// settleQueue reports the queue that reaches the session's sandbox: the
+// turn's, or, when it had none, the binding's (the sandbox, if the turn
+// made one, was bound during it).
+func (t *turn) settleQueue(ctx context.Context) {
+	t.res.TaskQueue = t.queue
+	if t.queue != "" {
+		return
 	}
+	if q, err := t.a.bindingQueue(ctx, t.sid); err == nil {
+		t.res.TaskQueue = q
+	}
+}
+
+// turnEnd is how the run of a turn's core ended.
+type turnEnd int
+
+const (
+	endCompleted   turnEnd = iota // the core ran to an outcome
+	endAbandoned                  // the attempt was given up: it fails, the next one resumes
+	endInterrupted                // an interrupt stopped the turn: it ends idle
+	endFailed                     // the run failed: failTurn decides
+)
+
+// classifyEnd tells how a run that returned runErr ended, cancelled
+// reporting whether the turn's work context was cancelled and interrupted
+// whether by an interrupt.
+//
+// A cancellation that is not an interrupt abandons the attempt: the
+// worker shut down and its grace ran out, or Temporal no longer knows
+// this attempt (it timed out while Temporal or this worker was
+// unreachable, and another attempt runs the turn).
+func classifyEnd(runErr error, cancelled, interrupted bool) turnEnd {
 	switch {
 	case runErr == nil:
-	case turnCtx.Err() != nil && !interrupted(turnCtx):
-		// The attempt was abandoned, not interrupted: the worker shut down
-		// and its grace ran out, or Temporal no longer knows this attempt
-		// (it timed out while Temporal or this worker was unreachable, and
-		// another attempt runs the turn). This attempt fails; the next one
-		// resumes from the transcript and the tool journal.
-		return nil, temporal.NewApplicationErrorWithCause(abandonReason(ctx), "TurnAttemptAbandoned", runErr)
-	case turnCtx.Err() != nil:
-		// Interrupted: end the turn idle, and consume the interrupt.
-		consumed := append([]*pb.Event(nil), batch...)
-		for _, t := range pending[len(batch):] {
-			if t.GetType() == "user.interrupt" {
-				consumed = append(consumed, t)
-			}
-		}
-		by, pushed := turn.Interrupted()
-		if pushed && !slices.ContainsFunc(consumed, func(e *pb.Event) bool { return e.GetId() == by.EventID }) {
-			// Committed after the turn loaded its run.
-			consumed = append(consumed, &pb.Event{Id: by.EventID})
-		}
-		if err := a.complete(done, sid, turnKey+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
-			return nil, err
-		}
-		if interrupted(ctx) {
-			return nil, temporal.NewCanceledError("turn interrupted")
-		}
-		// Only the push stopped the turn: Temporal has not asked to cancel
-		// the activity, which therefore may not report "canceled"
-		// (Temporal refuses that answer); it reports the interrupted turn
-		// as a result. If the workflow's cancellation is requested
-		// meanwhile, the completed result still settles the activity; the
-		// turn's end was recorded once either way (keyed by turnKey).
-		res.Outcome, res.More, res.InterruptOutboxID = TurnInterrupted, true, by.OutboxID
-		return res, nil
+		return endCompleted
+	case cancelled && !interrupted:
+		return endAbandoned
+	case cancelled:
+		return endInterrupted
 	default:
-		return a.failTurn(done, sid, turnKey, in.Attempt, batch, res, runErr)
+		return endFailed
 	}
-	// A note on outputs left unpublished precedes the turn's ending.
+}
+
+// finishInterrupted ends an interrupted turn idle, consuming the
+// interrupt.
+func (t *turn) finishInterrupted(ctx, done context.Context) (*RunTurnResult, error) {
+	by, pushed := t.reg.Interrupted()
+	consumed := interruptConsumed(t.batch, t.pending[len(t.batch):], by.EventID, pushed)
+	if err := t.a.complete(done, t.sid, t.key+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
+		return nil, err
+	}
+	if interrupted(ctx) {
+		return nil, temporal.NewCanceledError("turn interrupted")
+	}
+	// Only the push stopped the turn: Temporal has not asked to cancel
+	// the activity, which therefore may not report "canceled" (Temporal
+	// refuses that answer); it reports the interrupted turn as a result.
+	// If the workflow's cancellation is requested meanwhile, the
+	// completed result still settles the activity; the turn's end was
+	// recorded once either way (keyed by the turn's key).
+	t.res.Outcome, t.res.More, t.res.InterruptOutboxID = TurnInterrupted, true, by.OutboxID
+	return t.res, nil
+}
+
+// interruptConsumed lists the triggers an interrupted turn consumes: its
+// batch, the interrupts pending after it and, when pushed, the pushed
+// interrupt (pushedID) if it was committed after the turn loaded its run.
+func interruptConsumed(batch, rest []*pb.Event, pushedID string, pushed bool) []*pb.Event {
+	consumed := append([]*pb.Event(nil), batch...)
+	for _, ev := range rest {
+		if ev.GetType() == "user.interrupt" {
+			consumed = append(consumed, ev)
+		}
+	}
+	if pushed && !slices.ContainsFunc(consumed, func(e *pb.Event) bool { return e.GetId() == pushedID }) {
+		consumed = append(consumed, &pb.Event{Id: pushedID})
+	}
+	return consumed
+}
+
+// finish ends a turn whose core ran to an outcome: it publishes the
+// outputs the agent left (a note on those left unpublished precedes the
+// turn's ending) and commits the outcome.
+func (t *turn) finish(done context.Context, result *agentruntime.Result) (*RunTurnResult, error) {
 	var notes []*pb.NewEvent
-	if note, err := a.publishOutputs(done, sid, turnKey, once.Sandbox()); err != nil {
+	if note, err := t.a.publishOutputs(done, t.sid, t.key, t.once.Sandbox()); err != nil {
 		return nil, err
 	} else if note != nil {
 		notes = append(notes, note)
 	}
+	c := planCommit(result, t.key, t.core.MaxRoundsOrDefault(), notes)
+	if err := t.commit(done, result, c); err != nil {
+		return nil, err
+	}
+	t.res.Outcome = c.reported
+	return t.res, nil
+}
+
+// endCommit is how a turn that ran to an outcome is committed.
+type endCommit struct {
+	// park: the turn waits for the client (requires_action): events are
+	// appended, the batch marked processed, and the turn parked.
+	park bool
+	// last: the model's last response, held by the runtime, commits with
+	// the turn's end (one transaction, one wake-up of the streams),
+	// before events.
+	last bool
+	// outcome ends the turn (unless park), with events.
+	outcome pb.TurnOutcome
+	events  []*pb.NewEvent
+	// reported is the outcome reported to the workflow.
+	reported string
+}
+
+// planCommit decides how a turn of key that ended with result is
+// committed, notes (on outputs) preceding its ending; maxRounds is the
+// core's limit of model requests.
+func planCommit(result *agentruntime.Result, key string, maxRounds int, notes []*pb.NewEvent) endCommit {
 	switch result.Outcome {
 	case agentruntime.OutcomeRequiresAction:
-		if len(notes) > 0 {
-			if _, err := a.ControlPlane.AppendEvents(done, &pb.AppendEventsRequest{SessionId: sid, Events: notes}); err != nil {
-				return nil, fmt.Errorf("report output limits: %w", err)
-			}
-		}
-		if err := a.markProcessed(done, sid, batch); err != nil {
-			return nil, err
-		}
-		if _, err := a.ControlPlane.ParkTurn(done, &pb.ParkTurnRequest{SessionId: sid, RequiredActionEventIds: result.RequiredEventIDs}); err != nil {
-			return nil, fmt.Errorf("park turn: %w", err)
-		}
-		res.Outcome = TurnParked
-		return res, nil
+		return endCommit{park: true, events: notes, reported: TurnParked}
 	case agentruntime.OutcomeRoundLimit:
-		ev := errorEvent(turnKey+"/round_limit", "tool_use_limit_reached_error",
-			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", core.MaxRoundsOrDefault()), retryExhausted)
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, append(notes, ev), batch...); err != nil {
-			return nil, err
-		}
+		ev := errorEvent(key+"/round_limit", "tool_use_limit_reached_error",
+			fmt.Sprintf("the turn reached the limit of %d model requests and was ended", maxRounds), retryExhausted)
+		return endCommit{outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, events: append(notes, ev), reported: TurnIdle}
 	case agentruntime.OutcomeBudgetReached:
 		// Idle with stop_reason budget_reached, before the next model
 		// request; the client raises the budget to continue.
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED, notes, batch...); err != nil {
-			return nil, err
-		}
+		return endCommit{outcome: pb.TurnOutcome_TURN_OUTCOME_BUDGET_REACHED, events: notes, reported: TurnIdle}
 	case agentruntime.OutcomeContextWindow:
-		ev := errorEvent(turnKey+"/context_window", "unknown_error", result.Detail, retryExhausted)
-		if err := a.complete(done, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, append(notes, ev), batch...); err != nil {
-			return nil, err
-		}
+		ev := errorEvent(key+"/context_window", "unknown_error", result.Detail, retryExhausted)
+		return endCommit{outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, events: append(notes, ev), reported: TurnIdle}
 	default:
-		// The model's last response (when the runtime held it) commits
-		// with the turn's end: one transaction, one wake-up of the streams.
-		transcript, events, err := store.lastCommit(result.Last)
-		if err != nil {
-			return nil, err
-		}
-		if err := a.completeTurn(done, &pb.CompleteTurnRequest{SessionId: sid, Outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN,
-			Events: append(events, notes...), Transcript: transcript, TurnKey: turnKey, ProcessedEventIds: eventIDs(batch)}); err != nil {
-			return nil, err
-		}
+		return endCommit{last: true, outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, events: notes, reported: TurnIdle}
 	}
-	res.Outcome = TurnIdle
-	return res, nil
+}
+
+// commit carries out c for the turn that ended with result.
+func (t *turn) commit(done context.Context, result *agentruntime.Result, c endCommit) error {
+	a, sid := t.a, t.sid
+	switch {
+	case c.park:
+		if len(c.events) > 0 {
+			if _, err := a.ControlPlane.AppendEvents(done, &pb.AppendEventsRequest{SessionId: sid, Events: c.events}); err != nil {
+				return fmt.Errorf("report output limits: %w", err)
+			}
+		}
+		if err := a.markProcessed(done, sid, t.batch); err != nil {
+			return err
+		}
+		if _, err := a.ControlPlane.ParkTurn(done, &pb.ParkTurnRequest{SessionId: sid, RequiredActionEventIds: result.RequiredEventIDs}); err != nil {
+			return fmt.Errorf("park turn: %w", err)
+		}
+		return nil
+	case c.last:
+		transcript, events, err := t.store.lastCommit(result.Last)
+		if err != nil {
+			return err
+		}
+		return a.completeTurn(done, &pb.CompleteTurnRequest{SessionId: sid, Outcome: c.outcome,
+			Events: append(events, c.events...), Transcript: transcript, TurnKey: t.key, ProcessedEventIds: eventIDs(t.batch)})
+	default:
+		return a.complete(done, sid, t.key, c.outcome, c.events, t.batch...)
+	}
 }
 
 // failTurn records a failed turn: transient model errors are retried by
 // the workflow (session.error retrying + rescheduled) until exhausted; a
 // vanished sandbox or an unrecoverable model error terminates the session;
-// a sandbox that cannot be provisioned ends the turn idle.
+// a sandbox that cannot be provisioned ends the turn idle. Anything else
+// (ControlPlane unreachable, ...) fails the activity, which Temporal
+// retries; the retry resumes the turn.
 func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
-	var vanished *sandbox.VanishedError
-	var me *model.Error
-	if !errors.As(runErr, &vanished) && errors.Is(runErr, sandbox.ErrNotFound) {
-		// The cached sandbox disappeared between turns or mid-turn.
-		a.Manager.Forget(sid)
-		ref := sandbox.Ref{}
-		if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid}); err == nil {
-			ref = sandbox.Ref{Provider: b.GetBinding().GetProvider(), ID: b.GetBinding().GetExternalId()}
-		}
-		vanished = &sandbox.VanishedError{SessionID: sid, Ref: ref}
+	f, ok := planFailure(runErr, a.vanishedSandbox(ctx, sid, runErr), turnKey, attempt)
+	if !ok {
+		return nil, runErr
 	}
+	var processed []*pb.Event
+	if f.consume {
+		processed = batch
+	}
+	if err := a.complete(ctx, sid, f.key, f.outcome, []*pb.NewEvent{f.event}, processed...); err != nil {
+		return nil, err
+	}
+	res.Outcome, res.RetryAfter = f.reported, f.retryAfter
+	return res, nil
+}
+
+// vanishedSandbox returns the sandbox runErr reports gone: the one it
+// names, or, when an operation found the session's cached sandbox missing
+// (between turns or mid-turn), that one, forgotten. nil: none.
+func (a *TurnActivities) vanishedSandbox(ctx context.Context, sid string, runErr error) *sandbox.VanishedError {
+	var vanished *sandbox.VanishedError
+	if errors.As(runErr, &vanished) || !errors.Is(runErr, sandbox.ErrNotFound) {
+		return vanished
+	}
+	a.Manager.Forget(sid)
+	ref := sandbox.Ref{}
+	if b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: sid}); err == nil {
+		ref = sandbox.Ref{Provider: b.GetBinding().GetProvider(), ID: b.GetBinding().GetExternalId()}
+	}
+	return &sandbox.VanishedError{SessionID: sid, Ref: ref}
+}
+
+// failure is how a failed turn is recorded: one CompleteTurn.
+type failure struct {
+	key     string // CompleteTurn's turn key
+	outcome pb.TurnOutcome
+	event   *pb.NewEvent // the session.error
+	// consume: the turn's batch is marked processed with it (not when
+	// the turn is tried again).
+	consume bool
+	// reported is the outcome reported to the workflow, retryAfter the
+	// delay before the retry of TurnRetry.
+	reported   string
+	retryAfter time.Duration
+}
+
+// planFailure decides how a turn of key whose run failed with runErr on
+// its attempt-th try is recorded; vanished is the sandbox that
+// disappeared, if one did. ok is false for a failure none of those
+// describe: the activity fails.
+func planFailure(runErr error, vanished *sandbox.VanishedError, key string, attempt int) (f failure, ok bool) {
 	var provision *sandbox.ProvisionError
 	var unmountable *sessionfiles.ResourceError
+	var me *model.Error
+	endIdle := func(eventKey, msg string) failure {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_END_TURN, consume: true, reported: TurnIdle,
+			event: errorEvent(eventKey, "unknown_error", msg, retryExhausted)}
+	}
+	terminate := func(eventKey, typ, msg string) failure {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_TERMINATED, consume: true, reported: TurnStopped,
+			event: errorEvent(eventKey, typ, msg, retryTerminal)}
+	}
 	switch {
 	case errors.As(runErr, &unmountable):
 		// The client can fix the resource (or delete it); the next message
 		// tries again.
-		ev := errorEvent(turnKey+"/resource/"+unmountable.ResourceID, "unknown_error", unmountable.Error(), retryExhausted)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnIdle
-		return res, nil
+		return endIdle(key+"/resource/"+unmountable.ResourceID, unmountable.Error()), true
 	case errors.As(runErr, &provision):
 		// The environment cannot be set up as asked: retrying the turn
 		// would fail the same way. The turn ends; the next message tries
 		// again (the environment may have been fixed meanwhile).
-		ev := errorEvent(turnKey+"/sandbox_provisioning", "unknown_error", provision.Error(), retryExhausted)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_END_TURN, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnIdle
-		return res, nil
+		return endIdle(key+"/sandbox_provisioning", provision.Error()), true
 	case vanished != nil:
-		ev := errorEvent(turnKey+"/sandbox_vanished", "unknown_error", vanished.Error(), retryTerminal)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnStopped
-		return res, nil
+		return terminate(key+"/sandbox_vanished", "unknown_error", vanished.Error()), true
 	case errors.As(runErr, &me) && me.Retryable:
-		key := fmt.Sprintf("%s/attempt/%d", turnKey, attempt)
-		if attempt+1 >= MaxModelAttempts {
-			ev := errorEvent(key, me.SessionErrorType(), me.Message, retryExhausted)
-			if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, []*pb.NewEvent{ev}, batch...); err != nil {
-				return nil, err
-			}
-			res.Outcome = TurnIdle
-			return res, nil
-		}
-		ev := errorEvent(key, me.SessionErrorType(), me.Message, retryRetrying)
-		if err := a.complete(ctx, sid, key, pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, []*pb.NewEvent{ev}); err != nil {
-			return nil, err
-		}
-		delay := me.RetryAfter
-		if delay <= 0 {
-			delay = time.Duration(1<<attempt) * time.Second
-		}
-		res.Outcome, res.RetryAfter = TurnRetry, min(delay, time.Minute)
-		return res, nil
+		return retryFailure(me, key, attempt), true
 	case errors.As(runErr, &me):
-		ev := errorEvent(turnKey+"/model_error", me.SessionErrorType(), me.Message, retryTerminal)
-		if err := a.complete(ctx, sid, turnKey, pb.TurnOutcome_TURN_OUTCOME_TERMINATED, []*pb.NewEvent{ev}, batch...); err != nil {
-			return nil, err
-		}
-		res.Outcome = TurnStopped
-		return res, nil
+		return terminate(key+"/model_error", me.SessionErrorType(), me.Message), true
 	}
-	// Anything else (ControlPlane unreachable, ...) fails the activity,
-	// which Temporal retries; the retry resumes the turn.
-	return nil, runErr
+	return failure{}, false
+}
+
+// retryFailure records a transient model error on the attempt-th try of
+// the turn of key: the turn is rescheduled, after the server's delay or a
+// doubling one (at most a minute), until MaxModelAttempts tries failed;
+// then it ends idle, its retries exhausted.
+func retryFailure(me *model.Error, key string, attempt int) failure {
+	attemptKey := fmt.Sprintf("%s/attempt/%d", key, attempt)
+	if attempt+1 >= MaxModelAttempts {
+		return failure{key: key, outcome: pb.TurnOutcome_TURN_OUTCOME_RETRIES_EXHAUSTED, consume: true, reported: TurnIdle,
+			event: errorEvent(attemptKey, me.SessionErrorType(), me.Message, retryExhausted)}
+	}
+	delay := me.RetryAfter
+	if delay <= 0 {
+		delay = time.Duration(1<<attempt) * time.Second
+	}
+	return failure{key: attemptKey, outcome: pb.TurnOutcome_TURN_OUTCOME_RESCHEDULING, reported: TurnRetry,
+		retryAfter: min(delay, time.Minute), event: errorEvent(attemptKey, me.SessionErrorType(), me.Message, retryRetrying)}
 }
 
 // Retry statuses of a session.error (its error.retry_status.type): what
