@@ -185,15 +185,7 @@ func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "cannot enforce egress")
 
 	// A worker of the provider reports the capability: accepted.
-	pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-egress", Provider: "local",
-		TaskQueues: []string{"q"}, Capabilities: []string{"limited_networking"}, Version: "test"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	heartbeat(t, srv, "w-egress", "local", "limited_networking")
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("with egress control: %d %s", r.status, r.body)
@@ -206,10 +198,7 @@ func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	body = []byte(fmt.Sprintf(`{"agent":%q,"environment_id":%q}`, agent.ID, env.ID))
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "does not install packages")
-	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-packages", Provider: "local",
-		TaskQueues: []string{"q"}, Capabilities: []string{"packages"}, Version: "test"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	heartbeat(t, srv, "w-packages", "local", "packages")
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("with package installation: %d %s", r.status, r.body)
