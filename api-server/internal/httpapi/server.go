@@ -17,6 +17,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/envelope"
+	"github.com/mangohq/mango/api-server/internal/eventhub"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/metrics"
 	"github.com/mangohq/mango/api-server/internal/preview"
@@ -47,7 +48,7 @@ type Deps struct {
 	// delivers the signal directly; the outbox relay retries if it fails.
 	Wake func(ctx context.Context, sessionID string)
 	// Hub wakes SSE streams when events are committed (by any replica).
-	Hub *Hub
+	Hub *eventhub.Hub
 	// Previews delivers preview frames to streams that asked for them
 	// with event_deltas[]; nil means streams receive no previews.
 	Previews *preview.Hub

@@ -350,14 +350,19 @@ func TestFilesUploadLimitsAndNames(t *testing.T) {
 	_, err = client.Beta.Files.Upload(ctx, anthropic.BetaFileUploadParams{File: anthropic.File(strings.NewReader("x"), "bad\x01.csv", "text/csv")})
 	wantAPIError(t, err, http.StatusBadRequest)
 	var n int
+	pager := client.Beta.Files.ListAutoPaging(ctx, anthropic.BetaFileListParams{})
+	for pager.Next() {
+		n++
+	}
+	if err := pager.Err(); err != nil || n != 4 {
+		t.Errorf("%d files listed (%v), want only the 4 accepted ones", n, err)
+	}
+	// That a refused upload left no bytes behind is seen only in the store.
 	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&n); err != nil || n != 4 {
-		t.Errorf("%d files stored (%v), want only the 4 accepted ones", n, err)
-	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM file_blob_heads`).Scan(&n); err == nil && n != 4 {
 		t.Errorf("%d blobs stored, want only the 4 accepted files'", n)
 	}

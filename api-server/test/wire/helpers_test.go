@@ -1,14 +1,22 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
 func newClient(t *testing.T, srv *testserver.Server, opts ...option.RequestOption) anthropic.Client {
@@ -47,3 +55,40 @@ func apiErrorWithStatus(t *testing.T, err error, status int) *anthropic.Error {
 }
 
 var _ = http.StatusOK
+
+// waitSessionGone waits up to 60s until srv's ControlPlane no longer knows
+// the session: an append to it finds nothing (NotFound), so its row is
+// gone, not only fenced for deletion (FailedPrecondition). The probe
+// appends nothing to a session in either state. It reports whether the
+// session went.
+func waitSessionGone(t *testing.T, srv *testserver.Server, sid string) bool {
+	t.Helper()
+	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Errorf("dial the control plane: %v", err)
+		return false
+	}
+	defer func() { _ = conn.Close() }()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
+	cp := pb.NewControlPlaneClient(conn)
+	probe := &pb.AppendEventsRequest{SessionId: sid,
+		Events: []*pb.NewEvent{{Key: "deletion-probe", Type: "agent.message", Body: `{"content":[{"type":"text","text":"probe"}]}`}}}
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+		if _, err := cp.AppendEvents(ctx, probe); status.Code(err) == codes.NotFound {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// heartbeat reports a worker to srv's ControlPlane as a running worker
+// does (at the server's clock).
+func heartbeat(t *testing.T, srv *testserver.Server, id, provider string, caps ...string) {
+	t.Helper()
+	conn, ctx := workerConn(t, srv)
+	if _, err := pb.NewControlPlaneClient(conn).RecordWorkerHeartbeat(ctx, &pb.RecordWorkerHeartbeatRequest{WorkerId: id, Provider: provider,
+		TaskQueues: []string{"q"}, Capabilities: caps, Version: "test"}); err != nil {
+		t.Fatalf("heartbeat of worker %s: %v", id, err)
+	}
+}

@@ -68,16 +68,14 @@ func TestProviderHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := db.NewStore(pool)
-	beat := func(id, provider string, at time.Time, caps ...string) {
-		if _, err := store.WorkerHeartbeat(context.Background(), &db.Worker{ID: id, Provider: provider, TaskQueues: []string{"q"},
-			Capabilities: caps, Version: "test"}, at); err != nil {
-			t.Fatal(err)
-		}
+	heartbeat(t, srv, "w-local", "local", "packages")
+	// A worker last seen 10 minutes ago: no API sets a heartbeat's time,
+	// so it is written to the store.
+	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-docker-old", Provider: "docker", TaskQueues: []string{"q"},
+		Version: "test"}, time.Now().Add(-10*time.Minute)); err != nil {
+		t.Fatal(err)
 	}
-	beat("w-local", "local", time.Now(), "packages")
-	beat("w-docker-old", "docker", time.Now().Add(-10*time.Minute))
-	beat("w-e2b", "e2b", time.Now(), "pause_resume")
+	heartbeat(t, srv, "w-e2b", "e2b", "pause_resume")
 
 	h = get()
 	if len(h.Data) != 3 || h.Data[0].LiveWorkers != 1 || len(h.Data[0].Capabilities) != 1 || h.Data[0].Capabilities[0] != "packages" ||

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
@@ -192,18 +191,7 @@ func all(evs []streamed, typ string) []map[string]any {
 // down and the row is gone.
 func deleteAndWait(t *testing.T, e *turnEnv, sid string) {
 	_, _ = e.client.Beta.Sessions.Delete(context.Background(), sid, anthropic.BetaSessionDeleteParams{})
-	pool, err := pgxpool.New(context.Background(), e.srv.DatabaseURL)
-	if err != nil {
-		return
+	if !waitSessionGone(t, e.srv, sid) {
+		t.Errorf("session %s not deleted (sandbox teardown) within 60s", sid)
 	}
-	defer pool.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		if pool.QueryRow(context.Background(), "SELECT count(*) FROM sessions WHERE id = $1", sid).Scan(&n) == nil && n == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Errorf("session %s not deleted (sandbox teardown) within 60s", sid)
 }

@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/testserver"
-	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
 func TestSessionValidation(t *testing.T) {
@@ -131,18 +129,10 @@ func TestRequiredActionResumes(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
 	id := newSession(t, srv)
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := db.NewStore(pool)
 	send(t, srv, id, msg) // running
-	_, _, err = store.Append(ctx, id, &db.AppendRequest{Now: time.Now().UTC(), Decide: func(*db.Session) (*db.Change, error) {
-		return &db.Change{To: db.StatusIdle, EventID: "sevt_parkedparkedparkedpark", StopReason: json.RawMessage(`{"type":"requires_action","event_ids":["sevt_a","sevt_b"]}`)}, nil
-	}})
-	if err != nil {
+	a, b := ids.New(ids.Event), ids.New(ids.Event)
+	conn, ctx := workerConn(t, srv)
+	if _, err := pb.NewControlPlaneClient(conn).ParkTurn(ctx, &pb.ParkTurnRequest{SessionId: id, RequiredActionEventIds: []string{a, b}}); err != nil {
 		t.Fatalf("park: %v", err)
 	}
 	status := func() string {
@@ -151,15 +141,15 @@ func TestRequiredActionResumes(t *testing.T) {
 		_ = json.Unmarshal(r.body, &s)
 		return s.Status
 	}
-	if r := send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"sevt_a","result":"deny","deny_message":"no"}`); r.status != 200 {
+	if r := send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"`+a+`","result":"deny","deny_message":"no"}`); r.status != 200 {
 		t.Fatalf("answer a: %d %s", r.status, r.body)
 	}
 	if s := status(); s != "idle" {
 		t.Errorf("after one of two answers: %s, want idle", s)
 	}
-	r := send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"sevt_a","result":"allow"}`)
+	r := send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"`+a+`","result":"allow"}`)
 	checkEnvelope(t, r, http.StatusConflict, "conflict_error", "not waiting")
-	if r := send(t, srv, id, `{"type":"user.custom_tool_result","custom_tool_use_id":"sevt_b","content":[{"type":"text","text":"42"}]}`); r.status != 200 {
+	if r := send(t, srv, id, `{"type":"user.custom_tool_result","custom_tool_use_id":"`+b+`","content":[{"type":"text","text":"42"}]}`); r.status != 200 {
 		t.Fatalf("answer b: %d %s", r.status, r.body)
 	}
 	if s := status(); s != "running" {
@@ -185,15 +175,7 @@ func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "cannot enforce egress")
 
 	// A worker of the provider reports the capability: accepted.
-	pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-egress", Provider: "local",
-		TaskQueues: []string{"q"}, Capabilities: []string{"limited_networking"}, Version: "test"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	heartbeat(t, srv, "w-egress", "local", "limited_networking")
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("with egress control: %d %s", r.status, r.body)
@@ -206,10 +188,7 @@ func TestLimitedNetworkingNeedsEgressControl(t *testing.T) {
 	body = []byte(fmt.Sprintf(`{"agent":%q,"environment_id":%q}`, agent.ID, env.ID))
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	checkEnvelope(t, r, http.StatusUnprocessableEntity, "invalid_request_error", "does not install packages")
-	if _, err := db.NewStore(pool).WorkerHeartbeat(context.Background(), &db.Worker{ID: "w-packages", Provider: "local",
-		TaskQueues: []string{"q"}, Capabilities: []string{"packages"}, Version: "test"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	heartbeat(t, srv, "w-packages", "local", "packages")
 	r = do(t, srv, http.MethodPost, "/v1/sessions", "application/json", body, nil)
 	if r.status != http.StatusOK {
 		t.Fatalf("with package installation: %d %s", r.status, r.body)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
 // fixture creates an agent and an environment to hang sessions on.
@@ -534,11 +535,23 @@ func TestConcurrentSendersGetContiguousSequence(t *testing.T) {
 		}()
 	}
 	wg2.Wait()
-	if err := pool.QueryRow(context.Background(), `SELECT count(*), min(seq), max(seq) FROM events WHERE session_id = $1`, id).Scan(&count, &minSeq, &maxSeq); err != nil {
-		t.Fatal(err)
+	// The log as clients list it and its newest position as the
+	// ControlPlane reports it: as many events as the newest seq, and seqs
+	// are unique and start at 1, so they are contiguous.
+	list := do(t, srv, http.MethodGet, "/v1/sessions/"+id+"/events?limit=100", "", nil, nil)
+	var listed struct {
+		Data []struct{ ID string }
 	}
-	if count != senders+2 || minSeq != 1 || maxSeq != senders+2 {
-		t.Errorf("after %d concurrent interrupts: count %d seq %d..%d, want %d contiguous from 1", senders, count, minSeq, maxSeq, senders+2)
+	if err := json.Unmarshal(list.body, &listed); err != nil || list.status != http.StatusOK {
+		t.Fatalf("list events = %d %s (%v), want 200", list.status, list.body, err)
+	}
+	conn, cpCtx := workerConn(t, srv)
+	run, err := pb.NewControlPlaneClient(conn).GetRun(cpCtx, &pb.GetRunRequest{SessionId: id})
+	if err != nil {
+		t.Fatalf("GetRun: %v", err)
+	}
+	if count, last := len(listed.Data), run.GetLastSeq(); count != senders+2 || last != senders+2 {
+		t.Errorf("after %d concurrent interrupts: %d events listed, last seq %d; want %d contiguous from 1", senders, count, last, senders+2)
 	}
 }
 

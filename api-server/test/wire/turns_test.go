@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
@@ -504,20 +503,9 @@ func TestTurnOnDockerThroughSDK(t *testing.T) {
 		// Deleting tears the container down through the worker.
 		_, _ = e.client.Beta.Sessions.Delete(context.Background(), s.ID, anthropic.BetaSessionDeleteParams{})
 		// The row goes once the container is torn down and unbound.
-		pool, err := pgxpool.New(context.Background(), srv.DatabaseURL)
-		if err != nil {
-			return
+		if !waitSessionGone(t, srv, s.ID) {
+			t.Errorf("session %s not deleted (container teardown) within 60s", s.ID)
 		}
-		defer pool.Close()
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			var n int
-			if pool.QueryRow(context.Background(), "SELECT count(*) FROM sessions WHERE id = $1", s.ID).Scan(&n) == nil && n == 0 {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("session %s not deleted (container teardown) within 60s", s.ID)
 	})
 	events := e.watch(t, s.ID)
 	e.say(t, s.ID, `#tool bash {"command":"echo in-$(pwd); cat /proc/1/cgroup >/dev/null && echo container"}`)

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/execution-worker/internal/app"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
@@ -17,6 +19,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 
@@ -111,8 +114,8 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	if _, err := bindings.GetBinding(ctx, session); err != nil {
 		t.Fatalf("binding gone without a worker: %v", err)
 	}
-	if n := sessionRows(t, srv, session); n != 1 {
-		t.Fatalf("session rows while the worker is down = %d, want 1 (fenced)", n)
+	if st := deletionState(t, cp, session); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "session is being deleted") {
+		t.Fatalf("append while the worker is down: %v, want FailedPrecondition \"session is being deleted\" (fenced)", st.Err())
 	}
 
 	// The worker returns and finishes the deletion.
@@ -122,12 +125,12 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	for {
 		_, statErr := os.Stat(workspace)
 		_, bindErr := bindings.GetBinding(ctx, session)
-		rows := sessionRows(t, srv, session)
-		if errors.Is(statErr, os.ErrNotExist) && errors.Is(bindErr, sandbox.ErrNoBinding) && rows == 0 {
+		st := deletionState(t, cp, session)
+		if errors.Is(statErr, os.ErrNotExist) && errors.Is(bindErr, sandbox.ErrNoBinding) && st.Code() == codes.NotFound {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("deletion not finished after the worker returned: workspace %v, binding %v, rows %d", statErr, bindErr, rows)
+			t.Fatalf("deletion not finished after the worker returned: workspace %v, binding %v, append %v (want NotFound: session gone)", statErr, bindErr, st.Err())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -140,17 +143,30 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	}
 }
 
-func sessionRows(t *testing.T, srv *cptest.Server, id string) int {
+// deletionState tells where a session's deletion stands as a worker meets
+// it through the ControlPlane: an append to a session being deleted is
+// refused (FailedPrecondition, "session is being deleted": its row is
+// kept, fenced), an append to a deleted one finds nothing (NotFound: its
+// row is gone). In either state the probe appends nothing.
+func deletionState(t *testing.T, cp pb.ControlPlaneClient, id string) *status.Status {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv.DatabaseURL)
+	_, err := cp.AppendEvents(context.Background(), &pb.AppendEventsRequest{SessionId: id,
+		Events: []*pb.NewEvent{{Key: "deletion-probe", Type: "agent.message", Body: `{"content":[{"type":"text","text":"probe"}]}`}}})
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("append to session %s: want a gRPC status, got %v", id, err)
+	}
+	return st
+}
+
+// dialControlPlane connects to srv's ControlPlane as a worker does, until
+// the test ends.
+func dialControlPlane(t *testing.T, srv *cptest.Server) *controlplane.Client {
+	t.Helper()
+	cp, err := controlplane.Dial(srv.GRPCAddr, srv.WorkerToken)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("dial the control plane: %v", err)
 	}
-	defer func() { _ = conn.Close(ctx) }()
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM sessions WHERE id = $1", id).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	t.Cleanup(func() { _ = cp.Close() })
+	return cp
 }

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
@@ -163,29 +160,33 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 }
 
 // waitWorkers waits until the opensandbox, local and (when up) docker
-// workers have reported their capabilities.
+// workers have reported their capabilities, as GET /admin/providers shows
+// them: providers with a worker that sent a heartbeat.
 func waitWorkers(t *testing.T, srv *cptest.Server, docker bool) {
 	t.Helper()
 	want := 2
 	if docker {
 		want = 3
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		var n int
-		if err := conn.QueryRow(ctx, "SELECT count(DISTINCT provider) FROM workers").Scan(&n); err != nil {
-			t.Fatal(err)
+		var health struct {
+			Data []struct {
+				Provider string
+				Workers  []struct{ ID string }
+			}
+		}
+		srv.Do(t, http.MethodGet, "/admin/providers", nil, &health)
+		n := 0
+		for _, p := range health.Data {
+			if len(p.Workers) > 0 {
+				n++
+			}
 		}
 		if n == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d workers reported within 30s", n, want)
+			t.Fatalf("%d of %d workers reported within 30s: %+v", n, want, health.Data)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 )
@@ -104,8 +106,9 @@ func TestRecordHistories(t *testing.T) {
 	sendMessage(t, srv, del, `#tool bash {"command":"true"}`)
 	waitIdle(del, 1)
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+del, nil, nil)
+	cp := dialControlPlane(t, srv)
 	deadline := time.Now().Add(30 * time.Second)
-	for sessionRows(t, srv, del) != 0 && time.Now().Before(deadline) {
+	for deletionState(t, cp, del).Code() != codes.NotFound && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
 
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
@@ -366,10 +367,11 @@ func TestDeleteStopsWorkflow(t *testing.T) {
 	sendMessage(t, srv, session, "#reply hi")
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+session, nil, nil)
+	cp := dialControlPlane(t, srv)
 	deadline := time.Now().Add(30 * time.Second)
-	for sessionRows(t, srv, session) != 0 {
+	for st := deletionState(t, cp, session); st.Code() != codes.NotFound; st = deletionState(t, cp, session) {
 		if time.Now().After(deadline) {
-			t.Fatal("session row not deleted within 30s")
+			t.Fatalf("session row not deleted within 30s: append %v, want NotFound", st.Err())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package eventhub
 
 import (
 	"context"
@@ -60,12 +60,12 @@ func (l *memLog) counts() (reads, sessions int) {
 
 // next waits until w has frames after pos or another status, and returns
 // them.
-func next(t *testing.T, w *Watch, pos int64) ([]frame, watchStatus) {
+func next(t *testing.T, w *Watch, pos int64) ([]Frame, Status) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		frames, st, changed := w.Next(pos)
-		if len(frames) > 0 || st != watchWait {
+		if len(frames) > 0 || st != Wait {
 			return frames, st
 		}
 		select {
@@ -76,10 +76,10 @@ func next(t *testing.T, w *Watch, pos int64) ([]frame, watchStatus) {
 	}
 }
 
-func seqs(fs []frame) []int64 {
+func seqs(fs []Frame) []int64 {
 	out := make([]int64, len(fs))
 	for i := range fs {
-		out[i] = fs[i].seq
+		out[i] = fs[i].Seq
 	}
 	return out
 }
@@ -90,7 +90,7 @@ func seqs(fs []frame) []int64 {
 // read costs no read at all.
 func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 0)
+	h := New(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	log.add(2) // before the streams: not sent to them
@@ -109,11 +109,11 @@ func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	h.Notify(fmt.Sprintf("sesn_a:%d", last))
 	for i, w := range watches {
 		frames, st := next(t, w, 2)
-		if st != watchWait || fmt.Sprint(seqs(frames)) != "[3 4 5]" {
+		if st != Wait || fmt.Sprint(seqs(frames)) != "[3 4 5]" {
 			t.Fatalf("stream %d got %v (status %d), want events 3..5", i, seqs(frames), st)
 		}
-		if !strings.HasPrefix(string(frames[0].data), "id: sevt_3\nevent: user.message\ndata: {\"id\":\"sevt_3\"") {
-			t.Fatalf("frame = %q, want the SSE frame of sevt_3", frames[0].data)
+		if !strings.HasPrefix(string(frames[0].Data), "id: sevt_3\nevent: user.message\ndata: {\"id\":\"sevt_3\"") {
+			t.Fatalf("Frame = %q, want the SSE Frame of sevt_3", frames[0].Data)
 		}
 	}
 	if reads, sessions := log.counts(); reads != 1 || sessions != 1 {
@@ -132,10 +132,10 @@ func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 
 // TestSlowStreamIsCutOthersGoOn: a stream that stops writing holds the
 // feed's frames only up to its bounds; past them it is cut (and told so
-// with watchEnd) while the streams keeping up receive every event.
+// with End) while the streams keeping up receive every event.
 func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 8)
+	h := New(prometheus.NewRegistry(), 8)
 	defer h.Close()
 	log := &memLog{}
 	slow, fast := h.Subscribe(log, "sesn_a"), h.Subscribe(log, "sesn_a")
@@ -157,12 +157,12 @@ func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 			h.Notify(fmt.Sprintf("sesn_a:%d", last))
 		}
 		frames, st := next(t, fast, pos)
-		if st != watchWait || frames[0].seq != pos+1 {
+		if st != Wait || frames[0].Seq != pos+1 {
 			t.Fatalf("fast stream at %d got %v (status %d), want the next events", pos, seqs(frames), st)
 		}
-		pos = frames[len(frames)-1].seq
+		pos = frames[len(frames)-1].Seq
 	}
-	if _, st, _ := slow.Next(0); st != watchEnd {
+	if _, st, _ := slow.Next(0); st != End {
 		t.Fatalf("slow stream status %d after falling %d events behind a feed of 8, want end (cut)", st, pos)
 	}
 	if got := testutil.ToFloat64(h.cuts.WithLabelValues("slow")); got != 1 {
@@ -181,28 +181,28 @@ func TestSlowStreamIsCutOthersGoOn(t *testing.T) {
 // itself, then joins the feed.
 func TestStreamBehindTheFeedReadsWhatItMissed(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 0)
+	h := New(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	log.add(10)
 	w := h.Subscribe(log, "sesn_a")
 	defer w.Close()
 	started(t, w)
-	if _, st := next(t, w, 4); st != watchBehind {
+	if _, st := next(t, w, 4); st != Behind {
 		t.Fatalf("status %d at seq 4 of 10, want behind", st)
 	}
-	if frames, st, _ := w.Next(10); st != watchWait || len(frames) != 0 {
+	if frames, st, _ := w.Next(10); st != Wait || len(frames) != 0 {
 		t.Fatalf("at the feed's head: %v status %d, want nothing to write and wait", seqs(frames), st)
 	}
 }
 
 // TestFeedSeesDeletionAndGaps: a deletion notification or a gap in
 // listening makes the feed ask the session; a deleted session ends its
-// streams with watchDeleted; after a gap, events committed meanwhile are
+// streams with Deleted; after a gap, events committed meanwhile are
 // read.
 func TestFeedSeesDeletionAndGaps(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 0)
+	h := New(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
 	w := h.Subscribe(log, "sesn_a")
@@ -218,7 +218,7 @@ func TestFeedSeesDeletionAndGaps(t *testing.T) {
 	log.deleted = true
 	log.mu.Unlock()
 	h.Notify("sesn_a:deleted")
-	if _, st := next(t, w, 2); st != watchDeleted {
+	if _, st := next(t, w, 2); st != Deleted {
 		t.Fatalf("status %d after the deletion, want deleted", st)
 	}
 }
@@ -227,7 +227,7 @@ func TestFeedSeesDeletionAndGaps(t *testing.T) {
 // Close ends every stream (Done).
 func TestHubForgetsFeedsAndCloses(t *testing.T) {
 	t.Parallel()
-	h := NewHub(prometheus.NewRegistry(), 0)
+	h := New(prometheus.NewRegistry(), 0)
 	log := &memLog{}
 	a, b := h.Subscribe(log, "sesn_a"), h.Subscribe(log, "sesn_a")
 	a.Close()

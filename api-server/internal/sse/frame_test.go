@@ -1,4 +1,4 @@
-package httpapi
+package sse
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzWriteFrame checks that whatever an event's id, type and data hold,
-// writeFrame writes exactly one SSE event carrying them, with no field but
+// WriteFrame writes exactly one SSE event carrying them, with no field but
 // id, event and data: a line break in a field cannot end it early or start
 // another frame. Both a parser that follows the SSE specification and the
 // official Go SDK's decoder read the frame.
@@ -26,7 +26,7 @@ func FuzzWriteFrame(f *testing.F) {
 	f.Add("id", "retry: 1", []byte("\r\n"))
 	f.Fuzz(func(t *testing.T, id, typ string, data []byte) {
 		var buf bytes.Buffer
-		writeFrame(&buf, id, typ, data)
+		WriteFrame(&buf, id, typ, data)
 		frame := buf.String()
 		wantID := strip(id, "\r\n\x00")
 		wantType := strip(typ, "\r\n")
