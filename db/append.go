@@ -168,6 +168,10 @@ func (s *Store) appendTx(ctx context.Context, q *dbsqlc.Queries, sessionID strin
 // events_key_idx) instead of returning the stored event. last, when set,
 // is called before the append's last statement: the transaction is the
 // append's own (inTxLast), and COMMIT may go with that statement.
+//
+// Under the session's row lock it admits the request (decideAppend),
+// looks its keys up, decides what to write without touching the database
+// (planAppend) and writes that (appendPlan.execute).
 func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID string, req *AppendRequest, lookup bool, last func()) (*Session, []Event, error) {
 	row, err := q.SessionLock(ctx, sessionID)
 	if err != nil {
@@ -177,144 +181,304 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
-	if cur.Deleting {
-		return nil, nil, fmt.Errorf("append to session %s: %w", sessionID, ErrDeleting)
+	req, change, err := decideAppend(cur, req)
+	if err != nil {
+		return nil, nil, err
 	}
-	req = monotonic(req, cur)
-	var change *Change
-	if req.Decide != nil {
-		if change, err = req.Decide(cur); err != nil {
-			return nil, nil, &decideError{err}
+	var stored map[string]Event
+	if lookup {
+		if stored, err = lookupKeys(ctx, q, sessionID, appendKeys(change, req.Events)); err != nil {
+			return nil, nil, err
 		}
 	}
-	// One lookup for every key: the change's and the events'.
+	plan, err := planAppend(cur, req, change, stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan.execute(ctx, q, last)
+}
+
+// decideAppend admits req on the locked session cur: ErrDeleting once the
+// session's deletion has begun, else req with Now made monotonic and the
+// status change its Decide makes (a rejection is returned as a
+// decideError, so that it reaches the caller as is).
+func decideAppend(cur *Session, req *AppendRequest) (*AppendRequest, *Change, error) {
+	if cur.Deleting {
+		return nil, nil, fmt.Errorf("append to session %s: %w", cur.ID, ErrDeleting)
+	}
+	req = monotonic(req, cur)
+	if req.Decide == nil {
+		return req, nil, nil
+	}
+	change, err := req.Decide(cur)
+	if err != nil {
+		return nil, nil, &decideError{err}
+	}
+	return req, change, nil
+}
+
+// appendKeys are the keys an append looks up, in one query: the change's
+// and the events'.
+func appendKeys(change *Change, events []NewEvent) []string {
 	var keys []string
 	if change != nil && change.Key != "" {
 		keys = append(keys, change.Key)
 	}
-	for _, ev := range req.Events {
+	for _, ev := range events {
 		if ev.Key != "" {
 			keys = append(keys, ev.Key)
 		}
 	}
-	stored := map[string]dbsqlc.Event{}
-	if lookup && len(keys) > 0 {
-		rows, err := q.EventsGetByKeys(ctx, dbsqlc.EventsGetByKeysParams{SessionID: sessionID, Keys: keys})
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, r := range rows {
-			stored[*r.EventKey] = r
-		}
+	return keys
+}
+
+// lookupKeys returns the session's events stored under the keys, by key.
+func lookupKeys(ctx context.Context, q *dbsqlc.Queries, sessionID string, keys []string) (map[string]Event, error) {
+	stored := map[string]Event{}
+	if len(keys) == 0 {
+		return stored, nil
 	}
+	rows, err := q.EventsGetByKeys(ctx, dbsqlc.EventsGetByKeysParams{SessionID: sessionID, Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		stored[*r.EventKey] = eventFromRow(r)
+	}
+	return stored, nil
+}
+
+// appendPlan is what an append writes, as planAppend decided it; execute
+// writes it.
+type appendPlan struct {
+	// req is the request, its Now made monotonic.
+	req *AppendRequest
+	// session is the session as the append leaves it (status, stop
+	// reason, usage, active time); execute sets LastSeq and LastEventAt.
+	session *Session
+	// kept are the request's events that are not numbered, in request
+	// order: those queued outside the log, and those already stored under
+	// their key (Existed).
+	kept []Event
+	// queued are the events to store outside the log, in order.
+	queued []Event
+	// fresh are the events to number, in order: the request's new ones,
+	// then the turn-end event and the status event, if any.
+	fresh []NewEvent
+	// setStatus writes the session's status, active time and stopReason.
+	setStatus  bool
+	stopReason json.RawMessage
+	// setUsage writes the session's usage.
+	setUsage bool
+	// wake inserts an outbox row of kind wakeKind.
+	wake     bool
+	wakeKind string
+}
+
+// numbers reports whether the append numbers events: one EventsAppend
+// statement, which also announces the new last seq on NotifyChannel.
+// Without, only the few writes without an event are made, and nothing is
+// announced.
+func (p *appendPlan) numbers() bool { return len(p.fresh) > 0 }
+
+// announces reports whether the numbered event ev is announced on
+// InterruptChannel: a user.interrupt that wakes the workflow.
+func (p *appendPlan) announces(ev NewEvent) bool {
+	return p.wake && p.wakeKind == "interrupt" && ev.Type == InterruptEventType
+}
+
+// commitsWithAppend reports whether COMMIT may go with the EventsAppend
+// statement: nothing follows it unless an interrupt's notification
+// (which names the outbox row) might.
+func (p *appendPlan) commitsWithAppend() bool { return !p.wake || p.wakeKind != "interrupt" }
+
+// planAppend decides what an append writes, from the locked session cur,
+// the request (Now already monotonic), the status change its Decide made
+// (nil: none) and the events stored under the request's keys (nil without
+// the lookup). It touches no database and leaves cur as it is; it calls
+// the request's TurnEnd when the change ends a turn. The change goes
+// through the state machine (status.go): ErrInvalidTransition when it
+// forbids the move.
+func planAppend(cur *Session, req *AppendRequest, change *Change, stored map[string]Event) (*appendPlan, error) {
+	next := *cur
+	p := &appendPlan{req: req, session: &next, wakeKind: "wakeup"}
 	if change != nil && change.Key != "" {
 		if _, ok := stored[change.Key]; ok {
 			change = nil // already applied
 		}
 	}
-	out := make([]Event, 0, len(req.Events)+1)
-	fresh := make([]NewEvent, 0, len(req.Events)+1)
-	for _, ev := range req.Events {
-		if ev.Queued {
-			e, err := queue(ctx, q, sessionID, ev, req.Now)
-			if err != nil {
-				return nil, nil, err
-			}
-			out = append(out, e)
-			continue
-		}
-		if r, ok := stored[ev.Key]; ev.Key != "" && ok {
-			e := eventFromRow(r)
-			e.Existed = true
-			out = append(out, e)
-			continue
-		}
-		fresh = append(fresh, ev)
-	}
-	setUsage := false
-	for _, ev := range fresh {
+	p.placeEvents(stored)
+	for _, ev := range p.fresh {
 		if ev.Usage != nil {
-			cur.Usage.Add(*ev.Usage)
-			setUsage = true
+			next.Usage.Add(*ev.Usage)
+			p.setUsage = true
 		}
 	}
-	setStatus := false
-	var stop []byte
-	if change != nil && change.To == StatusIdle && cur.Status == StatusIdle && len(change.StopReason) > 0 {
+	if change == nil {
+		return p, nil
+	}
+	if err := p.changeStatus(change); err != nil {
+		return nil, err
+	}
+	p.wake = change.Wake
+	if change.Wake && change.WakeKind != "" {
+		p.wakeKind = change.WakeKind
+	}
+	return p, nil
+}
+
+// placeEvents puts each of the request's events where it goes: queued
+// outside the log, answered by the event stored under its key, or
+// numbered.
+func (p *appendPlan) placeEvents(stored map[string]Event) {
+	p.kept = make([]Event, 0, len(p.req.Events)+1)
+	p.fresh = make([]NewEvent, 0, len(p.req.Events)+1)
+	for _, ev := range p.req.Events {
+		if ev.Queued {
+			e := queuedEvent(p.session.ID, ev, p.req.Now)
+			p.queued = append(p.queued, e)
+			p.kept = append(p.kept, e)
+			continue
+		}
+		if e, ok := stored[ev.Key]; ev.Key != "" && ok {
+			e.Existed = true
+			p.kept = append(p.kept, e)
+			continue
+		}
+		p.fresh = append(p.fresh, ev)
+	}
+}
+
+// changeStatus plans a change's status: a new stop reason on a session
+// that stays idle, or a move the state machine allows, announced by its
+// status event after the request's TurnEnd event when the move ends a
+// turn.
+func (p *appendPlan) changeStatus(change *Change) error {
+	s := p.session
+	if change.To == StatusIdle && s.Status == StatusIdle && len(change.StopReason) > 0 {
 		// Still idle with a new stop reason (required actions partly
 		// answered): announce the remaining ones with a new idle event.
-		setStatus, stop = true, change.StopReason
-		cur.StopReason = change.StopReason
+		p.setStatus, p.stopReason = true, change.StopReason
+		s.StopReason = change.StopReason
 		if change.EventID != "" {
-			fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(StatusIdle), Key: change.Key,
-				Body: json.RawMessage(`{"stop_reason":` + string(change.StopReason) + `}`)})
+			p.fresh = append(p.fresh, NewEvent{ID: change.EventID, Type: StatusEventType(StatusIdle), Key: change.Key,
+				Body: idleEventBody(change.StopReason)})
 		}
 	}
-	if change != nil && change.To != "" && change.To != cur.Status {
-		if err := CheckTransition(cur.Status, change.To); err != nil {
+	if change.To == "" || change.To == s.Status {
+		return nil
+	}
+	if err := CheckTransition(s.Status, change.To); err != nil {
+		return err
+	}
+	if p.req.TurnEnd != nil && endsTurn(s.Status, change.To) {
+		// It sees the session before the move, with this request's usage.
+		if ev := p.req.TurnEnd(s); ev != nil {
+			p.fresh = append(p.fresh, *ev)
+		}
+	}
+	body := s.move(change.To, change.StopReason, p.req.Now)
+	p.fresh = append(p.fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
+	p.setStatus, p.stopReason = true, s.StopReason
+	return nil
+}
+
+// execute writes the plan in the append's transaction (appendKeyed's
+// last) and returns the session and the events as Append does.
+func (p *appendPlan) execute(ctx context.Context, q *dbsqlc.Queries, last func()) (*Session, []Event, error) {
+	for _, e := range p.queued {
+		if err := queue(ctx, q, e); err != nil {
 			return nil, nil, err
 		}
-		if req.TurnEnd != nil && (cur.Status == StatusRunning || cur.Status == StatusRescheduling) &&
-			(change.To == StatusIdle || change.To == StatusTerminated) {
-			if ev := req.TurnEnd(cur); ev != nil {
-				fresh = append(fresh, *ev)
-			}
-		}
-		body := json.RawMessage(`{}`)
-		stop = nil
-		if change.To == StatusIdle {
-			stop = change.StopReason
-			if len(stop) == 0 {
-				stop = []byte(`{"type":"end_turn"}`)
-			}
-			body = json.RawMessage(`{"stop_reason":` + string(stop) + `}`)
-		}
-		fresh = append(fresh, NewEvent{ID: change.EventID, Type: StatusEventType(change.To), Body: body, Key: change.Key})
-		setStatus = true
-		cur.moveClock(cur.Status, change.To, req.Now)
-		cur.Status, cur.StopReason, cur.UpdatedAt = change.To, stop, req.Now
 	}
-	wake, wakeKind := change != nil && change.Wake, "wakeup"
-	if wake && change.WakeKind != "" {
-		wakeKind = change.WakeKind
+	if !p.numbers() {
+		if err := p.writeWithoutEvents(ctx, q); err != nil {
+			return nil, nil, err
+		}
+		return p.session, p.kept, nil
 	}
-	if len(fresh) == 0 {
-		// Nothing to number: only the rare writes without an event.
-		for _, e := range req.Transcript {
-			if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: sessionID, EntryKey: e.Key, Body: e.Body}); err != nil {
-				return nil, nil, err
-			}
+	return p.writeEvents(ctx, q, last)
+}
+
+// writeWithoutEvents makes the rare writes of an append that numbers no
+// event, one statement each.
+func (p *appendPlan) writeWithoutEvents(ctx context.Context, q *dbsqlc.Queries) error {
+	s, req := p.session, p.req
+	for _, e := range req.Transcript {
+		if _, err := q.TranscriptEntryInsert(ctx, dbsqlc.TranscriptEntryInsertParams{SessionID: s.ID, EntryKey: e.Key, Body: e.Body}); err != nil {
+			return err
 		}
-		if len(req.Processed) > 0 {
-			if _, err := q.EventMarkProcessed(ctx, dbsqlc.EventMarkProcessedParams{SessionID: sessionID, Ids: req.Processed, Now: req.Now}); err != nil {
-				return nil, nil, err
-			}
-		}
-		if setStatus {
-			if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: sessionID, Status: string(cur.Status), StopReason: stop, UpdatedAt: req.Now,
-				ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince}); err != nil {
-				return nil, nil, err
-			}
-		}
-		if wake {
-			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: sessionID, Kind: wakeKind, Payload: json.RawMessage(`{}`)}); err != nil {
-				return nil, nil, err
-			}
-		}
-		return cur, out, nil
 	}
-	// The transcript entries and processed marks go in the same statement.
-	arg := dbsqlc.EventsAppendParams{SessionID: sessionID, SetStatus: setStatus, Status: string(cur.Status), StopReason: stop,
-		Now: req.Now, Wake: wake, WakeKind: wakeKind, ActiveMicros: cur.ActiveMicros, RunningSince: cur.RunningSince,
-		SetUsage: setUsage, Processed: req.Processed}
+	if len(req.Processed) > 0 {
+		if _, err := q.EventMarkProcessed(ctx, dbsqlc.EventMarkProcessedParams{SessionID: s.ID, Ids: req.Processed, Now: req.Now}); err != nil {
+			return err
+		}
+	}
+	if p.setStatus {
+		if err := q.SessionSetStatus(ctx, dbsqlc.SessionSetStatusParams{ID: s.ID, Status: string(s.Status), StopReason: p.stopReason, UpdatedAt: req.Now,
+			ActiveMicros: s.ActiveMicros, RunningSince: s.RunningSince}); err != nil {
+			return err
+		}
+	}
+	if p.wake {
+		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: s.ID, Kind: p.wakeKind, Payload: json.RawMessage(`{}`)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEvents numbers the fresh events and makes every other write in one
+// statement (EventsAppend), then announces the interrupts among them.
+func (p *appendPlan) writeEvents(ctx context.Context, q *dbsqlc.Queries, last func()) (*Session, []Event, error) {
+	s, req := p.session, p.req
+	arg := p.eventsAppendParams()
+	if last != nil && p.commitsWithAppend() {
+		// Nothing follows (an interrupt's notification would, naming the
+		// outbox row): COMMIT goes with the statement.
+		last()
+	}
+	appended, err := q.EventsAppend(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	lastSeq := appended.LastSeq
+	if want := s.LastSeq + int64(len(p.fresh)); lastSeq != want {
+		// The row lock makes this impossible; refuse rather than misnumber
+		// (or, committed with the statement, report it).
+		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", s.ID, lastSeq, len(p.fresh), s.LastSeq)
+	}
+	out := p.kept
+	for i, ev := range p.fresh {
+		seq := s.LastSeq + int64(i) + 1
+		out = append(out, Event{SessionID: s.ID, Seq: seq, ID: ev.ID, Type: ev.Type,
+			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: &req.Now})
+		if p.announces(ev) {
+			payload, _ := json.Marshal(Interrupt{SessionID: s.ID, EventID: ev.ID, Seq: seq, OutboxID: appended.OutboxID})
+			if err := q.NotifyInterrupt(ctx, string(payload)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	s.LastSeq, s.LastEventAt = lastSeq, &req.Now
+	return s, inRequestOrder(out, req.Events), nil
+}
+
+// eventsAppendParams are the EventsAppend arguments of the plan: the
+// transcript entries and processed marks go in the same statement.
+func (p *appendPlan) eventsAppendParams() dbsqlc.EventsAppendParams {
+	s, req := p.session, p.req
+	arg := dbsqlc.EventsAppendParams{SessionID: s.ID, SetStatus: p.setStatus, Status: string(s.Status), StopReason: p.stopReason,
+		Now: req.Now, Wake: p.wake, WakeKind: p.wakeKind, ActiveMicros: s.ActiveMicros, RunningSince: s.RunningSince,
+		SetUsage: p.setUsage, Processed: req.Processed}
 	for _, e := range req.Transcript {
 		arg.TranscriptKeys = append(arg.TranscriptKeys, e.Key)
 		arg.TranscriptBodies = append(arg.TranscriptBodies, string(e.Body))
 	}
-	if setUsage {
-		arg.Usage = cur.Usage.json()
+	if p.setUsage {
+		arg.Usage = s.Usage.json()
 	}
-	for _, ev := range fresh {
+	for _, ev := range p.fresh {
 		body := ev.Body
 		if len(body) == 0 {
 			body = json.RawMessage(`{}`)
@@ -325,32 +489,5 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		arg.Keys = append(arg.Keys, ev.Key)
 		arg.Pending = append(arg.Pending, ev.Pending)
 	}
-	if last != nil && (!wake || wakeKind != "interrupt") {
-		// Nothing follows (an interrupt's notification would, naming the
-		// outbox row): COMMIT goes with the statement.
-		last()
-	}
-	appended, err := q.EventsAppend(ctx, arg)
-	if err != nil {
-		return nil, nil, err
-	}
-	lastSeq := appended.LastSeq
-	if want := cur.LastSeq + int64(len(fresh)); lastSeq != want {
-		// The row lock makes this impossible; refuse rather than misnumber
-		// (or, committed with the statement, report it).
-		return nil, nil, fmt.Errorf("append to session %s: last_seq %d after appending %d events to %d", sessionID, lastSeq, len(fresh), cur.LastSeq)
-	}
-	for i, ev := range fresh {
-		seq := cur.LastSeq + int64(i) + 1
-		out = append(out, Event{SessionID: sessionID, Seq: seq, ID: ev.ID, Type: ev.Type,
-			Body: json.RawMessage(arg.Bodies[i]), CreatedAt: req.Now, ProcessedAt: &req.Now})
-		if wake && wakeKind == "interrupt" && ev.Type == InterruptEventType {
-			payload, _ := json.Marshal(Interrupt{SessionID: sessionID, EventID: ev.ID, Seq: seq, OutboxID: appended.OutboxID})
-			if err := q.NotifyInterrupt(ctx, string(payload)); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	cur.LastSeq, cur.LastEventAt = lastSeq, &req.Now
-	return cur, inRequestOrder(out, req.Events), nil
+	return arg
 }

@@ -41,17 +41,21 @@ func monotonic(req *AppendRequest, cur *Session) *AppendRequest {
 	return &r
 }
 
-// queue stores ev outside the log until the session takes it up.
-func queue(ctx context.Context, q *dbsqlc.Queries, sessionID string, ev NewEvent, now time.Time) (Event, error) {
+// queuedEvent is ev as it waits outside the log from now on, until the
+// session takes it up.
+func queuedEvent(sessionID string, ev NewEvent, now time.Time) Event {
 	body := ev.Body
 	if len(body) == 0 {
 		body = json.RawMessage(`{}`)
 	}
-	if err := q.QueuedEventInsert(ctx, dbsqlc.QueuedEventInsertParams{SessionID: sessionID, ID: ev.ID, Type: ev.Type,
-		Body: body, CreatedAt: now}); err != nil {
-		return Event{}, err
-	}
-	return Event{SessionID: sessionID, ID: ev.ID, Type: ev.Type, Body: body, CreatedAt: now}, nil
+	return Event{SessionID: sessionID, ID: ev.ID, Type: ev.Type, Body: body, CreatedAt: now}
+}
+
+// queue stores the queued event e (queuedEvent) outside the log until the
+// session takes it up.
+func queue(ctx context.Context, q *dbsqlc.Queries, e Event) error {
+	return q.QueuedEventInsert(ctx, dbsqlc.QueuedEventInsertParams{SessionID: e.SessionID, ID: e.ID, Type: e.Type,
+		Body: e.Body, CreatedAt: e.CreatedAt})
 }
 
 // inRequestOrder puts the events of an append's request first, in the
