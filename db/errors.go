@@ -78,3 +78,10 @@ func mapErr(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// decideError carries an AppendRequest.Decide rejection through the
+// transaction untouched by error mapping.
+type decideError struct{ err error }
+
+func (e *decideError) Error() string { return e.err.Error() }
+func (e *decideError) Unwrap() error { return e.err }

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -46,6 +47,41 @@ func StatusEventType(s Status) string {
 		return "session.status_rescheduled"
 	}
 	return "session.status_" + string(s)
+}
+
+// endsTurn reports whether a move from one status to another ends a
+// turn: from running or rescheduling to idle or terminated.
+func endsTurn(from, to Status) bool {
+	return (from == StatusRunning || from == StatusRescheduling) && (to == StatusIdle || to == StatusTerminated)
+}
+
+// endTurnStopReason is the stop reason of an idle status that names none.
+const endTurnStopReason = `{"type":"end_turn"}`
+
+// idleEventBody is the body of a session.status_idle event: its stop
+// reason.
+func idleEventBody(stop json.RawMessage) json.RawMessage {
+	return json.RawMessage(`{"stop_reason":` + string(stop) + `}`)
+}
+
+// move moves the session to status to at now, a move CheckTransition
+// allows: an idle status keeps stop (end_turn when empty) as its stop
+// reason, any other status none, and the active time follows
+// (moveClock). It returns the body of the status event announcing the
+// move (StatusEventType).
+func (s *Session) move(to Status, stop json.RawMessage, now time.Time) json.RawMessage {
+	body := json.RawMessage(`{}`)
+	if to == StatusIdle {
+		if len(stop) == 0 {
+			stop = []byte(endTurnStopReason)
+		}
+		body = idleEventBody(stop)
+	} else {
+		stop = nil
+	}
+	s.moveClock(s.Status, to, now)
+	s.Status, s.StopReason, s.UpdatedAt = to, stop, now
+	return body
 }
 
 // Timing. A session's active time is the time it spent in running status:

@@ -10,6 +10,9 @@
 -- right after its commit) for fresh_seconds after it became due; the poll
 -- leaves it alone meanwhile, so it does not take fresh rows from the
 -- direct path and deliver them one after another behind older ones.
+-- name: OutboxInsert :exec
+INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3);
+
 -- name: OutboxClaimDue :many
 WITH due AS (
     SELECT o.id

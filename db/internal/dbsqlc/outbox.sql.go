@@ -7,11 +7,11 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
 const outboxClaimDue = `-- name: OutboxClaimDue :many
-
 WITH due AS (
     SELECT o.id
     FROM outbox o
@@ -44,17 +44,6 @@ type OutboxClaimDueRow struct {
 	Provider  string
 }
 
-// Outbox delivery. Rows are claimed with a lease: the claiming statement
-// picks due rows with FOR UPDATE SKIP LOCKED (so concurrent claimers on
-// several replicas never pick the same row) and pushes next_attempt_at to
-// the end of the lease, so the row stays invisible to other claimers while
-// its signal is in flight without holding a transaction open. A row is
-// deleted only after Temporal accepted the signal; a failure reschedules
-// it; a claimer that dies leaves the row due again when its lease ends.
-// A row never attempted is the direct path's (the api-server delivers it
-// right after its commit) for fresh_seconds after it became due; the poll
-// leaves it alone meanwhile, so it does not take fresh rows from the
-// direct path and deliver them one after another behind older ones.
 func (q *Queries) OutboxClaimDue(ctx context.Context, arg OutboxClaimDueParams) ([]OutboxClaimDueRow, error) {
 	rows, err := q.db.Query(ctx, outboxClaimDue, arg.LeaseSeconds, arg.FreshSeconds, arg.RowLimit)
 	if err != nil {
@@ -145,6 +134,33 @@ DELETE FROM outbox WHERE id = $1
 
 func (q *Queries) OutboxDelete(ctx context.Context, id int64) error {
 	_, err := q.db.Exec(ctx, outboxDelete, id)
+	return err
+}
+
+const outboxInsert = `-- name: OutboxInsert :exec
+
+INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3)
+`
+
+type OutboxInsertParams struct {
+	SessionID string
+	Kind      string
+	Payload   json.RawMessage
+}
+
+// Outbox delivery. Rows are claimed with a lease: the claiming statement
+// picks due rows with FOR UPDATE SKIP LOCKED (so concurrent claimers on
+// several replicas never pick the same row) and pushes next_attempt_at to
+// the end of the lease, so the row stays invisible to other claimers while
+// its signal is in flight without holding a transaction open. A row is
+// deleted only after Temporal accepted the signal; a failure reschedules
+// it; a claimer that dies leaves the row due again when its lease ends.
+// A row never attempted is the direct path's (the api-server delivers it
+// right after its commit) for fresh_seconds after it became due; the poll
+// leaves it alone meanwhile, so it does not take fresh rows from the
+// direct path and deliver them one after another behind older ones.
+func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) error {
+	_, err := q.db.Exec(ctx, outboxInsert, arg.SessionID, arg.Kind, arg.Payload)
 	return err
 }
 

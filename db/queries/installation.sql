@@ -1,0 +1,4 @@
+-- The installation's id (db/installation.go).
+
+-- name: InstallationGet :one
+SELECT id FROM installation;
