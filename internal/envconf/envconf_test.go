@@ -74,3 +74,13 @@ func TestParsePanicsOnAProgrammingError(t *testing.T) {
 	}()
 	envconf.Parse(settings{}, func(string) string { return "" }, nil)
 }
+
+// TestParseReadsOnlyGetenv: the process environment is not read, also when
+// getenv sets nothing (env's default is os.Environ).
+func TestParseReadsOnlyGetenv(t *testing.T) {
+	t.Setenv("T_NAME", "from the process")
+	s := settings{Name: "default"}
+	if errs := envconf.Parse(&s, func(string) string { return "" }, nil); errs != nil || s.Name != "default" {
+		t.Errorf("Parse = %v, Name %q; want no error and the default", errs, s.Name)
+	}
+}
