@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/mangohq/mango/db => ../db
+	github.com/mangohq/mango/internal => ../internal
 	github.com/mangohq/mango/proto => ../proto
 )
 
@@ -21,6 +22,7 @@ require (
 )
 
 require (
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
@@ -62,6 +64,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/mangohq/mango/internal v0.0.0-00010101000000-000000000000
 	github.com/mangohq/mango/proto v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect

@@ -2,7 +2,10 @@ module github.com/mangohq/mango/execution-worker
 
 go 1.26.0
 
-replace github.com/mangohq/mango/proto => ../proto
+replace (
+	github.com/mangohq/mango/internal => ../internal
+	github.com/mangohq/mango/proto => ../proto
+)
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
@@ -33,6 +36,7 @@ require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudflare/circl v1.6.3 // indirect
@@ -64,6 +68,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kevinburke/ssh_config v1.2.0 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/mangohq/mango/internal v0.0.0-00010101000000-000000000000
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect

@@ -5,9 +5,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mangohq/mango/internal/envconf"
 )
 
 // Environment variables every provider reads for its command limits.
@@ -34,29 +37,40 @@ type Limits struct {
 // maxOutputCeiling bounds MANGO_SANDBOX_MAX_OUTPUT.
 const maxOutputCeiling = 1 << 30
 
+// limitVars are the variables of [Limits].
+type limitVars struct {
+	ExecTimeout time.Duration `env:"MANGO_SANDBOX_EXEC_TIMEOUT"`
+	MaxOutput   outputSize    `env:"MANGO_SANDBOX_MAX_OUTPUT"`
+}
+
+// outputSize is a size in bytes, optionally with a k, m or g suffix.
+type outputSize int64
+
+// Messages of the limits' variables.
+const (
+	wantExecTimeout = "want a positive duration such as 2m"
+	wantMaxOutput   = "want a positive size up to 1g, in bytes or such as 512k or 1m"
+)
+
 // LimitsFromEnv reads the command limits shared by every provider, so the
 // same variable means the same thing whichever provider a worker serves:
 // MANGO_SANDBOX_EXEC_TIMEOUT is a positive Go duration (2m), and
 // MANGO_SANDBOX_MAX_OUTPUT a positive size in bytes, optionally with a k,
 // m or g suffix (binary units), up to 1g. Errors name the variable.
 func LimitsFromEnv(getenv func(string) string) (Limits, error) {
-	var l Limits
-	var errs []error
-	if v := strings.TrimSpace(getenv(EnvExecTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 2m", EnvExecTimeout, v))
-		}
-		l.ExecTimeout = d
-	}
-	if v := strings.TrimSpace(getenv(EnvMaxOutput)); v != "" {
-		n, err := parseSize(v)
-		if err != nil || n <= 0 || n > maxOutputCeiling {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive size up to 1g, in bytes or such as 512k or 1m", EnvMaxOutput, v))
-		}
-		l.MaxOutput = int(n)
-	}
-	return l, errors.Join(errs...)
+	var v limitVars
+	errs := ReadEnv(&v, getenv, map[string]string{EnvExecTimeout: wantExecTimeout, EnvMaxOutput: wantMaxOutput},
+		envconf.Parsers{
+			reflect.TypeFor[time.Duration](): PositiveDuration,
+			reflect.TypeFor[outputSize](): func(s string) (any, error) {
+				n, err := parseSize(s)
+				if err != nil || n <= 0 || n > maxOutputCeiling {
+					return nil, fmt.Errorf("invalid size %q", s)
+				}
+				return outputSize(n), nil
+			},
+		})
+	return Limits{ExecTimeout: v.ExecTimeout, MaxOutput: int(v.MaxOutput)}, errors.Join(errs...)
 }
 
 // ReadLimits reads [LimitsFromEnv] into a provider's configuration: each
@@ -70,6 +84,15 @@ func ReadLimits(getenv func(string) string, execTimeout *time.Duration, maxOutpu
 	*execTimeout = cmp.Or(l.ExecTimeout, *execTimeout)
 	*maxOutput = cmp.Or(l.MaxOutput, *maxOutput)
 	return nil
+}
+
+// PositiveDuration parses a positive Go duration, for [ReadEnv].
+func PositiveDuration(v string) (any, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return nil, fmt.Errorf("invalid duration %q", v)
+	}
+	return d, nil
 }
 
 func parseSize(v string) (int64, error) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
-	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/internal/envconf"
 	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/proto/tlsconf"
@@ -117,110 +118,162 @@ type Config struct {
 // DefaultFilesMaxBytes is the default of MANGO_FILES_MAX_BYTES: 500 MiB.
 const DefaultFilesMaxBytes = 500 << 20
 
-// Load reads the configuration through getenv (os.Getenv in production).
-func Load(getenv func(string) string) (*Config, error) {
-	r := reader{getenv: getenv}
-	c := &Config{
-		DatabaseURL:        r.str("MANGO_DATABASE_URL", ""),
-		TemporalHostPort:   r.str("MANGO_TEMPORAL_HOSTPORT", "127.0.0.1:7233"),
-		TemporalNamespace:  r.str("MANGO_TEMPORAL_NAMESPACE", "default"),
-		TemporalGzip:       r.boolean("MANGO_TEMPORAL_GZIP", false),
-		HTTPAddr:           r.str("MANGO_HTTP_ADDR", "127.0.0.1:8080"),
-		GRPCAddr:           r.str("MANGO_GRPC_ADDR", "127.0.0.1:8081"),
-		APIKey:             r.str("MANGO_API_KEY", ""),
-		WorkerToken:        r.str("MANGO_WORKER_TOKEN", ""),
-		DefaultSandbox:     strings.ToLower(r.str("MANGO_SANDBOX", "local")),
-		TaskQueuePrefix:    r.str("MANGO_TASK_QUEUE_PREFIX", "mango"),
-		MaxBodyBytes:       r.size("MANGO_MAX_BODY_BYTES", 32<<20),
-		StreamMaxLag:       int(r.size("MANGO_STREAM_MAX_LAG", 4096)),
-		StreamPingInterval: r.duration("MANGO_STREAM_PING_INTERVAL", 15*time.Second),
-		DatabaseMaxConns:   int32(r.size("MANGO_DATABASE_MAX_CONNS", 32)),
-		ShutdownTimeout:    r.duration("MANGO_SHUTDOWN_TIMEOUT", 30*time.Second),
-		HostGoneAfter:      r.duration("MANGO_HOST_GONE_AFTER", 2*time.Minute),
-		AutoMigrate:        r.boolean("MANGO_AUTO_MIGRATE", false),
-		RequireLiveWorker:  r.boolean("MANGO_REQUIRE_LIVE_WORKER", false),
-		LogFormat:          r.str("MANGO_LOG_FORMAT", "text"),
+// LogValue implements slog.LogValuer. Secrets are reported only as set or
+// unset: the database URL is logged without its user, password and query,
+// the API key and the worker token as set, the vault keys by their primary
+// key's id, and the S3 store without its secret.
+func (c *Config) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("database", redactURL(c.DatabaseURL)),
+		slog.Int("database_max_conns", int(c.DatabaseMaxConns)),
+		slog.String("temporal_hostport", c.TemporalHostPort),
+		slog.String("temporal_namespace", c.TemporalNamespace),
+		slog.Any("temporal_tls", c.TemporalTLS),
+		slog.Bool("temporal_gzip", c.TemporalGzip),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("grpc_addr", c.GRPCAddr),
+		slog.Any("grpc_tls", c.GRPCTLS),
+		slog.Bool("api_key_set", c.APIKey != ""),
+		slog.Bool("worker_token_set", c.WorkerToken != ""),
+		slog.String("task_queue_prefix", c.TaskQueuePrefix),
+		slog.String("sandbox", c.DefaultSandbox),
+		slog.Any("sandbox_providers", c.SandboxProviders),
+		slog.Bool("require_live_worker", c.RequireLiveWorker),
+		slog.String("host_gone_after", c.HostGoneAfter.String()),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int("stream_max_lag", c.StreamMaxLag),
+		slog.String("stream_ping_interval", c.StreamPingInterval.String()),
+		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.Bool("auto_migrate", c.AutoMigrate),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.String("log_format", c.LogFormat),
+		slog.Bool("vault_keys_set", !c.Secrets.Empty()),
+		slog.String("vault_primary_key", c.Secrets.Primary()),
+		slog.Bool("mcp_allow_private", c.AllowPrivate),
+		slog.Int64("files_max_bytes", c.FilesMaxBytes),
+		slog.Bool("files_download_uploads", c.FilesDownloadUploads),
+		slog.String("pprof_addr", c.PprofAddr),
+	}
+	if c.FilesS3 != nil {
+		attrs = append(attrs, slog.Any("files_s3", *c.FilesS3))
+	}
+	return slog.GroupValue(attrs...)
+}
 
-		FilesMaxBytes:        r.size("MANGO_FILES_MAX_BYTES", DefaultFilesMaxBytes),
-		FilesDownloadUploads: r.boolean("MANGO_FILES_DOWNLOAD_UPLOADS", false),
-		AllowPrivate:         r.boolean(netguard.EnvAllowPrivate, false),
-		PprofAddr:            r.str(pprofserve.EnvAddr, ""),
+// redactURL keeps a URL's scheme, host and path: its user, password and
+// query (which may hold a password too) are left out.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
 	}
-	if c.DatabaseURL == "" {
-		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")
-	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		r.fail("MANGO_DATABASE_URL", "must be a postgres:// URL")
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// vars are the api-server's variables as env reads them; Load turns them
+// into a Config. A field's default is the value Load gives it before
+// reading.
+type vars struct {
+	DatabaseURL        string        `env:"MANGO_DATABASE_URL"`
+	DatabaseMaxConns   int64         `env:"MANGO_DATABASE_MAX_CONNS"`
+	TemporalHostPort   string        `env:"MANGO_TEMPORAL_HOSTPORT"`
+	TemporalNamespace  string        `env:"MANGO_TEMPORAL_NAMESPACE"`
+	TemporalGzip       bool          `env:"MANGO_TEMPORAL_GZIP"`
+	HTTPAddr           string        `env:"MANGO_HTTP_ADDR"`
+	GRPCAddr           string        `env:"MANGO_GRPC_ADDR"`
+	APIKey             string        `env:"MANGO_API_KEY"`
+	WorkerToken        string        `env:"MANGO_WORKER_TOKEN"`
+	DefaultSandbox     string        `env:"MANGO_SANDBOX"`
+	SandboxProviders   []string      `env:"MANGO_SANDBOX_PROVIDERS"`
+	TaskQueuePrefix    string        `env:"MANGO_TASK_QUEUE_PREFIX"`
+	MaxBodyBytes       int64         `env:"MANGO_MAX_BODY_BYTES"`
+	StreamMaxLag       int64         `env:"MANGO_STREAM_MAX_LAG"`
+	StreamPingInterval time.Duration `env:"MANGO_STREAM_PING_INTERVAL"`
+	ShutdownTimeout    time.Duration `env:"MANGO_SHUTDOWN_TIMEOUT"`
+	HostGoneAfter      time.Duration `env:"MANGO_HOST_GONE_AFTER"`
+	AutoMigrate        bool          `env:"MANGO_AUTO_MIGRATE"`
+	RequireLiveWorker  bool          `env:"MANGO_REQUIRE_LIVE_WORKER"`
+	LogFormat          string        `env:"MANGO_LOG_FORMAT"`
+	LogLevel           string        `env:"MANGO_LOG_LEVEL"`
+	ModelPrices        string        `env:"MANGO_MODEL_PRICES"`
+	FilesMaxBytes      int64         `env:"MANGO_FILES_MAX_BYTES"`
+	FilesDownloads     bool          `env:"MANGO_FILES_DOWNLOAD_UPLOADS"`
+	AllowPrivate       bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
+	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
+
+	GRPCTLSCertFile     string `env:"MANGO_GRPC_TLS_CERT_FILE"`
+	GRPCTLSKeyFile      string `env:"MANGO_GRPC_TLS_KEY_FILE"`
+	GRPCTLSClientCAFile string `env:"MANGO_GRPC_TLS_CLIENT_CA_FILE"`
+	TemporalTLS         bool   `env:"MANGO_TEMPORAL_TLS"`
+	TemporalTLSCAFile   string `env:"MANGO_TEMPORAL_TLS_CA_FILE"`
+	TemporalTLSCertFile string `env:"MANGO_TEMPORAL_TLS_CERT_FILE"`
+	TemporalTLSKeyFile  string `env:"MANGO_TEMPORAL_TLS_KEY_FILE"`
+	TemporalTLSServer   string `env:"MANGO_TEMPORAL_TLS_SERVER_NAME"`
+}
+
+// parsers give the messages of a value that does not parse, by type.
+var parsers = envconf.Parsers{
+	reflect.TypeFor[bool](): func(v string) (any, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("must be a boolean (1, true, 0, false), got %q", v)
+		}
+		return b, nil
+	},
+	reflect.TypeFor[time.Duration](): func(v string) (any, error) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("must be a positive duration such as 30s, got %q", v)
+		}
+		return d, nil
+	},
+	reflect.TypeFor[int64](): func(v string) (any, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("must be a number of bytes, got %q", v)
+		}
+		return n, nil
+	},
+}
+
+// Load reads the configuration through getenv (os.Getenv in production).
+// The error names every invalid variable.
+func Load(getenv func(string) string) (*Config, error) {
+	v := vars{
+		TemporalHostPort: "127.0.0.1:7233", TemporalNamespace: "default",
+		HTTPAddr: "127.0.0.1:8080", GRPCAddr: "127.0.0.1:8081",
+		DefaultSandbox: "local", TaskQueuePrefix: "mango", LogFormat: "text", LogLevel: "info",
+		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
+		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute,
 	}
-	r.hostPort("MANGO_TEMPORAL_HOSTPORT", c.TemporalHostPort)
-	r.hostPort("MANGO_HTTP_ADDR", c.HTTPAddr)
-	r.hostPort("MANGO_GRPC_ADDR", c.GRPCAddr)
-	if c.PprofAddr != "" {
-		r.hostPort(pprofserve.EnvAddr, c.PprofAddr)
+	r := reader{getenv: getenv}
+	for _, e := range envconf.Parse(&v, getenv, parsers) {
+		r.errs = append(r.errs, e)
+		r.bad = append(r.bad, e.Var)
 	}
-	if c.APIKey != "" && len(c.APIKey) < 16 {
-		r.fail("MANGO_API_KEY", "must be at least 16 characters")
+	c := &Config{
+		DatabaseURL: v.DatabaseURL, DatabaseMaxConns: int32(v.DatabaseMaxConns),
+		TemporalHostPort: v.TemporalHostPort, TemporalNamespace: v.TemporalNamespace, TemporalGzip: v.TemporalGzip,
+		HTTPAddr: v.HTTPAddr, GRPCAddr: v.GRPCAddr, APIKey: v.APIKey, WorkerToken: v.WorkerToken,
+		DefaultSandbox: strings.ToLower(v.DefaultSandbox), TaskQueuePrefix: v.TaskQueuePrefix,
+		MaxBodyBytes: v.MaxBodyBytes, StreamMaxLag: int(v.StreamMaxLag), StreamPingInterval: v.StreamPingInterval,
+		ShutdownTimeout: v.ShutdownTimeout, HostGoneAfter: v.HostGoneAfter,
+		AutoMigrate: v.AutoMigrate, RequireLiveWorker: v.RequireLiveWorker, LogFormat: v.LogFormat,
+		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
+		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr,
 	}
-	if c.DatabaseMaxConns < 2 || c.DatabaseMaxConns > 10000 {
-		r.fail("MANGO_DATABASE_MAX_CONNS", "must be between 2 and 10000")
-	}
-	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
-		r.fail("MANGO_TASK_QUEUE_PREFIX", "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
-	}
-	if c.HostGoneAfter > 0 && (c.HostGoneAfter < time.Second || c.HostGoneAfter > 24*time.Hour) {
-		r.fail("MANGO_HOST_GONE_AFTER", "must be between 1s and 24h")
-	}
-	if c.StreamMaxLag < 16 || c.StreamMaxLag > 1_000_000 {
-		r.fail("MANGO_STREAM_MAX_LAG", "must be a number of events from 16 to 1000000")
-	}
-	if c.StreamPingInterval < time.Second || c.StreamPingInterval > 5*time.Minute {
-		r.fail("MANGO_STREAM_PING_INTERVAL", "must be between 1s and 5m")
-	}
-	if c.MaxBodyBytes < 1024 {
-		r.fail("MANGO_MAX_BODY_BYTES", "must be at least 1024")
-	}
-	if c.FilesMaxBytes < 1 {
-		r.fail("MANGO_FILES_MAX_BYTES", "must be a positive number of bytes")
-	}
+	r.check(c, &v)
+	c.LogLevel = r.logLevel(v.LogLevel)
+	c.SandboxProviders = r.providers(c.DefaultSandbox, v.SandboxProviders)
+	c.GRPCTLS = r.serverTLS(&v)
+	c.TemporalTLS = r.clientTLS(&v)
 	if s3, ok, err := filestores3.ConfigFromEnv(getenv); err != nil {
 		r.errs = append(r.errs, err)
 	} else if ok {
 		c.FilesS3 = &s3
 	}
-	switch c.LogFormat {
-	case "text", "json":
-	default:
-		r.fail("MANGO_LOG_FORMAT", "must be text or json")
-	}
-	switch lvl := strings.ToLower(r.str("MANGO_LOG_LEVEL", "info")); lvl {
-	case "debug":
-		c.LogLevel = slog.LevelDebug
-	case "info":
-		c.LogLevel = slog.LevelInfo
-	case "warn":
-		c.LogLevel = slog.LevelWarn
-	case "error":
-		c.LogLevel = slog.LevelError
-	default:
-		r.fail("MANGO_LOG_LEVEL", "must be debug, info, warn or error")
-	}
-	c.GRPCTLS = r.serverTLS("MANGO_GRPC_TLS_CERT_FILE", "MANGO_GRPC_TLS_KEY_FILE", "MANGO_GRPC_TLS_CLIENT_CA_FILE")
-	c.TemporalTLS = r.clientTLS("MANGO_TEMPORAL_TLS", "MANGO_TEMPORAL_TLS_CA_FILE", "MANGO_TEMPORAL_TLS_CERT_FILE",
-		"MANGO_TEMPORAL_TLS_KEY_FILE", "MANGO_TEMPORAL_TLS_SERVER_NAME")
-	providers := r.str("MANGO_SANDBOX_PROVIDERS", "")
-	if providers == "" {
-		c.SandboxProviders = []string{c.DefaultSandbox}
-	} else {
-		for _, p := range strings.Split(providers, ",") {
-			if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
-				c.SandboxProviders = append(c.SandboxProviders, p)
-			}
-		}
-		if !slices.Contains(c.SandboxProviders, c.DefaultSandbox) {
-			r.fail("MANGO_SANDBOX_PROVIDERS", fmt.Sprintf("must include the default provider %q named by MANGO_SANDBOX", c.DefaultSandbox))
-		}
-	}
 	c.Prices = usage.DefaultTable()
-	if path := r.str("MANGO_MODEL_PRICES", ""); path != "" {
+	if path := v.ModelPrices; path != "" {
 		t, err := usage.LoadFile(path)
 		if err != nil {
 			r.fail("MANGO_MODEL_PRICES", fmt.Sprintf("%s: %v", path, err))
@@ -238,56 +291,88 @@ func Load(getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
+// check validates the values that parsed; a variable that did not is
+// reported once, by Parse.
+func (r *reader) check(c *Config, v *vars) {
+	if c.DatabaseURL == "" {
+		r.fail("MANGO_DATABASE_URL", "is required (a postgres:// URL)")
+	} else if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		r.fail("MANGO_DATABASE_URL", "must be a postgres:// URL")
+	}
+	r.hostPort("MANGO_TEMPORAL_HOSTPORT", c.TemporalHostPort)
+	r.hostPort("MANGO_HTTP_ADDR", c.HTTPAddr)
+	r.hostPort("MANGO_GRPC_ADDR", c.GRPCAddr)
+	if c.PprofAddr != "" {
+		r.hostPort(pprofserve.EnvAddr, c.PprofAddr)
+	}
+	if c.APIKey != "" && len(c.APIKey) < 16 {
+		r.fail("MANGO_API_KEY", "must be at least 16 characters")
+	}
+	r.require("MANGO_DATABASE_MAX_CONNS", v.DatabaseMaxConns >= 2 && v.DatabaseMaxConns <= 10000, "must be between 2 and 10000")
+	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
+		r.fail("MANGO_TASK_QUEUE_PREFIX", "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
+	}
+	r.require("MANGO_HOST_GONE_AFTER", c.HostGoneAfter >= time.Second && c.HostGoneAfter <= 24*time.Hour, "must be between 1s and 24h")
+	r.require("MANGO_STREAM_MAX_LAG", v.StreamMaxLag >= 16 && v.StreamMaxLag <= 1_000_000, "must be a number of events from 16 to 1000000")
+	r.require("MANGO_STREAM_PING_INTERVAL", c.StreamPingInterval >= time.Second && c.StreamPingInterval <= 5*time.Minute, "must be between 1s and 5m")
+	r.require("MANGO_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "must be at least 1024")
+	r.require("MANGO_FILES_MAX_BYTES", c.FilesMaxBytes >= 1, "must be a positive number of bytes")
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		r.fail("MANGO_LOG_FORMAT", "must be text or json")
+	}
+}
+
+// logLevel maps MANGO_LOG_LEVEL to a level.
+func (r *reader) logLevel(v string) slog.Level {
+	switch strings.ToLower(v) {
+	case "debug":
+		return slog.LevelDebug
+	case "info":
+		return slog.LevelInfo
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	r.fail("MANGO_LOG_LEVEL", "must be debug, info, warn or error")
+	return 0
+}
+
+// providers lowercases MANGO_SANDBOX_PROVIDERS, which must include the
+// default provider; unset, it is the default provider alone.
+func (r *reader) providers(def string, list []string) []string {
+	var out []string
+	for _, p := range list {
+		if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(list) == 0 {
+		return []string{def}
+	}
+	if !slices.Contains(out, def) {
+		r.fail("MANGO_SANDBOX_PROVIDERS", fmt.Sprintf("must include the default provider %q named by MANGO_SANDBOX", def))
+	}
+	return out
+}
+
 type reader struct {
 	getenv func(string) string
 	errs   []error
+	bad    []string // variables that did not parse
 }
 
 func (r *reader) fail(name, msg string) {
 	r.errs = append(r.errs, fmt.Errorf("%s: %s", name, msg))
 }
 
-func (r *reader) str(name, def string) string {
-	if v := strings.TrimSpace(r.getenv(name)); v != "" {
-		return v
+// require fails name with msg unless ok, or unless name did not parse.
+func (r *reader) require(name string, ok bool, msg string) {
+	if !ok && !slices.Contains(r.bad, name) {
+		r.fail(name, msg)
 	}
-	return def
-}
-
-func (r *reader) boolean(name string, def bool) bool {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		r.fail(name, fmt.Sprintf("must be a boolean (1, true, 0, false), got %q", v))
-	}
-	return b
-}
-
-func (r *reader) duration(name string, def time.Duration) time.Duration {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		r.fail(name, fmt.Sprintf("must be a positive duration such as 30s, got %q", v))
-	}
-	return d
-}
-
-func (r *reader) size(name string, def int64) int64 {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		r.fail(name, fmt.Sprintf("must be a number of bytes, got %q", v))
-	}
-	return n
 }
 
 func (r *reader) hostPort(name, v string) {
@@ -296,10 +381,11 @@ func (r *reader) hostPort(name, v string) {
 	}
 }
 
-// serverTLS reads a TLS listener's certificate, key and optional client CA
-// bundle; nil when none is set.
-func (r *reader) serverTLS(certVar, keyVar, clientCAVar string) *tlsconf.Server {
-	s := &tlsconf.Server{CertFile: r.str(certVar, ""), KeyFile: r.str(keyVar, ""), ClientCAFile: r.str(clientCAVar, "")}
+// serverTLS reads the ControlPlane listener's certificate, key and
+// optional client CA bundle; nil when none is set.
+func (r *reader) serverTLS(v *vars) *tlsconf.Server {
+	const certVar, keyVar, clientCAVar = "MANGO_GRPC_TLS_CERT_FILE", "MANGO_GRPC_TLS_KEY_FILE", "MANGO_GRPC_TLS_CLIENT_CA_FILE"
+	s := &tlsconf.Server{CertFile: v.GRPCTLSCertFile, KeyFile: v.GRPCTLSKeyFile, ClientCAFile: v.GRPCTLSClientCAFile}
 	switch {
 	case *s == tlsconf.Server{}:
 		return nil
@@ -312,19 +398,20 @@ func (r *reader) serverTLS(certVar, keyVar, clientCAVar string) *tlsconf.Server 
 	return s
 }
 
-// clientTLS reads a TLS client's settings: enableVar turns TLS on with the
-// system roots, and a CA bundle or a client certificate imply it. It
-// returns nil for plaintext.
-func (r *reader) clientTLS(enableVar, caVar, certVar, keyVar, serverNameVar string) *tlsconf.Client {
-	raw := r.getenv(enableVar)
-	enabled := r.boolean(enableVar, false)
-	c := &tlsconf.Client{CAFile: r.str(caVar, ""), CertFile: r.str(certVar, ""), KeyFile: r.str(keyVar, ""), ServerName: r.str(serverNameVar, "")}
+// clientTLS reads the Temporal client's TLS settings: MANGO_TEMPORAL_TLS
+// turns TLS on with the system roots, and a CA bundle or a client
+// certificate imply it. It returns nil for plaintext.
+func (r *reader) clientTLS(v *vars) *tlsconf.Client {
+	const enableVar, caVar, certVar = "MANGO_TEMPORAL_TLS", "MANGO_TEMPORAL_TLS_CA_FILE", "MANGO_TEMPORAL_TLS_CERT_FILE"
+	const keyVar, serverNameVar = "MANGO_TEMPORAL_TLS_KEY_FILE", "MANGO_TEMPORAL_TLS_SERVER_NAME"
+	c := &tlsconf.Client{CAFile: v.TemporalTLSCAFile, CertFile: v.TemporalTLSCertFile, KeyFile: v.TemporalTLSKeyFile, ServerName: v.TemporalTLSServer}
 	implied := c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
-	if off, err := strconv.ParseBool(raw); raw != "" && err == nil && !off && implied {
+	explicitlyOff := strings.TrimSpace(r.getenv(enableVar)) != "" && !slices.Contains(r.bad, enableVar) && !v.TemporalTLS
+	if explicitlyOff && implied {
 		r.fail(enableVar, fmt.Sprintf("is false, but %s, %s or %s is set, which implies TLS (unset one or the other)", caVar, certVar, keyVar))
 		return nil
 	}
-	if !enabled && !implied {
+	if !v.TemporalTLS && !implied {
 		if c.ServerName != "" {
 			r.fail(serverNameVar, fmt.Sprintf("applies only to TLS (set %s=true or %s)", enableVar, caVar))
 		}

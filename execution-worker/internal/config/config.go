@@ -8,17 +8,21 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/envconf"
 	"github.com/mangohq/mango/proto/netguard"
 	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -324,76 +328,222 @@ func (e *ValidationError) Error() string {
 // Unwrap returns the individual errors.
 func (e *ValidationError) Unwrap() []error { return e.Errs }
 
+// vars are the worker's variables as env reads them; FromEnv turns them
+// into a Config. A field's default is the value FromEnv gives it before
+// reading. Two settings have a second name, read as their own field and
+// resolved after reading: MANGO_SANDBOX's alias MANAGED_AGENT_SANDBOX (the
+// two must agree when both are set) and MANGO_SHUTDOWN_GRACE's older name
+// MANGO_SHUTDOWN_TIMEOUT (read only when MANGO_SHUTDOWN_GRACE is unset).
+type vars struct {
+	TemporalHostPort       string        `env:"MANGO_TEMPORAL_HOSTPORT"`
+	TemporalNamespace      string        `env:"MANGO_TEMPORAL_NAMESPACE"`
+	TemporalConnectTimeout time.Duration `env:"MANGO_TEMPORAL_CONNECT_TIMEOUT"`
+	TemporalGzip           bool          `env:"MANGO_TEMPORAL_GZIP"`
+	Sandbox                string        `env:"MANGO_SANDBOX"`
+	SandboxAlias           string        `env:"MANAGED_AGENT_SANDBOX"`
+	Model                  string        `env:"MANGO_MODEL"`
+	ModelBaseURL           string        `env:"MANGO_MODEL_BASE_URL"`
+	ModelAPIKey            string        `env:"MANGO_MODEL_API_KEY"`
+	ModelAuth              string        `env:"MANGO_MODEL_AUTH"`
+	ModelID                string        `env:"MANGO_MODEL_ID"`
+	ModelContextWindow     int64         `env:"MANGO_MODEL_CONTEXT_WINDOW"`
+	CompactionModel        string        `env:"MANGO_COMPACTION_MODEL"`
+	CompactionThreshold    float64       `env:"MANGO_COMPACTION_THRESHOLD"`
+	OutputsMaxFiles        int64         `env:"MANGO_OUTPUTS_MAX_FILES"`
+	OutputsMaxBytes        int64         `env:"MANGO_OUTPUTS_MAX_BYTES"`
+	TranscriptCacheBytes   int64         `env:"MANGO_TRANSCRIPT_CACHE_BYTES"`
+	MCPAllowPrivate        bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
+	AllowUnsafeLocal       bool          `env:"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX"`
+	ControlPlaneAddr       string        `env:"MANGO_CONTROLPLANE_ADDR"`
+	ReconcileInterval      time.Duration `env:"MANGO_RECONCILE_INTERVAL"`
+	TaskQueuePrefix        string        `env:"MANGO_TASK_QUEUE_PREFIX"`
+	ReconcileGrace         time.Duration `env:"MANGO_RECONCILE_GRACE"`
+	WorkerToken            string        `env:"MANGO_WORKER_TOKEN"`
+	WorkerID               string        `env:"MANGO_WORKER_ID"`
+	LogLevel               string        `env:"MANGO_LOG_LEVEL"`
+	LogFormat              string        `env:"MANGO_LOG_FORMAT"`
+	ShutdownGrace          time.Duration `env:"MANGO_SHUTDOWN_GRACE"`
+	ShutdownTimeout        time.Duration `env:"MANGO_SHUTDOWN_TIMEOUT"`
+	SandboxLocality        string        `env:"MANGO_SANDBOX_LOCALITY"`
+	ControlPlaneRetry      time.Duration `env:"MANGO_CONTROLPLANE_RETRY"`
+	MetricsAddr            string        `env:"MANGO_METRICS_ADDR"`
+	PprofAddr              string        `env:"MANGO_PPROF_ADDR"`
+	InterruptPush          bool          `env:"MANGO_INTERRUPT_PUSH"`
+
+	ControlPlaneTLS           bool   `env:"MANGO_CONTROLPLANE_TLS"`
+	ControlPlaneTLSCAFile     string `env:"MANGO_CONTROLPLANE_TLS_CA_FILE"`
+	ControlPlaneTLSCertFile   string `env:"MANGO_CONTROLPLANE_TLS_CERT_FILE"`
+	ControlPlaneTLSKeyFile    string `env:"MANGO_CONTROLPLANE_TLS_KEY_FILE"`
+	ControlPlaneTLSServerName string `env:"MANGO_CONTROLPLANE_TLS_SERVER_NAME"`
+	TemporalTLS               bool   `env:"MANGO_TEMPORAL_TLS"`
+	TemporalTLSCAFile         string `env:"MANGO_TEMPORAL_TLS_CA_FILE"`
+	TemporalTLSCertFile       string `env:"MANGO_TEMPORAL_TLS_CERT_FILE"`
+	TemporalTLSKeyFile        string `env:"MANGO_TEMPORAL_TLS_KEY_FILE"`
+	TemporalTLSServerName     string `env:"MANGO_TEMPORAL_TLS_SERVER_NAME"`
+}
+
+// defaultVars are the values of the variables not set.
+func defaultVars() vars {
+	return vars{
+		TemporalHostPort: DefaultTemporalHostPort, TemporalNamespace: DefaultTemporalNamespace,
+		TemporalConnectTimeout: DefaultTemporalConnectTimeout,
+		Model:                  string(DefaultModel), ModelBaseURL: DefaultModelBaseURL, ModelAuth: string(DefaultModelAuth),
+		CompactionThreshold: DefaultCompactionThreshold,
+		OutputsMaxFiles:     100, OutputsMaxBytes: 1 << 30, TranscriptCacheBytes: DefaultTranscriptCacheBytes,
+		ControlPlaneAddr: DefaultControlPlaneAddr, ControlPlaneRetry: DefaultControlPlaneRetry,
+		ReconcileInterval: time.Minute, ReconcileGrace: time.Minute, TaskQueuePrefix: sessionwf.TaskQueuePrefix,
+		LogFormat: string(DefaultLogFormat), InterruptPush: true,
+	}
+}
+
+// parsers give the messages of a value that does not parse, by type.
+var parsers = envconf.Parsers{
+	reflect.TypeFor[bool](): func(v string) (any, error) {
+		switch strings.ToLower(v) {
+		case "1", "true":
+			return true, nil
+		case "0", "false":
+			return false, nil
+		}
+		return nil, fmt.Errorf("invalid boolean %q (want 1, true, 0 or false)", v)
+	},
+	reflect.TypeFor[time.Duration](): func(v string) (any, error) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("invalid duration %q (want a positive Go duration such as 30s or 2m)", v)
+		}
+		return d, nil
+	},
+}
+
+// MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted:
+// twice the 8,192 tokens of output a request asks for.
+const MinContextWindow = 16_384
+
+// bounded are the numbers with a range, each with the message of a value
+// that does not parse or falls outside it.
+var bounded = map[string]struct {
+	ok  func(float64) bool
+	msg string
+}{
+	EnvOutputsMaxFiles:      {between(1, 100_000), "must be an integer between 1 and 100000, got %q"},
+	EnvOutputsMaxBytes:      {between(1, 1<<50), fmt.Sprintf("must be an integer between 1 and %d, got %%q", int64(1<<50))},
+	EnvTranscriptCacheBytes: {between(1, 1<<40), fmt.Sprintf("must be an integer between 1 and %d, got %%q", int64(1<<40))},
+	EnvModelContextWindow: {between(MinContextWindow, 100_000_000),
+		fmt.Sprintf("must be a number of tokens between %d and 100000000, got %%q", MinContextWindow)},
+	EnvCompactionThreshold: {func(f float64) bool { return f > 0 && f <= 1 }, "must be a fraction above 0 and at most 1, like 0.8, got %q"},
+}
+
+func between(lo, hi float64) func(float64) bool {
+	return func(f float64) bool { return f >= lo && f <= hi }
+}
+
 // FromEnv builds and validates a Config. getenv returns a variable's value or
 // "" when unset (os.Getenv has this shape); an empty value counts as unset.
 // reg resolves the sandbox provider name. On failure the error is a
 // *ValidationError naming every invalid variable.
 func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error) {
+	v := defaultVars()
+	parseErrs := envconf.Parse(&v, envconf.Unless(getenv, EnvShutdownTimeout, EnvShutdownGrace), parsers)
 	p := parser{getenv: getenv}
 	// The provider comes first: it is the choice everything else depends on.
-	var factory sandbox.Factory
-	sandboxOK := false
-	sandboxName, sandboxVar := p.sandboxName()
-	if sandboxName != "" {
-		f, err := reg.Lookup(sandboxName)
-		if err != nil {
-			from := sandboxVar
-			if from == "" {
-				from = EnvSandbox
-			}
-			p.errs = append(p.errs, fmt.Errorf("%s: %w", from, err))
-		} else {
-			factory = f
-			sandboxOK = true
+	c := &Config{}
+	sandboxOK := p.sandbox(c, &v, reg)
+	for _, e := range parseErrs {
+		if b, ok := bounded[e.Var]; ok {
+			p.fail(e.Var, b.msg, e.Value)
+			continue
 		}
+		p.errs = append(p.errs, e)
+		p.bad = append(p.bad, e.Var)
 	}
+	p.fill(c, &v)
+	p.check(c, &v)
+	// Only judge the combination once both halves are known to be valid, so
+	// the message never blames a variable that is merely misspelt.
+	if sandboxOK && p.valid(EnvModel) && c.UnsafeLocalSandbox() && !c.AllowUnsafeLocalSandbox {
+		selected := fmt.Sprintf("%s=%s", c.SandboxVar, c.Sandbox)
+		if c.SandboxVar == "" {
+			selected = fmt.Sprintf("%s=%s (the default)", EnvSandbox, c.Sandbox)
+		}
+		p.errs = append(p.errs, fmt.Errorf(
+			"%s=%s with %s is refused: a real model can be steered by the content it reads "+
+				"(web pages, files, tool output) into running arbitrary commands, and the %s sandbox runs them "+
+				"directly on this host with no isolation; set %s=docker for an isolated sandbox, "+
+				"or %s=1 to accept the risk",
+			EnvModel, c.Model, selected, c.Sandbox, EnvSandbox, EnvAllowUnsafeLocal))
+	}
+	if len(p.errs) > 0 {
+		return nil, &ValidationError{Errs: p.errs}
+	}
+	return c, nil
+}
 
-	c := &Config{
-		Sandbox:                 sandboxName,
-		SandboxVar:              sandboxVar,
-		SandboxFactory:          factory,
-		TemporalHostPort:        p.hostPort(EnvTemporalHostPort, DefaultTemporalHostPort),
-		TemporalNamespace:       p.str(EnvTemporalNamespace, DefaultTemporalNamespace),
-		TemporalConnectTimeout:  p.duration(EnvTemporalConnectTimeout, DefaultTemporalConnectTimeout),
-		TemporalGzip:            p.boolean(EnvTemporalGzip),
-		Model:                   Model(p.oneOf(EnvModel, string(DefaultModel), string(ModelFake), string(ModelAnthropic))),
-		ModelBaseURL:            p.baseURL(EnvModelBaseURL, DefaultModelBaseURL),
-		ModelAPIKey:             p.str(EnvModelAPIKey, ""),
-		ModelAuth:               ModelAuth(p.oneOf(EnvModelAuth, string(DefaultModelAuth), string(AuthXAPIKey), string(AuthBearer))),
-		ModelID:                 p.str(EnvModelID, ""),
-		ModelContextWindow:      p.contextWindow(EnvModelContextWindow),
-		CompactionModel:         p.str(EnvCompactionModel, ""),
-		CompactionThreshold:     p.fraction(EnvCompactionThreshold, DefaultCompactionThreshold),
-		OutputsMaxFiles:         int(p.count(EnvOutputsMaxFiles, 100, 100_000)),
-		OutputsMaxBytes:         p.count(EnvOutputsMaxBytes, 1<<30, 1<<50),
-		TranscriptCacheBytes:    p.count(EnvTranscriptCacheBytes, DefaultTranscriptCacheBytes, 1<<40),
-		MCPAllowPrivate:         p.boolean(EnvMCPAllowPrivate),
-		AllowUnsafeLocalSandbox: p.boolean(EnvAllowUnsafeLocal),
-		ControlPlaneAddr:        p.hostPort(EnvControlPlaneAddr, DefaultControlPlaneAddr),
-		WorkerToken:             p.str(EnvWorkerToken, ""),
-		WorkerID:                p.workerID(EnvWorkerID),
-		WorkerIDSet:             p.get(EnvWorkerID) != "",
-		SandboxLocality:         p.locality(EnvSandboxLocality),
-		ControlPlaneRetry:       p.duration(EnvControlPlaneRetry, DefaultControlPlaneRetry),
-		LogLevel:                p.logLevel(EnvLogLevel),
-		LogFormat:               LogFormat(p.oneOf(EnvLogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON))),
-		ShutdownGrace:           p.shutdownGrace(),
-		ReconcileInterval:       p.duration(EnvReconcileInterval, time.Minute),
-		TaskQueuePrefix:         p.str(EnvTaskQueuePrefix, sessionwf.TaskQueuePrefix),
-		ReconcileGrace:          p.duration(EnvReconcileGrace, time.Minute),
-		InterruptPush:           p.get(EnvInterruptPush) == "" || p.boolean(EnvInterruptPush),
+// sandbox resolves MANGO_SANDBOX and its alias MANAGED_AGENT_SANDBOX into
+// c.Sandbox, c.SandboxVar and c.SandboxFactory, and reports whether the
+// provider is known.
+func (p *parser) sandbox(c *Config, v *vars, reg *sandbox.Registry) bool {
+	c.Sandbox, c.SandboxVar = p.sandboxName(v)
+	if c.Sandbox == "" {
+		return false
 	}
-	if p.get(EnvMetricsAddr) != "" {
-		c.MetricsAddr = p.hostPort(EnvMetricsAddr, "")
+	f, err := reg.Lookup(c.Sandbox)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s: %w", cmp.Or(c.SandboxVar, EnvSandbox), err))
+		return false
 	}
-	if p.get(pprofserve.EnvAddr) != "" {
-		c.PprofAddr = p.hostPort(pprofserve.EnvAddr, "")
-	}
-	c.ControlPlaneTLS = p.clientTLS(EnvControlPlaneTLS, EnvControlPlaneTLSCAFile, EnvControlPlaneTLSCertFile,
-		EnvControlPlaneTLSKeyFile, EnvControlPlaneTLSServerName)
-	c.TemporalTLS = p.clientTLS(EnvTemporalTLS, EnvTemporalTLSCAFile, EnvTemporalTLSCertFile,
-		EnvTemporalTLSKeyFile, EnvTemporalTLSServerName)
+	c.SandboxFactory = f
+	return true
+}
 
+// fill copies the values read into c, checking their form.
+func (p *parser) fill(c *Config, v *vars) {
+	c.TemporalHostPort = p.hostPort(EnvTemporalHostPort, v.TemporalHostPort)
+	c.TemporalNamespace = v.TemporalNamespace
+	c.TemporalConnectTimeout = v.TemporalConnectTimeout
+	c.TemporalGzip = v.TemporalGzip
+	c.Model = Model(p.oneOf(EnvModel, v.Model, string(DefaultModel), string(ModelFake), string(ModelAnthropic)))
+	c.ModelBaseURL = p.baseURL(EnvModelBaseURL, v.ModelBaseURL)
+	c.ModelAPIKey = v.ModelAPIKey
+	c.ModelAuth = ModelAuth(p.oneOf(EnvModelAuth, v.ModelAuth, string(DefaultModelAuth), string(AuthXAPIKey), string(AuthBearer)))
+	c.ModelID = v.ModelID
+	c.ModelContextWindow = int(p.inRange(EnvModelContextWindow, v.ModelContextWindow, 0))
+	c.CompactionModel = v.CompactionModel
+	c.CompactionThreshold = p.inRangeFloat(EnvCompactionThreshold, v.CompactionThreshold, DefaultCompactionThreshold)
+	c.OutputsMaxFiles = int(p.inRange(EnvOutputsMaxFiles, v.OutputsMaxFiles, 100))
+	c.OutputsMaxBytes = p.inRange(EnvOutputsMaxBytes, v.OutputsMaxBytes, 1<<30)
+	c.TranscriptCacheBytes = p.inRange(EnvTranscriptCacheBytes, v.TranscriptCacheBytes, DefaultTranscriptCacheBytes)
+	c.MCPAllowPrivate = v.MCPAllowPrivate
+	c.AllowUnsafeLocalSandbox = v.AllowUnsafeLocal
+	c.ControlPlaneAddr = p.hostPort(EnvControlPlaneAddr, v.ControlPlaneAddr)
+	c.WorkerToken = v.WorkerToken
+	c.WorkerID = p.workerID(EnvWorkerID, v.WorkerID)
+	c.WorkerIDSet = v.WorkerID != ""
+	c.SandboxLocality = p.locality(EnvSandboxLocality, v.SandboxLocality)
+	c.ControlPlaneRetry = v.ControlPlaneRetry
+	c.LogLevel = p.logLevel(EnvLogLevel, v.LogLevel)
+	c.LogFormat = LogFormat(p.oneOf(EnvLogFormat, v.LogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON)))
+	c.ShutdownGrace = cmp.Or(v.ShutdownGrace, v.ShutdownTimeout, DefaultShutdownGrace)
+	c.ReconcileInterval = v.ReconcileInterval
+	c.TaskQueuePrefix = v.TaskQueuePrefix
+	c.ReconcileGrace = v.ReconcileGrace
+	c.InterruptPush = v.InterruptPush
+	if v.MetricsAddr != "" {
+		c.MetricsAddr = p.hostPort(EnvMetricsAddr, v.MetricsAddr)
+	}
+	if v.PprofAddr != "" {
+		c.PprofAddr = p.hostPort(pprofserve.EnvAddr, v.PprofAddr)
+	}
+	c.ControlPlaneTLS = p.clientTLS(tlsVars{v.ControlPlaneTLS, v.ControlPlaneTLSCAFile, v.ControlPlaneTLSCertFile,
+		v.ControlPlaneTLSKeyFile, v.ControlPlaneTLSServerName}, EnvControlPlaneTLS, EnvControlPlaneTLSCAFile,
+		EnvControlPlaneTLSCertFile, EnvControlPlaneTLSKeyFile, EnvControlPlaneTLSServerName)
+	c.TemporalTLS = p.clientTLS(tlsVars{v.TemporalTLS, v.TemporalTLSCAFile, v.TemporalTLSCertFile,
+		v.TemporalTLSKeyFile, v.TemporalTLSServerName}, EnvTemporalTLS, EnvTemporalTLSCAFile,
+		EnvTemporalTLSCertFile, EnvTemporalTLSKeyFile, EnvTemporalTLSServerName)
+}
+
+// check judges the settings that depend on one another.
+func (p *parser) check(c *Config, v *vars) {
 	if !sessionwf.ValidPrefix(c.TaskQueuePrefix) {
 		p.fail(EnvTaskQueuePrefix, "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
 	}
@@ -417,77 +567,35 @@ func FromEnv(getenv func(string) string, reg *sandbox.Registry) (*Config, error)
 				"set %s=%s to use them, or unset them", strings.Join(set, ", "), EnvModel, ModelFake, EnvModel, ModelAnthropic))
 		}
 	}
-
-	// Only judge the combination once both halves are known to be valid, so
-	// the message never blames a variable that is merely misspelt.
-	if sandboxOK && p.valid(EnvModel) && c.UnsafeLocalSandbox() && !c.AllowUnsafeLocalSandbox {
-		selected := fmt.Sprintf("%s=%s", c.SandboxVar, c.Sandbox)
-		if c.SandboxVar == "" {
-			selected = fmt.Sprintf("%s=%s (the default)", EnvSandbox, c.Sandbox)
-		}
-		p.errs = append(p.errs, fmt.Errorf(
-			"%s=%s with %s is refused: a real model can be steered by the content it reads "+
-				"(web pages, files, tool output) into running arbitrary commands, and the %s sandbox runs them "+
-				"directly on this host with no isolation; set %s=docker for an isolated sandbox, "+
-				"or %s=1 to accept the risk",
-			EnvModel, c.Model, selected, c.Sandbox, EnvSandbox, EnvAllowUnsafeLocal))
-	}
-
-	if len(p.errs) > 0 {
-		return nil, &ValidationError{Errs: p.errs}
-	}
-	return c, nil
 }
 
-// parser reads variables and collects one error per invalid variable.
+// parser checks the variables read and collects one error per invalid
+// variable.
 type parser struct {
 	getenv func(string) string
 	errs   []error
 	bad    []string // names of variables that failed
 }
 
-// count reads a positive integer of at most maxValue (def when unset).
-func (p *parser) count(name string, def, maxValue int64) int64 {
-	v := p.get(name)
-	if v == "" {
+// inRange checks a number of [bounded] that parsed (def otherwise).
+func (p *parser) inRange(name string, n, def int64) int64 {
+	if !p.valid(name) {
 		return def
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1 || n > maxValue {
-		p.fail(name, "must be an integer between 1 and %d, got %q", maxValue, v)
+	if p.get(name) != "" && !bounded[name].ok(float64(n)) {
+		p.fail(name, bounded[name].msg, p.get(name))
 		return def
 	}
 	return n
 }
 
-// MinContextWindow is the smallest MANGO_MODEL_CONTEXT_WINDOW accepted:
-// twice the 8,192 tokens of output a request asks for.
-const MinContextWindow = 16_384
-
-// contextWindow reads a token count of at least MinContextWindow; unset
-// is 0.
-func (p *parser) contextWindow(name string) int {
-	v := p.get(name)
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < MinContextWindow || n > 100_000_000 {
-		p.fail(name, "must be a number of tokens between %d and 100000000, got %q", MinContextWindow, v)
-		return 0
-	}
-	return n
-}
-
-// fraction reads a number in (0, 1].
-func (p *parser) fraction(name string, def float64) float64 {
-	v := p.get(name)
-	if v == "" {
+// inRangeFloat is inRange for a fraction.
+func (p *parser) inRangeFloat(name string, f, def float64) float64 {
+	if !p.valid(name) {
 		return def
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > 1 {
-		p.fail(name, "must be a fraction above 0 and at most 1, like 0.8, got %q", v)
+	if p.get(name) != "" && !bounded[name].ok(f) {
+		p.fail(name, bounded[name].msg, p.get(name))
 		return def
 	}
 	return f
@@ -498,67 +606,21 @@ func (p *parser) fail(name, format string, args ...any) {
 	p.bad = append(p.bad, name)
 }
 
-func (p *parser) valid(name string) bool {
-	for _, b := range p.bad {
-		if b == name {
-			return false
-		}
-	}
-	return true
-}
+func (p *parser) valid(name string) bool { return !slices.Contains(p.bad, name) }
 
 func (p *parser) get(name string) string { return strings.TrimSpace(p.getenv(name)) }
 
-func (p *parser) str(name, def string) string {
-	if v := p.get(name); v != "" {
+// oneOf lowercases v, which must be one of allowed.
+func (p *parser) oneOf(name, v, def string, allowed ...string) string {
+	v = strings.ToLower(v)
+	if slices.Contains(allowed, v) {
 		return v
-	}
-	return def
-}
-
-func (p *parser) oneOf(name, def string, allowed ...string) string {
-	v := strings.ToLower(p.get(name))
-	if v == "" {
-		return def
-	}
-	for _, a := range allowed {
-		if v == a {
-			return v
-		}
 	}
 	p.fail(name, "invalid value %q (want %s)", p.getenv(name), orList(allowed))
 	return def
 }
 
-func (p *parser) boolean(name string) bool {
-	switch v := strings.ToLower(p.get(name)); v {
-	case "":
-		return false
-	case "1", "true":
-		return true
-	case "0", "false":
-		return false
-	default:
-		p.fail(name, "invalid boolean %q (want 1, true, 0 or false)", p.getenv(name))
-		return false
-	}
-}
-
-func (p *parser) duration(name string, def time.Duration) time.Duration {
-	v := p.get(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		p.fail(name, "invalid duration %q (want a positive Go duration such as 30s or 2m)", p.getenv(name))
-		return def
-	}
-	return d
-}
-
-func (p *parser) hostPort(name, def string) string {
-	v := p.str(name, def)
+func (p *parser) hostPort(name, v string) string {
 	host, port, err := net.SplitHostPort(v)
 	if err != nil || host == "" {
 		p.fail(name, "invalid address %q (want host:port)", v)
@@ -570,8 +632,7 @@ func (p *parser) hostPort(name, def string) string {
 	return v
 }
 
-func (p *parser) baseURL(name, def string) string {
-	v := p.str(name, def)
+func (p *parser) baseURL(name, v string) string {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.fail(name, "invalid URL %q (want an absolute http or https URL)", v)
@@ -579,8 +640,8 @@ func (p *parser) baseURL(name, def string) string {
 	return strings.TrimRight(v, "/")
 }
 
-func (p *parser) logLevel(name string) slog.Level {
-	switch v := strings.ToLower(p.get(name)); v {
+func (p *parser) logLevel(name, v string) slog.Level {
+	switch strings.ToLower(v) {
 	case "":
 		return DefaultLogLevel
 	case "debug":
@@ -601,8 +662,7 @@ func (p *parser) logLevel(name string) slog.Level {
 // well inside Temporal's limits.
 const maxWorkerIDLen = 200
 
-func (p *parser) workerID(name string) string {
-	v := p.get(name)
+func (p *parser) workerID(name, v string) string {
 	if v == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -620,8 +680,7 @@ func (p *parser) workerID(name string) string {
 	return v
 }
 
-func (p *parser) locality(name string) string {
-	v := p.get(name)
+func (p *parser) locality(name, v string) string {
 	if v == "" {
 		return ""
 	}
@@ -631,18 +690,23 @@ func (p *parser) locality(name string) string {
 	return v
 }
 
-// clientTLS reads a TLS client's settings: enableVar turns TLS on with the
-// system roots, and a CA bundle or a client certificate imply it. It
+// tlsVars are the values of one TLS client's variables.
+type tlsVars struct {
+	enabled                               bool
+	caFile, certFile, keyFile, serverName string
+}
+
+// clientTLS checks a TLS client's settings: enableVar turns TLS on with
+// the system roots, and a CA bundle or a client certificate imply it. It
 // returns nil for plaintext.
-func (p *parser) clientTLS(enableVar, caVar, certVar, keyVar, serverNameVar string) *tlsconf.Client {
-	enabled := p.boolean(enableVar)
-	c := &tlsconf.Client{CAFile: p.get(caVar), CertFile: p.get(certVar), KeyFile: p.get(keyVar), ServerName: p.get(serverNameVar)}
+func (p *parser) clientTLS(v tlsVars, enableVar, caVar, certVar, keyVar, serverNameVar string) *tlsconf.Client {
+	c := &tlsconf.Client{CAFile: v.caFile, CertFile: v.certFile, KeyFile: v.keyFile, ServerName: v.serverName}
 	implied := c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
-	if explicitlyOff := p.get(enableVar) != "" && p.valid(enableVar) && !enabled; explicitlyOff && implied {
+	if explicitlyOff := p.get(enableVar) != "" && p.valid(enableVar) && !v.enabled; explicitlyOff && implied {
 		p.fail(enableVar, "is false, but %s, %s or %s is set, which implies TLS (unset one or the other)", caVar, certVar, keyVar)
 		return nil
 	}
-	if !enabled && !implied {
+	if !v.enabled && !implied {
 		if c.ServerName != "" {
 			p.fail(serverNameVar, "applies only to TLS (set %s=true or %s)", enableVar, caVar)
 		}
@@ -671,21 +735,11 @@ func (p *parser) clientTLS(enableVar, caVar, certVar, keyVar, serverNameVar stri
 	return c
 }
 
-// shutdownGrace reads MANGO_SHUTDOWN_GRACE, or its older name
-// MANGO_SHUTDOWN_TIMEOUT when only that is set.
-func (p *parser) shutdownGrace() time.Duration {
-	if p.get(EnvShutdownGrace) == "" && p.get(EnvShutdownTimeout) != "" {
-		return p.duration(EnvShutdownTimeout, DefaultShutdownGrace)
-	}
-	return p.duration(EnvShutdownGrace, DefaultShutdownGrace)
-}
-
 // sandboxName resolves MANGO_SANDBOX and its alias MANAGED_AGENT_SANDBOX.
 // It returns the lowercase name and the variable it came from ("" for the
 // default), or "" if the two disagree.
-func (p *parser) sandboxName() (name, from string) {
-	primary := strings.ToLower(p.get(EnvSandbox))
-	alias := strings.ToLower(p.get(EnvSandboxAlias))
+func (p *parser) sandboxName(v *vars) (name, from string) {
+	primary, alias := strings.ToLower(v.Sandbox), strings.ToLower(v.SandboxAlias)
 	switch {
 	case primary != "" && alias != "" && primary != alias:
 		err := fmt.Errorf("%s=%q and %s=%q disagree (set one, or both to the same provider)",

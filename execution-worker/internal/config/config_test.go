@@ -184,6 +184,15 @@ func TestFromEnvValid(t *testing.T) {
 			},
 		},
 		{
+			name: "the older MANGO_SHUTDOWN_TIMEOUT is not read while MANGO_SHUTDOWN_GRACE is set",
+			env:  map[string]string{"MANGO_SHUTDOWN_GRACE": "5s", "MANGO_SHUTDOWN_TIMEOUT": "soon"},
+			check: func(t *testing.T, c *config.Config) {
+				if c.ShutdownGrace != 5*time.Second {
+					t.Errorf("ShutdownGrace = %v, want 5s from MANGO_SHUTDOWN_GRACE", c.ShutdownGrace)
+				}
+			},
+		},
+		{
 			name: "alias selects the provider",
 			env:  map[string]string{"MANAGED_AGENT_SANDBOX": "docker"},
 			check: func(t *testing.T, c *config.Config) {
@@ -521,6 +530,12 @@ func TestFromEnvInvalid(t *testing.T) {
 				"MANGO_CONTROLPLANE_TLS_KEY_FILE": pki.Client.KeyFile,
 			},
 			want: []string{"MANGO_TEMPORAL_TLS_CA_FILE: read certificates", "MANGO_CONTROLPLANE_TLS_CERT_FILE: read certificates"},
+		},
+		{
+			name: "a count that does not parse names its range",
+			env:  map[string]string{"MANGO_OUTPUTS_MAX_FILES": "many", "MANGO_COMPACTION_THRESHOLD": "most"},
+			want: []string{`MANGO_OUTPUTS_MAX_FILES: must be an integer between 1 and 100000, got "many"`,
+				`MANGO_COMPACTION_THRESHOLD: must be a fraction above 0 and at most 1, like 0.8, got "most"`},
 		},
 		{
 			name: "misspelt model does not trigger the unsafe guard",

@@ -24,11 +24,11 @@
 package sandboxcube
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
@@ -59,13 +59,24 @@ var Factory = sandbox.Factory{
 	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *e2bproto.Config, id string) { c.Installation = id }),
 }
 
+// envVars are the provider's variables as env reads them.
+type envVars struct {
+	APIURL      string        `env:"CUBE_API_URL"`
+	TemplateID  string        `env:"CUBE_TEMPLATE_ID"`
+	APIKey      string        `env:"CUBE_API_KEY"`
+	AuthHeader  string        `env:"CUBE_AUTH_HEADER"`
+	Domain      string        `env:"CUBE_SANDBOX_DOMAIN"`
+	ProxyAddr   string        `env:"CUBE_PROXY_ADDR"`
+	ProxyScheme string        `env:"CUBE_PROXY_SCHEME"`
+	IdleTimeout time.Duration `env:"CUBE_IDLE_TIMEOUT"`
+}
+
 // ConfigFromEnv reads the configuration through getenv. The error names
 // every missing or invalid variable.
 func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 	cfg := e2bproto.Config{
 		Name:       Name,
 		Auth:       e2bproto.AuthBearer,
-		Domain:     DefaultDomain,
 		EnvdScheme: "https",
 		AutoPause:  false,
 		UseConnect: false,
@@ -73,44 +84,42 @@ func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 		// Packages install through the sandbox's own network.
 		Capabilities: []string{sandbox.CapabilityPackages},
 	}
-	var errs []error
-	cfg.APIURL = strings.TrimSpace(getenv(EnvAPIURL))
+	v := envVars{Domain: DefaultDomain}
+	errs := sandbox.ReadEnv(&v, getenv, map[string]string{EnvIdleTimeout: sandboxe2b.WantIdleTimeout}, sandboxe2b.IdleTimeoutParsers)
+	cfg.APIURL, cfg.TemplateID, cfg.APIKey, cfg.Domain, cfg.IdleTimeout = v.APIURL, v.TemplateID, v.APIKey, v.Domain, v.IdleTimeout
 	switch {
 	case cfg.APIURL == "":
 		errs = append(errs, fmt.Errorf("%s is required (the Cube API server URL, e.g. http://10.0.0.5:3000)", EnvAPIURL))
 	case !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://"):
 		errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", EnvAPIURL, cfg.APIURL))
 	}
-	cfg.TemplateID = strings.TrimSpace(getenv(EnvTemplateID))
 	if cfg.TemplateID == "" {
 		errs = append(errs, fmt.Errorf("%s is required (the Cube template id)", EnvTemplateID))
 	}
-	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
-	switch v := strings.ToLower(strings.TrimSpace(getenv(EnvAuthHeader))); v {
+	switch a := strings.ToLower(v.AuthHeader); a {
 	case "", "bearer", "authorization":
 	case "x-api-key":
 		cfg.Auth = e2bproto.AuthAPIKey
 	default:
-		errs = append(errs, fmt.Errorf("%s=%q: want bearer or x-api-key", EnvAuthHeader, v))
+		errs = append(errs, fmt.Errorf("%s=%q: want bearer or x-api-key", EnvAuthHeader, a))
 	}
-	cfg.Domain = cmp.Or(strings.TrimSpace(getenv(EnvDomain)), cfg.Domain)
-	if v := strings.TrimSpace(getenv(EnvProxyAddr)); v != "" {
-		if _, _, err := net.SplitHostPort(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want host:port (e.g. 10.0.0.5:80)", EnvProxyAddr, v))
+	if v.ProxyAddr != "" {
+		if _, _, err := net.SplitHostPort(v.ProxyAddr); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want host:port (e.g. 10.0.0.5:80)", EnvProxyAddr, v.ProxyAddr))
 		}
-		cfg.EnvdProxyAddr = v
+		cfg.EnvdProxyAddr = v.ProxyAddr
 		cfg.EnvdScheme = "http"
 	}
-	switch v := strings.ToLower(strings.TrimSpace(getenv(EnvProxyScheme))); v {
+	switch scheme := strings.ToLower(v.ProxyScheme); scheme {
 	case "":
 	case "http", "https":
-		cfg.EnvdScheme = v
+		cfg.EnvdScheme = scheme
 	default:
-		errs = append(errs, fmt.Errorf("%s=%q: want http or https", EnvProxyScheme, v))
+		errs = append(errs, fmt.Errorf("%s=%q: want http or https", EnvProxyScheme, scheme))
 	}
-	errs = append(errs, sandboxe2b.ParseCommon(getenv, &cfg, EnvIdleTimeout)...)
-	if len(errs) > 0 {
-		return e2bproto.Config{}, errors.Join(errs...)
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return e2bproto.Config{}, err
 	}
 	return cfg, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/envconf"
 )
 
 // Name is the name the Daytona provider is registered under.
@@ -92,17 +94,32 @@ var Factory = sandbox.Factory{
 	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *Config, id string) { c.Installation = id }),
 }
 
+// envVars are the provider's variables as env reads them.
+type envVars struct {
+	APIKey           string `env:"DAYTONA_API_KEY"`
+	APIURL           string `env:"DAYTONA_API_URL"`
+	Target           string `env:"DAYTONA_TARGET"`
+	Snapshot         string `env:"DAYTONA_SNAPSHOT"`
+	Image            string `env:"DAYTONA_IMAGE"`
+	AutoPauseMinutes int    `env:"DAYTONA_AUTO_PAUSE_MINUTES"`
+}
+
+// envParsers refuse a negative number of minutes.
+var envParsers = envconf.Parsers{reflect.TypeFor[int](): func(v string) (any, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return nil, errors.New("not a non-negative number")
+	}
+	return n, nil
+}}
+
 // ConfigFromEnv reads the configuration through getenv. The error names
 // every missing or invalid variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	var errs []error
-	cfg := Config{
-		APIKey:   strings.TrimSpace(getenv(EnvAPIKey)),
-		APIURL:   strings.TrimSpace(getenv(EnvAPIURL)),
-		Target:   strings.TrimSpace(getenv(EnvTarget)),
-		Snapshot: strings.TrimSpace(getenv(EnvSnapshot)),
-		Image:    strings.TrimSpace(getenv(EnvImage)),
-	}
+	v := envVars{AutoPauseMinutes: -1}
+	errs := sandbox.ReadEnv(&v, getenv,
+		map[string]string{EnvAutoPauseMinutes: "want a non-negative number of minutes (0: never)"}, envParsers)
+	cfg := Config{APIKey: v.APIKey, APIURL: v.APIURL, Target: v.Target, Snapshot: v.Snapshot, Image: v.Image}
 	if cfg.APIKey == "" {
 		errs = append(errs, fmt.Errorf("%s is required for the %s sandbox provider", EnvAPIKey, Name))
 	}
@@ -112,22 +129,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.Snapshot != "" && cfg.Image != "" {
 		errs = append(errs, fmt.Errorf("%s and %s are exclusive: set one", EnvSnapshot, EnvImage))
 	}
-	if v := strings.TrimSpace(getenv(EnvAutoPauseMinutes)); v != "" {
-		n, err := strconv.Atoi(v)
-		switch {
-		case err != nil || n < 0:
-			errs = append(errs, fmt.Errorf("%s=%q: want a non-negative number of minutes (0: never)", EnvAutoPauseMinutes, v))
-		case n == 0:
-			cfg.AutoPauseMinutes = -1
-		default:
-			cfg.AutoPauseMinutes = n
-		}
+	switch v.AutoPauseMinutes {
+	case -1: // unset: the default
+	case 0:
+		cfg.AutoPauseMinutes = -1
+	default:
+		cfg.AutoPauseMinutes = v.AutoPauseMinutes
 	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/envconf"
 )
 
 // Environment variables read by [ConfigFromEnv]. The Docker client itself
@@ -94,60 +96,94 @@ type Config struct {
 	warmLease, warmEvery time.Duration
 }
 
+// envVars are the provider's variables as env reads them. A limit keeps
+// notSet when its variable is unset: the parsers refuse negative values.
+type envVars struct {
+	Image        string   `env:"MANGO_SANDBOX_IMAGE"`
+	DockerConfig string   `env:"DOCKER_CONFIG"`
+	CPUs         float64  `env:"MANGO_DOCKER_CPUS"`
+	Memory       ramBytes `env:"MANGO_DOCKER_MEMORY"`
+	Pids         int64    `env:"MANGO_DOCKER_PIDS"`
+	Network      string   `env:"MANGO_DOCKER_NETWORK"`
+	Labels       string   `env:"MANGO_DOCKER_LABELS"`
+	WarmPool     int      `env:"MANGO_DOCKER_WARM_POOL"`
+}
+
+// ramBytes is a size in bytes or such as 512m or 1g.
+type ramBytes int64
+
+const notSet = -1
+
+// envWant says what each variable wants, for a value refused.
+var envWant = map[string]string{
+	EnvCPUs:     "want a non-negative number of CPUs such as 1.5 (0: no limit)",
+	EnvMemory:   "want bytes or a size such as 512m or 1g (0: no limit)",
+	EnvPids:     "want a non-negative integer (0: no limit)",
+	EnvWarmPool: fmt.Sprintf("want a number of containers from 0 (no pool) to %d", MaxWarmPool),
+}
+
+// envParsers parse the variables' types, refusing values out of range.
+var envParsers = envconf.Parsers{
+	reflect.TypeFor[float64](): func(v string) (any, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		return f, cmp.Or(err, refuseIf(f < 0))
+	},
+	reflect.TypeFor[ramBytes](): func(v string) (any, error) {
+		n, err := units.RAMInBytes(v)
+		return ramBytes(n), cmp.Or(err, refuseIf(n < 0))
+	},
+	reflect.TypeFor[int64](): func(v string) (any, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, cmp.Or(err, refuseIf(n < 0))
+	},
+	reflect.TypeFor[int](): func(v string) (any, error) {
+		n, err := strconv.Atoi(v)
+		return n, cmp.Or(err, refuseIf(n < 0 || n > MaxWarmPool))
+	},
+}
+
+var errOutOfRange = errors.New("out of range")
+
+// refuseIf is errOutOfRange when bad.
+func refuseIf(bad bool) error {
+	if bad {
+		return errOutOfRange
+	}
+	return nil
+}
+
 // ConfigFromEnv reads the provider configuration from getenv (os.Getenv when
-// nil). Errors name the offending variable.
+// nil). The error names every invalid variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var cfg Config
-	cfg.Image = strings.TrimSpace(getenv(EnvImage))
-	cfg.DockerConfig = getenv(EnvDockerCfg)
-	if v := strings.TrimSpace(getenv(EnvCPUs)); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return Config{}, fmt.Errorf("%s=%q: want a non-negative number of CPUs such as 1.5 (0: no limit)", EnvCPUs, v)
-		}
-		cfg.CPUs = unlimitedIfZero(f)
+	v := envVars{CPUs: notSet, Memory: notSet, Pids: notSet}
+	errs := sandbox.ReadEnv(&v, getenv, envWant, envParsers)
+	cfg := Config{Image: v.Image, DockerConfig: v.DockerConfig, Network: v.Network, WarmPool: v.WarmPool}
+	if v.CPUs != notSet {
+		cfg.CPUs = unlimitedIfZero(v.CPUs)
 	}
-	if v := strings.TrimSpace(getenv(EnvMemory)); v != "" {
-		n, err := units.RAMInBytes(v)
-		if err != nil || n < 0 {
-			return Config{}, fmt.Errorf("%s=%q: want bytes or a size such as 512m or 1g (0: no limit)", EnvMemory, v)
-		}
-		if n > 0 && n < 6<<20 {
-			return Config{}, fmt.Errorf("%s=%q: Docker needs at least 6m", EnvMemory, v)
-		}
-		cfg.Memory = int64(unlimitedIfZero(float64(n)))
+	if v.Memory > 0 && v.Memory < 6<<20 {
+		errs = append(errs, sandbox.EnvError(EnvMemory, strings.TrimSpace(getenv(EnvMemory)), "Docker needs at least 6m"))
+	} else if v.Memory != notSet {
+		cfg.Memory = int64(unlimitedIfZero(float64(v.Memory)))
 	}
-	if v := strings.TrimSpace(getenv(EnvPids)); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return Config{}, fmt.Errorf("%s=%q: want a non-negative integer (0: no limit)", EnvPids, v)
-		}
-		cfg.Pids = int64(unlimitedIfZero(float64(n)))
+	if v.Pids != notSet {
+		cfg.Pids = int64(unlimitedIfZero(float64(v.Pids)))
 	}
-	if v := strings.TrimSpace(getenv(EnvNetwork)); v != "" {
-		cfg.Network = v
-		if err := checkNetwork(v); err != nil {
-			return Config{}, err
-		}
+	if v.Network != "" {
+		errs = append(errs, checkNetwork(v.Network))
 	}
-	if v := strings.TrimSpace(getenv(EnvLabels)); v != "" {
-		labels, err := parseLabels(v)
+	if v.Labels != "" {
+		labels, err := parseLabels(v.Labels)
 		if err != nil {
-			return Config{}, fmt.Errorf("%s=%q: %w", EnvLabels, v, err)
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvLabels, v.Labels, err))
 		}
 		cfg.Labels = labels
 	}
-	if v := strings.TrimSpace(getenv(EnvWarmPool)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > MaxWarmPool {
-			return Config{}, fmt.Errorf("%s=%q: want a number of containers from 0 (no pool) to %d", EnvWarmPool, v, MaxWarmPool)
-		}
-		cfg.WarmPool = n
-	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

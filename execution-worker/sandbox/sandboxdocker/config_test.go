@@ -160,3 +160,26 @@ func TestResolveAuth(t *testing.T) {
 		}
 	})
 }
+
+// TestConfigFromEnvReportsEveryVariable: one error names every variable
+// refused, each with its value and what it wants.
+func TestConfigFromEnvReportsEveryVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		sandboxdocker.EnvCPUs: "-1", sandboxdocker.EnvMemory: "1k", sandboxdocker.EnvPids: "many",
+		sandboxdocker.EnvNetwork: "host", sandboxdocker.EnvWarmPool: "65", sandboxdocker.EnvExecTimeout: "soon",
+	}
+	_, err := sandboxdocker.ConfigFromEnv(func(k string) string { return env[k] })
+	for _, want := range []string{
+		`MANGO_DOCKER_CPUS="-1": want a non-negative number of CPUs`,
+		`MANGO_DOCKER_MEMORY="1k": Docker needs at least 6m`,
+		`MANGO_DOCKER_PIDS="many": want a non-negative integer`,
+		`MANGO_DOCKER_NETWORK="host": want none or bridge`,
+		`MANGO_DOCKER_WARM_POOL="65": want a number of containers from 0 (no pool) to 64`,
+		`MANGO_SANDBOX_EXEC_TIMEOUT="soon": want a positive duration`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ConfigFromEnv error = %v, want it to contain %q", err, want)
+		}
+	}
+}

@@ -33,14 +33,15 @@
 package sandboxe2b
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/e2bproto"
+	"github.com/mangohq/mango/internal/envconf"
 )
 
 // Name is the name the provider is registered under.
@@ -71,26 +72,32 @@ var Factory = sandbox.Factory{
 	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *e2bproto.Config, id string) { c.Installation = id }),
 }
 
+// envVars are the provider's variables as env reads them.
+type envVars struct {
+	APIKey      string        `env:"E2B_API_KEY"`
+	APIURL      string        `env:"E2B_API_URL"`
+	TemplateID  string        `env:"E2B_TEMPLATE_ID"`
+	Domain      string        `env:"E2B_DOMAIN"`
+	IdleTimeout time.Duration `env:"E2B_IDLE_TIMEOUT"`
+}
+
 // ConfigFromEnv reads the configuration through getenv. The error names
 // every missing or invalid variable.
 func ConfigFromEnv(getenv func(string) string) (e2bproto.Config, error) {
 	cfg := Defaults()
-	var errs []error
-	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
+	v := envVars{APIURL: cfg.APIURL, TemplateID: cfg.TemplateID, Domain: cfg.Domain}
+	errs := sandbox.ReadEnv(&v, getenv, map[string]string{EnvIdleTimeout: WantIdleTimeout}, IdleTimeoutParsers)
+	cfg.APIKey, cfg.APIURL, cfg.TemplateID, cfg.Domain = v.APIKey, v.APIURL, v.TemplateID, v.Domain
 	if cfg.APIKey == "" {
 		errs = append(errs, fmt.Errorf("%s is required (the E2B API key)", EnvAPIKey))
 	}
-	if v := strings.TrimSpace(getenv(EnvAPIURL)); v != "" {
-		if !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
-			errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", EnvAPIURL, v))
-		}
-		cfg.APIURL = v
+	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
+		errs = append(errs, fmt.Errorf("%s=%q: want an http(s) URL", EnvAPIURL, cfg.APIURL))
 	}
-	cfg.TemplateID = cmp.Or(strings.TrimSpace(getenv(EnvTemplateID)), cfg.TemplateID)
-	cfg.Domain = cmp.Or(strings.TrimSpace(getenv(EnvDomain)), cfg.Domain)
-	errs = append(errs, ParseCommon(getenv, &cfg, EnvIdleTimeout)...)
-	if len(errs) > 0 {
-		return e2bproto.Config{}, errors.Join(errs...)
+	cfg.IdleTimeout = v.IdleTimeout
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return e2bproto.Config{}, err
 	}
 	return cfg, nil
 }
@@ -111,22 +118,19 @@ func Defaults() e2bproto.Config {
 	}
 }
 
-// ParseCommon reads the idle timeout variable named idleVar and the shared
-// MANGO_SANDBOX_EXEC_TIMEOUT and MANGO_SANDBOX_MAX_OUTPUT into cfg.
-func ParseCommon(getenv func(string) string, cfg *e2bproto.Config, idleVar string) []error {
-	var errs []error
-	if v := strings.TrimSpace(getenv(idleVar)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 10*time.Second {
-			errs = append(errs, fmt.Errorf("%s=%q: want a duration of at least 10s such as 15m", idleVar, v))
-		}
-		cfg.IdleTimeout = d
+// WantIdleTimeout says what an idle timeout variable (E2B_IDLE_TIMEOUT,
+// CUBE_IDLE_TIMEOUT) wants, for a value refused by [IdleTimeoutParsers].
+const WantIdleTimeout = "want a duration of at least 10s such as 15m"
+
+// IdleTimeoutParsers parse an idle timeout of at least 10s, for
+// [sandbox.ReadEnv].
+var IdleTimeoutParsers = envconf.Parsers{reflect.TypeFor[time.Duration](): func(v string) (any, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Second {
+		return nil, errors.New("too short")
 	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
-		errs = append(errs, err)
-	}
-	return errs
-}
+	return d, nil
+}}
 
 // New returns a provider for cfg (usually from [ConfigFromEnv]).
 func New(cfg e2bproto.Config) (*e2bproto.Provider, error) {

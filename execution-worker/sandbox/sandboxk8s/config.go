@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/envconf"
 )
 
 // Name is the name the Kubernetes Agent Sandbox provider is registered under.
@@ -110,17 +112,44 @@ var Factory = sandbox.Factory{
 	Configure: sandbox.FromEnv(ConfigFromEnv, New, func(c *Config, id string) { c.Installation = id }),
 }
 
+// envVars are the provider's variables as env reads them.
+type envVars struct {
+	Namespace    string        `env:"MANGO_K8S_NAMESPACE"`
+	WarmPool     string        `env:"MANGO_K8S_WARM_POOL"`
+	Image        string        `env:"MANGO_K8S_IMAGE"`
+	RouterURL    string        `env:"MANGO_K8S_ROUTER_URL"`
+	RouterToken  string        `env:"MANGO_K8S_ROUTER_TOKEN"`
+	RuntimePort  int           `env:"MANGO_K8S_RUNTIME_PORT"`
+	Kubeconfig   string        `env:"MANGO_K8S_KUBECONFIG"`
+	ReadyTimeout time.Duration `env:"MANGO_K8S_READY_TIMEOUT"`
+}
+
+// envWant says what each variable wants, for a value refused.
+var envWant = map[string]string{
+	EnvRuntimePort:  "want a port number",
+	EnvReadyTimeout: "want a positive duration such as 5m",
+}
+
+// envParsers parse the variables' types, refusing values out of range.
+var envParsers = envconf.Parsers{
+	reflect.TypeFor[int](): func(v string) (any, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, errors.New("not a port")
+		}
+		return n, nil
+	},
+	reflect.TypeFor[time.Duration](): sandbox.PositiveDuration,
+}
+
 // ConfigFromEnv reads the configuration through getenv. The error names
 // every missing or invalid variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	var errs []error
+	var v envVars
+	errs := sandbox.ReadEnv(&v, getenv, envWant, envParsers)
 	cfg := Config{
-		Namespace:   strings.TrimSpace(getenv(EnvNamespace)),
-		WarmPool:    strings.TrimSpace(getenv(EnvWarmPool)),
-		Image:       strings.TrimSpace(getenv(EnvImage)),
-		RouterURL:   strings.TrimSpace(getenv(EnvRouterURL)),
-		RouterToken: strings.TrimSpace(getenv(EnvRouterToken)),
-		Kubeconfig:  strings.TrimSpace(getenv(EnvKubeconfig)),
+		Namespace: v.Namespace, WarmPool: v.WarmPool, Image: v.Image, RouterURL: v.RouterURL,
+		RouterToken: v.RouterToken, Kubeconfig: v.Kubeconfig, RuntimePort: v.RuntimePort, ReadyTimeout: v.ReadyTimeout,
 	}
 	if cfg.RouterURL == "" {
 		errs = append(errs, fmt.Errorf("%s is required for the %s sandbox provider (the sandbox router's base URL)", EnvRouterURL, Name))
@@ -139,30 +168,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.Namespace != "" && !dnsLabel(cfg.Namespace) {
 		errs = append(errs, fmt.Errorf("%s=%q: want a Kubernetes namespace name", EnvNamespace, cfg.Namespace))
 	}
-	if v := strings.TrimSpace(getenv(EnvRuntimePort)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 65535 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a port number", EnvRuntimePort, v))
-		}
-		cfg.RuntimePort = n
-	}
-	if v := strings.TrimSpace(getenv(EnvReadyTimeout)); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 5m", EnvReadyTimeout, v))
-		}
-		cfg.ReadyTimeout = d
-	}
 	if cfg.Kubeconfig != "" {
 		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvKubeconfig, cfg.Kubeconfig, err))
 		}
 	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

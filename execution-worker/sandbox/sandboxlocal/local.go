@@ -144,18 +144,17 @@ type Config struct {
 // error names every invalid variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{Root: DefaultRoot(), ExecTimeout: DefaultExecTimeout, MaxOutput: DefaultMaxOutput}
-	var errs []error
-	if v := strings.TrimSpace(getenv(EnvRoot)); v != "" {
-		if !filepath.IsAbs(v) {
-			errs = append(errs, fmt.Errorf("%s: %q is not an absolute path", EnvRoot, v))
-		}
-		cfg.Root = v
+	v := struct {
+		Root string `env:"MANGO_LOCAL_SANDBOX_ROOT"`
+	}{Root: cfg.Root}
+	errs := sandbox.ReadEnv(&v, getenv, nil, nil)
+	if v.Root != cfg.Root && !filepath.IsAbs(v.Root) { // the default is not checked, as before
+		errs = append(errs, fmt.Errorf("%s: %q is not an absolute path", EnvRoot, v.Root))
 	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	cfg.Root = v.Root
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -73,34 +72,31 @@ type Config struct {
 	Installation string
 }
 
+// envVars are the provider's variables as env reads them.
+type envVars struct {
+	Domain         string `env:"OPEN_SANDBOX_DOMAIN"`
+	APIKey         string `env:"OPEN_SANDBOX_API_KEY"`
+	Image          string `env:"OPEN_SANDBOX_IMAGE"`
+	UseServerProxy bool   `env:"OPEN_SANDBOX_USE_SERVER_PROXY"`
+}
+
 // ConfigFromEnv reads the configuration through getenv (os.Getenv when
 // nil). Errors name every missing or invalid variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	var cfg Config
-	var errs []error
-	cfg.Domain = strings.TrimSpace(getenv(EnvDomain))
+	var v envVars
+	errs := sandbox.ReadEnv(&v, getenv, map[string]string{EnvUseServerProxy: "want true or false"}, nil)
+	cfg := Config{Domain: v.Domain, APIKey: v.APIKey, Image: v.Image, UseServerProxy: v.UseServerProxy}
 	if cfg.Domain == "" {
 		errs = append(errs, fmt.Errorf("%s is required (the OpenSandbox lifecycle server, e.g. localhost:8080)", EnvDomain))
 	} else if _, err := baseURL(cfg.Domain); err != nil {
 		errs = append(errs, fmt.Errorf("%s=%q: %w", EnvDomain, cfg.Domain, err))
 	}
-	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
-	cfg.Image = strings.TrimSpace(getenv(EnvImage))
-	if v := strings.TrimSpace(getenv(EnvUseServerProxy)); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvUseServerProxy, v))
-		}
-		cfg.UseServerProxy = b
-	}
-	if err := sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	errs = append(errs, sandbox.ReadLimits(getenv, &cfg.ExecTimeout, &cfg.MaxOutput))
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }
