@@ -605,29 +605,16 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	// soon as the shell exits; the group is killed before draining them.
 	var pp pipes
 	defer pp.closeAll()
-	outR, outW, err := pp.pipe()
+	outR, errR, stdin, err := pp.attach(cmd, req.Stdin != nil)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
-	}
-	errR, errW, err := pp.pipe()
-	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var stdin *os.File
-	if req.Stdin != nil {
-		var inR *os.File
-		if inR, stdin, err = pp.pipe(); err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
-		}
-		cmd.Stdin = inR
 	}
 
 	start := time.Now()
 	err = cmd.Start()
 	// The child holds its own copies of its ends; only ours remain open.
-	closeFile(outW)
-	closeFile(errW)
+	closeFile(cmd.Stdout.(*os.File))
+	closeFile(cmd.Stderr.(*os.File))
 	if inR, ok := cmd.Stdin.(*os.File); ok {
 		closeFile(inR)
 	}
@@ -653,20 +640,7 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	duration := time.Since(start)
 	// Background processes do not outlive the command.
 	_ = killGroup(cmd.Process.Pid)
-	drained := make(chan struct{})
-	go func() { copies.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(pipeGrace):
-		// Deadlines unblock the copies; Close would race with them.
-		deadline := time.Now()
-		_ = outR.SetReadDeadline(deadline)
-		_ = errR.SetReadDeadline(deadline)
-		if stdin != nil {
-			_ = stdin.SetWriteDeadline(deadline)
-		}
-		<-drained
-	}
+	drain(&copies, outR, errR, stdin)
 
 	if killed.Load() {
 		switch {
@@ -688,8 +662,49 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	return res, nil
 }
 
+// drain waits for the copies of the command's output (and input, stdin
+// not nil) to end, at most pipeGrace before it cuts them short.
+func drain(copies *sync.WaitGroup, outR, errR, stdin *os.File) {
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		// Deadlines unblock the copies; Close would race with them.
+		deadline := time.Now()
+		_ = outR.SetReadDeadline(deadline)
+		_ = errR.SetReadDeadline(deadline)
+		if stdin != nil {
+			_ = stdin.SetWriteDeadline(deadline)
+		}
+		<-drained
+	}
+}
+
 // pipes tracks the pipe ends Exec opens so that all are closed on return.
 type pipes []*os.File
+
+// attach gives cmd a stdout, a stderr and, withStdin, a stdin pipe, and
+// returns the ends the caller reads (outR, errR) and writes (stdin).
+func (pp *pipes) attach(cmd *exec.Cmd, withStdin bool) (outR, errR, stdin *os.File, err error) {
+	outR, outW, err := pp.pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errR, errW, err := pp.pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if withStdin {
+		var inR *os.File
+		if inR, stdin, err = pp.pipe(); err != nil {
+			return nil, nil, nil, err
+		}
+		cmd.Stdin = inR
+	}
+	return outR, errR, stdin, nil
+}
 
 func (pp *pipes) pipe() (r, w *os.File, err error) {
 	r, w, err = os.Pipe()
