@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mangohq/mango/api-server/internal/credentials"
+	"github.com/mangohq/mango/db"
 )
 
 // TestExchangeFailureNamesTheStep: a refresh that gets no usable answer
@@ -88,5 +90,38 @@ func TestExchangeFailureNamesTheStep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPTokenRefreshUnreachable: a refresh whose token endpoint cannot be
+// reached is an AuthError whose public reason says so and whose cause
+// (for the log) names the failed step, neither holding a secret.
+func TestMCPTokenRefreshUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenURL := "http://" + l.Addr().String() + "/token"
+	_ = l.Close()
+	const url = "https://mcp.example.com/mcp"
+	f.vault(t, "vlt_u")
+	f.credential(t, "vlt_u", "vcrd_u", db.CredentialMCPOAuth, url, oauth(url, tokenURL, f.now.Add(-time.Minute)),
+		map[string]string{"access_token": "access-0", "refresh_token": "refresh-0", "client_secret": "client-secret-PLANTED"})
+	f.session(t, "sesn_u", "vlt_u")
+
+	_, err = f.svc.MCPToken(context.Background(), "sesn_u", url, nil)
+	var ae *credentials.AuthError
+	if !errors.As(err, &ae) || !strings.Contains(ae.Reason, "could not be reached") {
+		t.Fatalf("refresh at an unreachable endpoint: err = %v; want an AuthError saying it could not be reached", err)
+	}
+	if ae.Cause == nil || !strings.Contains(ae.Cause.Error(), "token endpoint: send") {
+		t.Fatalf("AuthError cause = %v; want the failed send to the token endpoint", ae.Cause)
+	}
+	for _, secret := range []string{"access-0", "refresh-0", "client-secret-PLANTED"} {
+		if strings.Contains(ae.Reason, secret) || strings.Contains(err.Error(), secret) {
+			t.Errorf("AuthError %q holds the secret %q", err, secret)
+		}
 	}
 }
