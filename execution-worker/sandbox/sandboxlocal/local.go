@@ -76,6 +76,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellsession"
@@ -499,8 +500,7 @@ func randomHex() string {
 // every directory in it so read-only directories do not block removal.
 // A few retries cover files created meanwhile by dying processes.
 func removeTree(dir string) error {
-	var err error
-	for range 3 {
+	_, err := backoff.Retry(context.Background(), func() (struct{}, error) {
 		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
@@ -509,11 +509,8 @@ func removeTree(dir string) error {
 			}
 			return nil // best effort: RemoveAll reports what is left
 		})
-		if err = os.RemoveAll(dir); err == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return struct{}{}, os.RemoveAll(dir)
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(50*time.Millisecond)), backoff.WithMaxTries(3))
 	return err
 }
 
