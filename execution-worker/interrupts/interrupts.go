@@ -43,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -234,41 +235,55 @@ const (
 // Run keeps the stream open until ctx ends, reconnecting with capped
 // exponential backoff.
 func (w *Watcher) Run(ctx context.Context) {
-	backoff := MinBackoff
-	for ctx.Err() == nil {
+	b := &backoff.ExponentialBackOff{InitialInterval: MinBackoff, Multiplier: 2, MaxInterval: MaxBackoff}
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
 		start := time.Now()
 		err := w.watch(ctx)
 		w.connected.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
 		if time.Since(start) > 10*time.Second {
-			backoff = MinBackoff // it worked for a while
+			b.Reset() // it worked for a while
 		}
-		level := slog.LevelWarn
-		switch status.Code(err) {
-		case codes.Unavailable:
-			level = slog.LevelInfo // an api-server restarting or draining
-		case codes.Unimplemented:
-			// An api-server older than the push: ask again now and then,
-			// and say so once.
-			level, backoff = slog.LevelDebug, MaxBackoff
-			if !w.oldServer {
-				w.oldServer = true
-				level = slog.LevelInfo
-			}
+		if status.Code(err) == codes.Unimplemented {
+			// An api-server older than the push: ask again now and then.
+			waitFrom(b, MaxBackoff)
 		}
-		w.log.Log(ctx, level, "interrupt stream to the ControlPlane lost; interrupts wait for Temporal's cancellation until it reconnects",
-			"err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		if err == nil {
+			err = errStreamEnded
 		}
-		backoff = min(backoff*2, MaxBackoff)
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, wait time.Duration) {
+		w.logLost(ctx, err, wait)
+	}))
+}
+
+// errStreamEnded stands for a stream that ended without an error: it is
+// opened again all the same.
+var errStreamEnded = errors.New("interrupt stream ended")
+
+// waitFrom makes the next wait of b d, doubling from there.
+func waitFrom(b *backoff.ExponentialBackOff, d time.Duration) {
+	initial := b.InitialInterval
+	b.InitialInterval = d
+	b.Reset()
+	b.InitialInterval = initial
+}
+
+// logLost logs a lost stream and the wait before the next.
+func (w *Watcher) logLost(ctx context.Context, err error, wait time.Duration) {
+	level := slog.LevelWarn
+	switch status.Code(err) {
+	case codes.Unavailable:
+		level = slog.LevelInfo // an api-server restarting or draining
+	case codes.Unimplemented:
+		// An api-server older than the push: say so once.
+		level = slog.LevelDebug
+		if !w.oldServer {
+			w.oldServer = true
+			level = slog.LevelInfo
+		}
 	}
+	w.log.Log(ctx, level, "interrupt stream to the ControlPlane lost; interrupts wait for Temporal's cancellation until it reconnects",
+		"err", err, "backoff", wait)
 }
 
 // watch opens one stream and delivers its interrupts until it breaks or

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/mangohq/mango/proto/netguard"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -196,23 +197,26 @@ func (p *Pool) do(ctx context.Context, sessionID, url string, retryClosed bool, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
+	tries := 0
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		tries++
 		e, cs, err := p.acquire(ctx, key{sessionID, url})
 		if err != nil {
-			return p.failure(url, err)
+			return struct{}{}, backoff.Permanent(err)
 		}
 		err = op(ctx, cs)
 		p.release(e)
-		if err == nil {
-			return nil
-		}
 		again := errors.Is(err, sdk.ErrSessionMissing) || retryClosed && errors.Is(err, sdk.ErrConnectionClosed)
-		if attempt == 0 && again && ctx.Err() == nil {
-			p.drop(e, cs)
-			continue
+		if err == nil || !again || tries > 1 || ctx.Err() != nil {
+			return struct{}{}, backoff.Permanent(err) // nil on success
 		}
+		p.drop(e, cs)
+		return struct{}{}, err
+	}, backoff.WithBackOff(&backoff.ZeroBackOff{}), backoff.WithMaxElapsedTime(0))
+	if err != nil {
 		return p.failure(url, err)
 	}
+	return nil
 }
 
 // failure names the server in err; an authentication failure is already

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -86,31 +87,31 @@ func (s *Streamer) enqueue(f *pb.PreviewFrame) bool {
 // Run keeps the stream open until ctx ends, reconnecting with capped
 // exponential backoff, and sends the queued frames in batches.
 func (s *Streamer) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	b := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
 		start := time.Now()
 		err := s.stream(ctx)
 		s.connected.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
 		if time.Since(start) > 10*time.Second {
-			backoff = 100 * time.Millisecond // it worked for a while
+			b.Reset() // it worked for a while
 		}
+		if err == nil {
+			err = errStreamEnded
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, wait time.Duration) {
 		level := slog.LevelWarn
 		if status.Code(err) == codes.Unavailable {
 			level = slog.LevelInfo // an api-server starting, restarting or draining
 		}
 		s.log.Log(ctx, level, "preview stream to the ControlPlane lost; previews are dropped until it reconnects",
-			"err", err, "backoff", backoff, "dropped_total", s.dropped.Load())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+			"err", err, "backoff", wait, "dropped_total", s.dropped.Load())
+	}))
 }
+
+// errStreamEnded stands for a stream that ended without an error: it is
+// opened again all the same.
+var errStreamEnded = errors.New("preview stream ended")
 
 // stream opens one stream and sends until it breaks or ctx ends.
 func (s *Streamer) stream(ctx context.Context) error {

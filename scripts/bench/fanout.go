@@ -41,6 +41,21 @@ func runFanout(c *client, levels []int, messages int, rate float64) error {
 	return nil
 }
 
+// fanoutArrival is one event's arrival on one stream.
+type fanoutArrival struct {
+	key string
+	n   int           // the stream's n-th event of the run
+	at  time.Time     // when it arrived
+	lat time.Duration // since its processed_at
+}
+
+// fanoutStreams collects what the streams of one level received.
+type fanoutStreams struct {
+	mu         sync.Mutex
+	got        []fanoutArrival
+	streamErrs []error
+}
+
 func fanoutLevel(c *client, sessionID string, streams, messages int, rate float64) error {
 	before, err := c.residentBytes()
 	if err != nil {
@@ -49,12 +64,6 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: streams + 10, MaxIdleConnsPerHost: streams + 10}}
-	type arrival struct {
-		key string
-		n   int           // the stream's n-th event of the run
-		at  time.Time     // when it arrived
-		lat time.Duration // since its processed_at
-	}
 	// With the database at hand, commits are timed by their notification,
 	// which PostgreSQL sends as the transaction commits.
 	var commits *commitClock
@@ -64,56 +73,11 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 			return err
 		}
 	}
-	var mu sync.Mutex
-	var got []arrival
-	var streamErrs []error
+	fs := &fanoutStreams{}
 	connected := make(chan error, streams)
 	var wg sync.WaitGroup
 	for range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := c.openStream(ctx, hc, sessionID)
-			if err != nil {
-				connected <- err
-				return
-			}
-			defer func() { _ = resp.Body.Close() }()
-			r := bufio.NewReader(resp.Body)
-			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
-				connected <- fmt.Errorf("stream: first line %q, %v", line, err)
-				return
-			}
-			connected <- nil
-			seen := 0
-			for seen < messages {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					if ctx.Err() == nil {
-						mu.Lock()
-						streamErrs = append(streamErrs, fmt.Errorf("stream ended after %d of %d events: %v", seen, messages, err))
-						mu.Unlock()
-					}
-					return
-				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok || !strings.Contains(data, `"user.interrupt"`) {
-					continue
-				}
-				now := time.Now()
-				var ev struct {
-					ID          string    `json:"id"`
-					ProcessedAt time.Time `json:"processed_at"`
-				}
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					continue
-				}
-				mu.Lock()
-				got = append(got, arrival{key: ev.ID, n: seen, at: now, lat: now.Sub(ev.ProcessedAt)})
-				mu.Unlock()
-				seen++
-			}
-		}()
+		wg.Go(func() { fs.watch(ctx, c, hc, sessionID, messages, connected) })
 	}
 	for range streams {
 		if err := <-connected; err != nil {
@@ -126,18 +90,9 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 	if err != nil {
 		return err
 	}
-	interval := time.Duration(float64(time.Second) / rate)
-	next := time.Now()
-	var posts []time.Duration
-	for range messages {
-		body := `{"events":[{"type":"user.interrupt"}]}`
-		sent := time.Now()
-		if _, err := c.do(http.MethodPost, "/v1/sessions/"+sessionID+"/events", []byte(body)); err != nil {
-			return err
-		}
-		posts = append(posts, time.Since(sent))
-		next = next.Add(interval)
-		time.Sleep(time.Until(next))
+	posts, err := postInterrupts(c, sessionID, messages, rate)
+	if err != nil {
+		return err
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -146,17 +101,90 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 	case <-time.After(30 * time.Second):
 	}
 	cancel()
-	mu.Lock()
-	defer mu.Unlock()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.report(streams, messages, float64(idle-before)/float64(streams)/1024, commits, posts)
+	return nil
+}
+
+// watch reads one stream until it received messages interrupts, reporting
+// on connected whether it opened.
+func (fs *fanoutStreams) watch(ctx context.Context, c *client, hc *http.Client, sessionID string, messages int, connected chan<- error) {
+	resp, err := c.openStream(ctx, hc, sessionID)
+	if err != nil {
+		connected <- err
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+		connected <- fmt.Errorf("stream: first line %q, %v", line, err)
+		return
+	}
+	connected <- nil
+	seen := 0
+	for seen < messages {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if ctx.Err() == nil {
+				fs.mu.Lock()
+				fs.streamErrs = append(fs.streamErrs, fmt.Errorf("stream ended after %d of %d events: %v", seen, messages, err))
+				fs.mu.Unlock()
+			}
+			return
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(data, `"user.interrupt"`) {
+			continue
+		}
+		now := time.Now()
+		var ev struct {
+			ID          string    `json:"id"`
+			ProcessedAt time.Time `json:"processed_at"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			continue
+		}
+		fs.mu.Lock()
+		fs.got = append(fs.got, fanoutArrival{key: ev.ID, n: seen, at: now, lat: now.Sub(ev.ProcessedAt)})
+		fs.mu.Unlock()
+		seen++
+	}
+}
+
+// postInterrupts appends messages interrupts to the session at rate per
+// second and returns how long each POST took.
+func postInterrupts(c *client, sessionID string, messages int, rate float64) ([]time.Duration, error) {
+	interval := time.Duration(float64(time.Second) / rate)
+	next := time.Now()
+	var posts []time.Duration
+	for range messages {
+		body := `{"events":[{"type":"user.interrupt"}]}`
+		sent := time.Now()
+		if _, err := c.do(http.MethodPost, "/v1/sessions/"+sessionID+"/events", []byte(body)); err != nil {
+			return nil, err
+		}
+		posts = append(posts, time.Since(sent))
+		next = next.Add(interval)
+		time.Sleep(time.Until(next))
+	}
+	return posts, nil
+}
+
+// report prints the level's figures: delivery latencies, errors and memory
+// per stream (kbPerStream), commit-to-client times when commits were
+// timed, the POSTs, and where the time goes. fs.mu is held.
+func (fs *fanoutStreams) report(streams, messages int, kbPerStream float64, commits *commitClock, posts []time.Duration) {
+	got := fs.got
 	lat := make([]time.Duration, len(got))
 	for i := range got {
 		lat[i] = got[i].lat
 	}
 	slices.Sort(lat)
 	q := func(p float64) time.Duration { return quantile(lat, p).Round(10 * time.Microsecond) }
-	errs := len(streamErrs) + streams*messages - len(got)
+	errs := len(fs.streamErrs) + streams*messages - len(got)
 	fmt.Printf("%-8d %12s %10v %10v %10v %10d %11.1f KB\n", streams, fmt.Sprintf("%d/%d", len(got), streams*messages),
-		q(0.50), q(0.99), q(1), errs, float64(idle-before)/float64(streams)/1024)
+		q(0.50), q(0.99), q(1), errs, kbPerStream)
 	if commits != nil {
 		at := commits.times()
 		var fromCommit []time.Duration
@@ -191,14 +219,13 @@ func fanoutLevel(c *client, sessionID string, streams, messages int, rate float6
 	fmt.Printf("         first stream p50 %v p99 %v; first-to-last spread p50 %v p99 %v\n",
 		quantile(firsts, 0.5).Round(10*time.Microsecond), quantile(firsts, 0.99).Round(10*time.Microsecond),
 		quantile(spreads, 0.5).Round(10*time.Microsecond), quantile(spreads, 0.99).Round(10*time.Microsecond))
-	for i, e := range streamErrs {
+	for i, e := range fs.streamErrs {
 		if i == 3 {
-			fmt.Printf("  ... %d more stream errors\n", len(streamErrs)-3)
+			fmt.Printf("  ... %d more stream errors\n", len(fs.streamErrs)-3)
 			break
 		}
 		fmt.Println("  ", e)
 	}
-	return nil
 }
 
 // openStream opens a session's SSE stream through hc (a stream outlives

@@ -84,20 +84,26 @@ func Update(current *Spec, in *Input) (*Spec, error) {
 	if err := CheckUpdate(in); err != nil {
 		return nil, err
 	}
-	next := clone(current)
+	next, err := clone(current)
+	if err != nil {
+		return nil, err
+	}
 	return apply(next, in)
 }
 
-func clone(s *Spec) *Spec {
+// clone returns a deep copy of s. It fails only on a spec that does not
+// encode (a malformed raw JSON field read back from storage): an internal
+// error, not the client's.
+func clone(s *Spec) (*Spec, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("agentspec: marshal spec: %v", err))
+		return nil, fmt.Errorf("agentspec: copy the current spec: %w", err)
 	}
 	out := new(Spec)
 	if err := json.Unmarshal(b, out); err != nil {
-		panic(fmt.Sprintf("agentspec: unmarshal spec: %v", err))
+		return nil, fmt.Errorf("agentspec: copy the current spec: %w", err)
 	}
-	return out
+	return out, nil
 }
 
 func apply(s *Spec, in *Input) (*Spec, error) {

@@ -130,3 +130,29 @@ func TestTypeErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateOfAnUnencodableSpecFails: a current spec that does not encode
+// (a malformed raw field read back from storage) makes Update return an
+// error, which the handler answers as a 500, instead of panicking in the
+// request.
+func TestUpdateOfAnUnencodableSpecFails(t *testing.T) {
+	t.Parallel()
+	cur := mustCreate(t, `{"name":"a","model":"m"}`)
+	cur.Multiagent = json.RawMessage(`{"broken":`)
+	in, err := ParseInput([]byte(`{"name":"b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next *Spec
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Update of an unencodable spec panicked (%v); want an error", r)
+			}
+		}()
+		next, err = Update(cur, in)
+	}()
+	if err == nil || next != nil || !strings.Contains(err.Error(), "copy the current spec") {
+		t.Fatalf("Update of an unencodable spec = %v, %v; want no spec and an error naming the copy", next, err)
+	}
+}

@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/config"
@@ -115,21 +117,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 			s.close()
 		}
 	}()
-	if cfg.AutoMigrate {
-		if err := db.Migrate(ctx, pool); err != nil {
-			return nil, err
-		}
-	}
-	store := db.NewStore(pool)
-	if cfg.APIKey != "" {
-		// The bootstrap key's id is derived from its hash, so restarts and
-		// replicas agree on it.
-		h := auth.Hash(cfg.APIKey)
-		if err := store.APIKeyEnsure(ctx, fmt.Sprintf("%s%x", ids.APIKey, h[:12]), "MANGO_API_KEY", h); err != nil {
-			return nil, fmt.Errorf("bootstrap MANGO_API_KEY: %w", err)
-		}
-	}
-	if err := checkSecrets(ctx, store, cfg.Secrets); err != nil {
+	store, err := prepareStore(ctx, cfg, pool)
+	if err != nil {
 		return nil, err
 	}
 	// The Temporal client connects lazily so that the API keeps accepting
@@ -152,16 +141,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		}
 		return id, err
 	}, 10*time.Second)
-	// One connection LISTENs for the hubs: commits wake event streams,
-	// previews arrive from the other replicas, committed interrupts go to
-	// the workers' interrupt streams.
-	s.listener = pglisten.New(pool.Config().ConnConfig, log.With("component", "pg-listener"))
-	s.hub = httpapi.NewHub(reg, cfg.StreamMaxLag)
-	s.previews = preview.NewHub(pool, log.With("component", "preview-hub"), reg)
-	s.listener.Handle(db.NotifyChannel, s.hub)
-	s.listener.Handle(preview.Channel, s.previews)
-	s.interrupts = interrupts.NewHub(log.With("component", "interrupt-hub"), reg)
-	s.listener.Handle(interrupts.Channel, s.interrupts)
+	s.buildHubs(reg)
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
@@ -195,6 +175,42 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	}
 	ok = true
 	return s, nil
+}
+
+// prepareStore migrates the database (when configured), ensures the
+// bootstrap API key and checks the vault keys against the stored secrets.
+func prepareStore(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool) (*db.Store, error) {
+	if cfg.AutoMigrate {
+		if err := db.Migrate(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
+	store := db.NewStore(pool)
+	if cfg.APIKey != "" {
+		// The bootstrap key's id is derived from its hash, so restarts and
+		// replicas agree on it.
+		h := auth.Hash(cfg.APIKey)
+		if err := store.APIKeyEnsure(ctx, fmt.Sprintf("%s%x", ids.APIKey, h[:12]), "MANGO_API_KEY", h); err != nil {
+			return nil, fmt.Errorf("bootstrap MANGO_API_KEY: %w", err)
+		}
+	}
+	if err := checkSecrets(ctx, store, cfg.Secrets); err != nil {
+		return nil, err
+	}
+	return store, nil
+}
+
+// buildHubs builds the hubs and the one connection that LISTENs for them:
+// commits wake event streams, previews arrive from the other replicas,
+// committed interrupts go to the workers' interrupt streams.
+func (s *Server) buildHubs(reg *prometheus.Registry) {
+	s.listener = pglisten.New(s.pool.Config().ConnConfig, s.log.With("component", "pg-listener"))
+	s.hub = httpapi.NewHub(reg, s.cfg.StreamMaxLag)
+	s.previews = preview.NewHub(s.pool, s.log.With("component", "preview-hub"), reg)
+	s.listener.Handle(db.NotifyChannel, s.hub)
+	s.listener.Handle(preview.Channel, s.previews)
+	s.interrupts = interrupts.NewHub(s.log.With("component", "interrupt-hub"), reg)
+	s.listener.Handle(interrupts.Channel, s.interrupts)
 }
 
 // openFiles returns the store of File bytes: the S3 bucket of
@@ -234,21 +250,29 @@ func (s *Server) ready(ctx context.Context) error {
 }
 
 // Serve serves until ctx is cancelled, then drains in-flight requests for
-// up to the configured shutdown timeout and releases every resource.
+// up to the configured shutdown timeout and releases every resource: the
+// background tasks are joined before the connections they use (the
+// listener's, the pool, Temporal's) close.
 func (s *Server) Serve(ctx context.Context) error {
 	defer s.close()
-	hubCtx, cancelHubs := context.WithCancel(context.Background())
-	stopHub := func() { cancelHubs(); s.hub.Close() }
-	listening := make(chan struct{})
-	go func() { _ = s.listener.Run(hubCtx); close(listening) }() // returns (nil) when hubCtx ends
-	defer func() { stopHub(); <-listening }()                    // its connection is closed before the pool
-	go s.previews.Run(hubCtx)
-	go s.sweeper.run(hubCtx)
-	// The relay stops after the HTTP drain (deferred) and before close.
-	relayCtx, stopRelay := context.WithCancel(context.Background())
-	relayDone := make(chan struct{})
-	go func() { _ = s.relay.Run(relayCtx); close(relayDone) }()
-	defer func() { stopRelay(); <-relayDone }()
+	bg := startBackground(
+		[]func(context.Context){
+			// listener.Run returns (nil) when its context ends, having
+			// closed its connection.
+			func(ctx context.Context) { _ = s.listener.Run(ctx) },
+			s.previews.Run,
+			s.sweeper.run,
+		},
+		s.hub.Close,
+		func(ctx context.Context) { _ = s.relay.Run(ctx) })
+	defer bg.join()
+	return s.serve(ctx, bg.stopHubs)
+}
+
+// serve runs the HTTP and gRPC servers until ctx is cancelled or one of
+// them fails; at shutdown it calls stopHubs (which ends open event
+// streams) and drains both servers.
+func (s *Server) serve(ctx context.Context, stopHubs func()) error {
 	errc := make(chan error, 2)
 	serving := make(chan struct{})
 	go func() {
@@ -264,7 +288,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
-	stopHub() // ends open event streams so the drain below can finish
+	stopHubs() // ends open event streams so the drain below can finish
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	cpDone := make(chan struct{})
@@ -283,6 +307,36 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
+// background runs the server's background tasks, all started together in
+// one errgroup: the hubs' tasks (stopped first, at the start of the
+// shutdown, so event streams end and the drain can finish) and the outbox
+// relay (stopped after the drain, so it still delivers what the last
+// requests committed).
+type background struct {
+	g         errgroup.Group
+	stopHubs  func()
+	stopRelay context.CancelFunc
+}
+
+// startBackground starts hubs and relay, each until its context ends;
+// stopping the hubs also calls closeHubs.
+func startBackground(hubs []func(context.Context), closeHubs func(), relay func(context.Context)) *background {
+	hubCtx, cancelHubs := context.WithCancel(context.Background())
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	b := &background{stopRelay: stopRelay, stopHubs: sync.OnceFunc(func() { cancelHubs(); closeHubs() })}
+	for _, task := range hubs {
+		b.g.Go(func() error { task(hubCtx); return nil })
+	}
+	b.g.Go(func() error { relay(relayCtx); return nil })
+	return b
+}
+
+// join stops every task (the hubs' first) and waits until all returned.
+func (b *background) join() {
+	b.stopHubs()
+	b.stopRelay()
+	_ = b.g.Wait()
+}
 func (s *Server) close() {
 	if s.httpLn != nil {
 		_ = s.httpLn.Close()

@@ -36,7 +36,10 @@ func (c *credentialServer) GetMCPCredential(ctx context.Context, req *pb.GetMCPC
 	switch {
 	case errors.As(err, &authErr):
 		// The reason names the credential and the endpoint's answer,
-		// never a secret.
+		// never a secret; the internal cause goes to the log.
+		if authErr.Cause != nil {
+			c.s.log.WarnContext(ctx, "controlplane: MCP credential refresh failed", "credential_id", authErr.CredentialID, "err", authErr.Cause)
+		}
 		return &pb.GetMCPCredentialResponse{Found: true, CredentialId: authErr.CredentialID, AuthFailure: authErr.Reason}, nil
 	case errors.Is(err, db.ErrNotFound):
 		return nil, status.Error(codes.NotFound, "get MCP credential: session not found")

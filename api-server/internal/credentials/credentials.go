@@ -69,12 +69,23 @@ var ErrAuthFailed = errors.New("MCP authentication failed")
 // Its message names the credential and the reason, never a secret.
 type AuthError struct {
 	CredentialID string
-	Reason       string
+	// Reason is the public account of the failure: what a worker and a
+	// client may be told.
+	Reason string
+	// Cause is the internal error behind Reason (nil: none), for logs;
+	// it holds no secret.
+	Cause error
 }
 
 func (e *AuthError) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("credential %s: %s: %v", e.CredentialID, e.Reason, e.Cause)
+	}
 	return fmt.Sprintf("credential %s: %s", e.CredentialID, e.Reason)
 }
+
+// Unwrap returns the internal cause.
+func (e *AuthError) Unwrap() error { return e.Cause }
 
 // Is makes errors.Is(err, ErrAuthFailed) true.
 func (e *AuthError) Is(target error) bool { return target == ErrAuthFailed }
@@ -296,9 +307,9 @@ func (s *Service) refresh(ctx context.Context, cred *db.Credential, stale []byte
 			failure = &AuthError{CredentialID: cur.ID, Reason: "the access token needs a refresh and the credential has no refresh token"}
 			return cur, nil, nil
 		}
-		t, rejected := Exchange(ctx, s.HTTP, auth.Refresh, secrets, Redactor(secrets))
-		if t == nil {
-			failure = &AuthError{CredentialID: cur.ID, Reason: refusal(auth.Refresh.TokenEndpoint, rejected)}
+		t, err := Exchange(ctx, s.HTTP, auth.Refresh, secrets, Redactor(secrets))
+		if err != nil {
+			failure = &AuthError{CredentialID: cur.ID, Reason: refusal(auth.Refresh.TokenEndpoint, err), Cause: err}
 			return cur, nil, nil
 		}
 		next, sealed, err := s.rotated(cur, auth, t)
@@ -318,12 +329,14 @@ func (s *Service) refresh(ctx context.Context, cred *db.Credential, stale []byte
 	return out, nil
 }
 
-// refusal describes a failed refresh: the endpoint's status and OAuth
-// error code, never its body (it may echo secrets).
-func refusal(endpoint string, r *HTTPResponse) string {
-	if r == nil {
+// refusal describes a failed refresh, err from Exchange: the endpoint's
+// status and OAuth error code, never its body (it may echo secrets).
+func refusal(endpoint string, err error) string {
+	var refused *RefusedError
+	if !errors.As(err, &refused) {
 		return fmt.Sprintf("refreshing the access token failed: the token endpoint %s could not be reached", endpoint)
 	}
+	r := refused.Response
 	var body struct {
 		Error string `json:"error"`
 	}

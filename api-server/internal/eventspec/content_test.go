@@ -209,3 +209,27 @@ func TestSniff(t *testing.T) {
 		}
 	}
 }
+
+// TestEventBodyEncodingFailureIsAnError: a body that does not encode
+// makes the event builder return an error (a 500 at the handler) instead
+// of panicking in the request.
+func TestEventBodyEncodingFailureIsAnError(t *testing.T) {
+	t.Parallel()
+	var ev *Event
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("encoding an unencodable body panicked (%v); want an error", r)
+			}
+		}()
+		ev, err = event(Event{Type: UserMessage}, map[string]any{"content": func() {}})
+	}()
+	if err == nil || ev != nil || !strings.Contains(err.Error(), "encode event body") {
+		t.Fatalf("event with an unencodable body = %+v, %v; want no event and an error naming the encoding", ev, err)
+	}
+	ev, err = event(Event{Type: UserMessage}, map[string]any{"content": "<a&b>"})
+	if err != nil || string(ev.Body) != `{"content":"<a&b>"}` || ev.Type != UserMessage {
+		t.Fatalf("event = %+v, %v; want type %s and the body unescaped without a newline", ev, err, UserMessage)
+	}
+}

@@ -92,7 +92,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Event{Type: typ, Body: mustJSON(map[string]any{"content": content})}, nil
+		return event(Event{Type: typ}, map[string]any{"content": content})
 	case UserInterrupt:
 		var in struct {
 			Type string `json:"type"`
@@ -119,8 +119,8 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			return nil, err
 		}
 		isErr := in.IsError != nil && *in.IsError
-		return &Event{Type: typ, ToolUseID: in.CustomToolUseID,
-			Body: mustJSON(map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})}, nil
+		return event(Event{Type: typ, ToolUseID: in.CustomToolUseID},
+			map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})
 	case UserToolConfirmation:
 		var in struct {
 			Type        string  `json:"type"`
@@ -151,7 +151,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			}
 			body["deny_message"] = *in.DenyMessage
 		}
-		return &Event{Type: typ, ToolUseID: in.ToolUseID, Body: mustJSON(body)}, nil
+		return event(Event{Type: typ, ToolUseID: in.ToolUseID}, body)
 	case "":
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}
@@ -159,12 +159,25 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation)
 }
 
-func mustJSON(v any) json.RawMessage {
+// event returns ev with body, encoded, as its Body. An encoding failure is
+// an internal error (the body was built from validated input), which the
+// handler answers as a 500.
+func event(ev Event, body any) (*Event, error) {
+	b, err := encodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	ev.Body = b
+	return &ev, nil
+}
+
+// encodeBody encodes v as JSON without HTML escaping.
+func encodeBody(v any) (json.RawMessage, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("eventspec: marshal: %v", err))
+		return nil, fmt.Errorf("eventspec: encode event body: %w", err)
 	}
-	return bytes.TrimRight(b.Bytes(), "\n")
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -104,9 +105,15 @@ func (a *API) credentialValidate(c echo.Context) error {
 	if status != http.StatusUnauthorized || !out.HasRefreshToken {
 		return c.JSON(http.StatusOK, out)
 	}
-	rotated, failure := credentials.Exchange(ctx, a.deps.Outbound, auth.Refresh, secrets, redact)
-	if rotated == nil {
-		out.Refresh = &refreshProbe{Status: "failed", HTTPResponse: failure}
+	rotated, err := credentials.Exchange(ctx, a.deps.Outbound, auth.Refresh, secrets, redact)
+	if err != nil {
+		out.Refresh = &refreshProbe{Status: "failed"}
+		var refused *credentials.RefusedError
+		if errors.As(err, &refused) {
+			out.Refresh.HTTPResponse = refused.Response
+		} else {
+			a.deps.Logger.Warn("validate credential: refresh failed", "credential_id", credID, "err", err)
+		}
 		return c.JSON(http.StatusOK, out)
 	}
 	if err := a.credentialService().StoreRotated(ctx, cred, sealed[credentials.FieldRefreshToken], rotated); err != nil {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
@@ -58,12 +59,13 @@ type Listener struct {
 	handlers map[string]Handler
 	running  bool
 
-	// attempts counts the connection attempts since the last connection
-	// that listened on every channel (which counts as one, so that a lost
-	// connection is retried after MinBackoff); listening counts the
-	// channels the current connection listens on. Only Run's goroutine
-	// uses them.
-	attempts  int
+	// waits paces the connection attempts after a failed or lost one; it
+	// starts over once a connection listens on every channel. wait is
+	// what the next attempt waits first (0: none, the first attempt).
+	// listening counts the channels the current connection listens on.
+	// Only Run's goroutine uses them.
+	waits     backoff.ExponentialBackOff
+	wait      time.Duration
 	listening int
 }
 
@@ -73,7 +75,8 @@ func New(cfg *pgx.ConnConfig, log *slog.Logger) *Listener {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Listener{cfg: cfg, log: log, handlers: map[string]Handler{}}
+	return &Listener{cfg: cfg, log: log, handlers: map[string]Handler{},
+		waits: backoff.ExponentialBackOff{InitialInterval: MinBackoff, Multiplier: 2, MaxInterval: MaxBackoff}}
 }
 
 // Handle registers h for the notifications of channel. It must be called
@@ -109,9 +112,12 @@ func (l *Listener) Run(ctx context.Context) error {
 	}
 	listener := &pgxlisten.Listener{
 		Connect: l.connect,
+		// pgxlisten reports each failed or lost connection here, once
+		// (the handlers never fail): the next attempt waits longer.
 		LogError: func(ctx context.Context, err error) {
+			l.wait = l.waits.NextBackOff()
 			if ctx.Err() == nil {
-				l.log.Warn("not listening: connection failed or lost; reconnecting", "err", err, "backoff", l.backoff())
+				l.log.Warn("not listening: connection failed or lost; reconnecting", "err", err, "backoff", l.wait)
 			}
 		},
 		ReconnectDelay: -1, // connect waits the backoff itself
@@ -126,8 +132,8 @@ func (l *Listener) Run(ctx context.Context) error {
 // connect waits the backoff owed to earlier failed attempts, then opens the
 // dedicated connection.
 func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	if l.attempts > 0 {
-		t := time.NewTimer(l.backoff())
+	if l.wait > 0 {
+		t := time.NewTimer(l.wait)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -135,18 +141,8 @@ func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		case <-t.C:
 		}
 	}
-	l.attempts++
 	l.listening = 0
 	return pgx.ConnectConfig(ctx, l.cfg)
-}
-
-// backoff is the wait before the next connection attempt.
-func (l *Listener) backoff() time.Duration {
-	d := MinBackoff
-	for i := 1; i < l.attempts && d < MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, MaxBackoff)
 }
 
 // dispatch adapts a Handler to pgxlisten's handler interfaces.
@@ -166,7 +162,7 @@ func (d *dispatch) HandleNotification(_ context.Context, n *pgconn.Notification,
 func (d *dispatch) HandleBacklog(context.Context, string, *pgx.Conn) error {
 	d.h.Gap()
 	if d.l.listening++; d.l.listening == len(d.l.handlers) {
-		d.l.attempts = 1 // connected: the next loss waits MinBackoff only
+		d.l.waits.Reset() // connected: the next loss waits MinBackoff only
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
@@ -74,6 +75,11 @@ func Providers() *sandbox.Registry {
 // lists or destroys anything without it. After
 // ctx is cancelled, Run stops polling and waits for running activities up
 // to MANGO_SHUTDOWN_TIMEOUT; it returns nil after a clean shutdown.
+//
+// Run builds (connections, then the process's parts), then runs: the
+// background tasks start together, the Temporal workers serve, and on
+// shutdown the background tasks are joined before the parts and then the
+// connections close (the defers run in reverse).
 func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) error {
 	cfg, err := config.FromEnv(getenv, Providers())
 	if err != nil {
@@ -103,33 +109,110 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		return err
 	}
 	defer func() { _ = cp.Close() }()
-	bindings := controlplane.NewBindings(cp)
-	provider, installation, err := newProvider(ctx, cfg, cp, build)
+
+	p, err := assemble(ctx, cfg, logger, cp, build)
 	if err != nil {
 		return err
+	}
+	defer p.close()
+	return p.run(ctx, c)
+}
+
+// process holds what Run builds once connected: the provider, the
+// activities and workflow the Temporal workers register, the background
+// tasks, and what to close at the end.
+type process struct {
+	cfg    *config.Config
+	logger *slog.Logger
+
+	queues       []string
+	bindingQueue string
+	workflow     *session.Workflow
+	acts         *session.Activities
+	sandboxActs  *session.SandboxActivities
+	turnActs     *session.TurnActivities
+
+	// background runs until the context it is given ends; run starts them
+	// together and joins them on shutdown.
+	background []func(context.Context)
+	// closers run in reverse order once the background tasks returned.
+	closers []func()
+}
+
+// close runs the closers, last added first.
+func (p *process) close() {
+	for _, c := range slices.Backward(p.closers) {
+		c()
+	}
+}
+
+// assemble builds the process's parts on the connected ControlPlane: the
+// sandbox provider, the task queues, the activities and the background
+// tasks. On error it closes what it built.
+func assemble(ctx context.Context, cfg *config.Config, logger *slog.Logger, cp *controlplane.Client, build sandbox.Build) (_ *process, err error) {
+	p := &process{cfg: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	provider, installation, err := newProvider(ctx, cfg, cp, build)
+	if err != nil {
+		return nil, err
 	}
 	if c, ok := provider.(io.Closer); ok {
 		// Stops what the provider runs in the background (the docker
 		// warm pool), after everything that uses it.
-		defer func() { _ = c.Close() }()
+		p.closers = append(p.closers, func() { _ = c.Close() })
 	}
 	logger.Info("sandbox provider ready", "sandbox", cfg.Sandbox, "installation", installation)
 
 	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}
-	providerQueue := queueNames.Provider(cfg.Sandbox)
-	queues, bindingQueue, err := taskQueues(ctx, cfg, provider, queueNames)
-	if err != nil {
-		return err
+	if p.queues, p.bindingQueue, err = taskQueues(ctx, cfg, provider, queueNames); err != nil {
+		return nil, err
 	}
 	// A turn of a session bound to this worker's locality runs eagerly
 	// on the worker that runs its workflow (session.Workflow.Serves).
-	serves := func(queue string) bool { return slices.Contains(queues, queue) }
-	sessionWorkflow := &session.Workflow{Serves: serves}
-	manager := sandbox.NewSessionManager(provider, bindings, bindingQueue)
-	sandboxActs := &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: providerQueue}
+	serves := func(queue string) bool { return slices.Contains(p.queues, queue) }
+	p.workflow = &session.Workflow{Serves: serves}
+	bindings := controlplane.NewBindings(cp)
+	manager := sandbox.NewSessionManager(provider, bindings, p.bindingQueue)
+	p.sandboxActs = &session.SandboxActivities{Manager: manager, ControlPlane: bindings, ProviderQueue: queueNames.Provider(cfg.Sandbox)}
+	p.acts = &session.Activities{WorkerID: cfg.WorkerID, Provider: cfg.Sandbox, Version: Version, TaskQueues: p.queues}
+	previews, watcher, err := p.buildTurns(cp, manager, serves)
+	if err != nil {
+		return nil, err
+	}
+	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: p.bindingQueue, Installation: installation,
+		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
+	if cfg.SandboxFactory.Traits.HostBound {
+		reconciler.QueueLive = queueLive(cp)
+	}
+	if err := p.observe(ctx, previews, watcher, reconciler); err != nil {
+		return nil, err
+	}
+	var capabilities []string
+	if c, ok := provider.(sandbox.Capable); ok {
+		capabilities = c.Capabilities()
+	}
+	beat := &pb.RecordWorkerHeartbeatRequest{WorkerId: cfg.WorkerID, Provider: cfg.Sandbox,
+		TaskQueues: p.queues, Capabilities: capabilities, Version: Version}
+	p.background = append(p.background, reconciler.Run, previews.Run,
+		func(ctx context.Context) { heartbeats(ctx, cp, beat, logger) })
+	if watcher != nil {
+		p.background = append(p.background, watcher.Run)
+	}
+	return p, nil
+}
+
+// buildTurns builds the turn activities: the model client, file access,
+// MCP pool, preview stream and (with interrupt push) the interrupt
+// watcher, which it returns for the background tasks.
+func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionManager, serves func(string) bool) (*preview.Streamer, *interrupts.Watcher, error) {
+	cfg, logger := p.cfg, p.logger
 	modelClient, err := modelconfig.FromConfig(string(cfg.Model), cfg.ModelBaseURL, cfg.ModelAPIKey, string(cfg.ModelAuth), cfg.ModelID)
 	if err != nil {
-		return fmt.Errorf("model client: %w", err)
+		return nil, nil, fmt.Errorf("model client: %w", err)
 	}
 	// File bytes (resources, file sources of content blocks, outputs)
 	// travel through the ControlPlane; the model sees file sources inline.
@@ -137,7 +220,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	// MCP servers get each session's credential, fetched when needed.
 	mcpPool := mcp.NewPool(mcp.Options{ClientName: "mango/" + Version, AllowPrivate: cfg.MCPAllowPrivate,
 		Credentials: controlplane.NewMCPCredentials(cp.CredentialsClient)})
-	defer func() { _ = mcpPool.Close() }()
+	p.closers = append(p.closers, func() { _ = mcpPool.Close() })
 	modelClient = modelfiles.Resolve(modelClient, fileOpener{files})
 	// One long-lived preview stream per worker; turns never wait for it.
 	previews := preview.NewStreamer(cp, logger.With("component", "previews"))
@@ -150,61 +233,101 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		turns = interrupts.NewRegistry()
 		watcher = interrupts.NewWatcher(cp, cfg.WorkerID, turns, logger.With("component", "interrupts"))
 	}
-	turnActs := &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
+	p.turnActs = &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
 		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls()}
-	reconciler := &sandbox.Reconciler{Provider: provider, Bindings: bindings, TaskQueue: bindingQueue, Installation: installation,
-		Grace: cfg.ReconcileGrace, Interval: cfg.ReconcileInterval, Logger: logger.With("component", "reconciler")}
-	if cfg.SandboxFactory.Traits.HostBound {
-		reconciler.QueueLive = queueLive(cp)
-	}
+	return previews, watcher, nil
+}
+
+// observe sets up the metrics endpoint (served as a background task) and
+// the pprof endpoint, when configured.
+func (p *process) observe(ctx context.Context, previews *preview.Streamer, watcher *interrupts.Watcher, reconciler *sandbox.Reconciler) error {
+	cfg := p.cfg
 	if cfg.MetricsAddr != "" {
 		l, err := metrics.Listen(cfg.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("%s=%s: %w", config.EnvMetricsAddr, cfg.MetricsAddr, err)
 		}
 		m := metrics.New(cfg.Sandbox, Version, previews)
-		turnActs.OnTurn = m.Turn
-		m.TranscriptCache(turnActs.Transcripts)
+		p.turnActs.OnTurn = m.Turn
+		m.TranscriptCache(p.turnActs.Transcripts)
 		m.SandboxReconciler(reconciler)
 		if watcher != nil {
 			m.WatchInterrupts(watcher)
 		}
-		metricsCtx, stopMetrics := context.WithCancel(ctx)
-		defer stopMetrics()
-		go m.Serve(metricsCtx, l, logger.With("component", "metrics"))
+		log := p.logger.With("component", "metrics")
+		p.background = append(p.background, func(ctx context.Context) { m.Serve(ctx, l, log) })
 	}
 	if cfg.PprofAddr != "" {
-		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, logger.With("component", "pprof")); err != nil {
+		if _, err := pprofserve.Start(ctx, cfg.PprofAddr, p.logger.With("component", "pprof")); err != nil {
 			return err
 		}
 	}
-	reconcileCtx, stopReconcile := context.WithCancel(ctx)
-	defer stopReconcile()
-	go reconciler.Run(reconcileCtx)
-	go previews.Run(reconcileCtx)
-	if watcher != nil {
-		go watcher.Run(reconcileCtx)
-	}
-	var capabilities []string
-	if c, ok := provider.(sandbox.Capable); ok {
-		capabilities = c.Capabilities()
-	}
-	go heartbeats(reconcileCtx, cp, &pb.RecordWorkerHeartbeatRequest{WorkerId: cfg.WorkerID, Provider: cfg.Sandbox,
-		TaskQueues: queues, Capabilities: capabilities, Version: Version}, logger)
-	acts := &session.Activities{
-		WorkerID:   cfg.WorkerID,
-		Provider:   cfg.Sandbox,
-		Version:    Version,
-		TaskQueues: queues,
-	}
+	return nil
+}
 
-	fatal := make(chan error, len(queues))
+// run starts the background tasks together, serves until ctx ends or a
+// worker fails, and joins the background tasks before it returns (so
+// before anything they use is closed).
+func (p *process) run(ctx context.Context, c client.Client) error {
+	bgCtx, stop := context.WithCancel(ctx)
+	var g errgroup.Group
+	for _, task := range p.background {
+		g.Go(func() error {
+			task(bgCtx)
+			return nil
+		})
+	}
+	defer func() {
+		stop()
+		_ = g.Wait()
+	}()
+	return p.serve(ctx, c)
+}
+
+// serve polls the task queues until ctx ends or a worker fails, then stops
+// the workers within the shutdown grace and ends the tool calls left
+// running.
+func (p *process) serve(ctx context.Context, c client.Client) error {
+	cfg, logger := p.cfg, p.logger
+	fatal := make(chan error, len(p.queues))
+	workers, err := p.startWorkers(c, fatal)
+	if err != nil {
+		return err
+	}
+	logger.Info(PollingMessage, "task_queues", p.queues, "binding_queue", p.bindingQueue, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down: polling stopped, running turns get the grace period", "grace", cfg.ShutdownGrace.String())
+	case runErr = <-fatal:
+		logger.Error("worker failed, shutting down", "error", runErr)
+	}
+	// Stop waits up to the grace for running activities, then cancels
+	// them; a cancelled turn fails its attempt, so Temporal retries it on
+	// another worker at once. The extra time lets those failures be
+	// reported.
+	if !stopAll(workers, cfg.ShutdownGrace+stopReportTime) {
+		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownGrace, cfg.ShutdownGrace))
+	}
+	// Tool calls that abandoned attempts left running end with the worker.
+	stopCtx, stopCalls := context.WithTimeout(context.Background(), stopReportTime)
+	p.turnActs.Calls.Stop(stopCtx)
+	stopCalls()
+	logger.Info("stopped")
+	return runErr
+}
+
+// startWorkers starts one Temporal worker per task queue; a worker's
+// fatal error is sent on fatal. On error it stops those already started.
+func (p *process) startWorkers(c client.Client, fatal chan<- error) ([]worker.Worker, error) {
+	cfg := p.cfg
 	var workers []worker.Worker
-	for _, q := range queues {
+	for _, q := range p.queues {
 		w := worker.New(c, q, worker.Options{
 			Identity:          cfg.WorkerID,
 			WorkerStopTimeout: cfg.ShutdownGrace,
@@ -227,38 +350,17 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 				}
 			},
 		})
-		acts.Register(w)
-		sandboxActs.Register(w)
-		turnActs.Register(w)
-		w.RegisterWorkflowWithOptions(sessionWorkflow.Run, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
+		p.acts.Register(w)
+		p.sandboxActs.Register(w)
+		p.turnActs.Register(w)
+		w.RegisterWorkflowWithOptions(p.workflow.Run, workflow.RegisterOptions{Name: sessionwf.WorkflowType})
 		if err := w.Start(); err != nil {
 			stopAll(workers, cfg.ShutdownGrace)
-			return fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)
+			return nil, fmt.Errorf("start worker on task queue %s (%s=%s): %w", q, config.EnvTemporalNamespace, cfg.TemporalNamespace, err)
 		}
 		workers = append(workers, w)
 	}
-	logger.Info(PollingMessage, "task_queues", queues, "binding_queue", bindingQueue, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down: polling stopped, running turns get the grace period", "grace", cfg.ShutdownGrace.String())
-	case runErr = <-fatal:
-		logger.Error("worker failed, shutting down", "error", runErr)
-	}
-	// Stop waits up to the grace for running activities, then cancels
-	// them; a cancelled turn fails its attempt, so Temporal retries it on
-	// another worker at once. The extra time lets those failures be
-	// reported.
-	if !stopAll(workers, cfg.ShutdownGrace+stopReportTime) {
-		return errors.Join(runErr, fmt.Errorf("shutdown did not finish within %s=%s", config.EnvShutdownGrace, cfg.ShutdownGrace))
-	}
-	// Tool calls that abandoned attempts left running end with the worker.
-	stopCtx, stopCalls := context.WithTimeout(context.Background(), stopReportTime)
-	turnActs.Calls.Stop(stopCtx)
-	stopCalls()
-	logger.Info("stopped")
-	return runErr
+	return workers, nil
 }
 
 // newProvider asks the ControlPlane for the installation id (retried while

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,24 +26,23 @@ const (
 // the control plane blinked. Other codes are returned at once.
 func RetryUnavailable(budget time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		deadline := time.Now().Add(budget)
-		wait := retryFirst
-		for {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			if c := status.Code(err); c != codes.Unavailable && c != codes.Aborted {
-				return err
-			}
-			if time.Now().Add(wait).After(deadline) {
-				return err
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return err
-			case <-t.C:
-			}
-			wait = min(2*wait, retryMax)
+		if budget <= 0 {
+			return invoker(ctx, method, req, reply, cc, opts...)
 		}
+		var last error
+		_, err := backoff.Retry(ctx, func() (struct{}, error) {
+			last = invoker(ctx, method, req, reply, cc, opts...)
+			if c := status.Code(last); c != codes.Unavailable && c != codes.Aborted {
+				return struct{}{}, backoff.Permanent(last) // nil on success
+			}
+			return struct{}{}, last
+		}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: retryFirst, Multiplier: 2, MaxInterval: retryMax}),
+			backoff.WithMaxElapsedTime(budget))
+		if err != nil {
+			// The budget spent, or ctx ended while waiting: the call's
+			// own last error, not the context's.
+			return last
+		}
+		return nil
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // MaxWait caps one wait between attempts, whatever the server asks,
@@ -48,38 +50,53 @@ type Policy struct {
 // used instead of the backoff. A cancelled ctx ends it with ctx.Err().
 // gaveUp reports that err is the last of attempts failed tries.
 func Retry(ctx context.Context, p Policy, fn func(context.Context) (again bool, wait time.Duration, err error)) (attempts int, gaveUp bool, err error) {
-	backoff := p.Base
 	ceiling := p.MaxWait
 	if ceiling <= 0 {
 		ceiling = MaxWait
 	}
-	for attempt := 1; ; attempt++ {
+	b := &hinted{exp: backoff.ExponentialBackOff{InitialInterval: p.Base, Multiplier: 2, MaxInterval: p.Max}, ceiling: ceiling}
+	waiting := false // the last try is to be retried: only ctx ends Retry then
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		attempts++
+		waiting = false
 		again, wait, err := fn(ctx)
-		if err == nil {
-			return attempt, false, nil
+		switch {
+		case err == nil:
+			return struct{}{}, nil
+		case ctx.Err() != nil:
+			return struct{}{}, backoff.Permanent(ctx.Err())
+		case !again:
+			return struct{}{}, backoff.Permanent(err)
+		case attempts > p.Retries:
+			gaveUp = true
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return attempt, false, ctx.Err()
-		}
-		if !again {
-			return attempt, false, err
-		}
-		if attempt > p.Retries {
-			return attempt, true, err
-		}
-		if wait <= 0 {
-			wait = backoff
-		}
-		backoff = min(backoff*2, p.Max)
-		t := time.NewTimer(min(wait, ceiling))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return attempt, false, ctx.Err()
-		case <-t.C:
-		}
+		b.hint, waiting = wait, true
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	if waiting && err != nil {
+		return attempts, false, ctx.Err()
 	}
+	return attempts, gaveUp, err
 }
+
+// hinted is an exponential backoff whose wait the server's hint replaces
+// (the backoff still grows), capped at ceiling.
+type hinted struct {
+	exp     backoff.ExponentialBackOff
+	hint    time.Duration
+	ceiling time.Duration
+}
+
+func (h *hinted) NextBackOff() time.Duration {
+	d := h.exp.NextBackOff()
+	if h.hint > 0 {
+		d = h.hint
+	}
+	return min(d, h.ceiling)
+}
+
+func (h *hinted) Reset() { h.exp.Reset() }
 
 // RetryAfter returns the wait an answer's headers h ask for, read by
 // [RetryAfterHeader] at time.Now; 0 when they ask for none.

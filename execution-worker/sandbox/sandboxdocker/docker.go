@@ -102,6 +102,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -250,23 +251,26 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 }
 
 // createOrFind creates the container, or finds the one created earlier or
-// concurrently under the same name, and returns its id.
+// concurrently under the same name, and returns its id. A name taken by a
+// container that cannot be inspected yet is tried again every 20ms, 101
+// tries in all.
 func (p *Provider) createOrFind(ctx context.Context, name, hash, image string, opts client.ContainerCreateOptions) (string, error) {
 	pulled := false
-	for attempt := 0; ; attempt++ {
+	return backoff.Retry(ctx, func() (string, error) {
 		res, err := p.cli.ContainerCreate(ctx, opts)
+		if cerrdefs.IsNotFound(err) && !pulled {
+			// The image is absent: pull it and try again.
+			if err := p.pull(ctx, image); err != nil {
+				return "", backoff.Permanent(err)
+			}
+			pulled = true
+			res, err = p.cli.ContainerCreate(ctx, opts)
+		}
 		switch {
 		case err == nil:
 			return res.ID, nil
-		case cerrdefs.IsNotFound(err) && !pulled:
-			// The image is absent: pull it and try again.
-			if err := p.pull(ctx, image); err != nil {
-				return "", err
-			}
-			pulled = true
-			continue
 		case !cerrdefs.IsConflict(err):
-			return "", err
+			return "", backoff.Permanent(err)
 		}
 		// The name is taken: by this session's container, or by one being
 		// created right now (the daemon reserves the name before the
@@ -274,19 +278,16 @@ func (p *Provider) createOrFind(ctx context.Context, name, hash, image string, o
 		insp, ierr := p.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 		if ierr == nil {
 			if err := p.checkOwner(ownerView(insp.Container), hash); err != nil {
-				return "", fmt.Errorf("container %s exists without this session's labels: %w", name, err)
+				return "", backoff.Permanent(fmt.Errorf("container %s exists without this session's labels: %w", name, err))
 			}
 			return insp.Container.ID, nil
 		}
-		if !cerrdefs.IsNotFound(ierr) || attempt >= 100 {
-			return "", fmt.Errorf("inspect existing container: %w", ierr)
+		err = fmt.Errorf("inspect existing container: %w", ierr)
+		if !cerrdefs.IsNotFound(ierr) {
+			return "", backoff.Permanent(err)
 		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return "", err
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(20*time.Millisecond)), backoff.WithMaxTries(101), backoff.WithMaxElapsedTime(0))
 }
 
 func (p *Provider) createOptions(name, hash, image string, env map[string]string) client.ContainerCreateOptions {

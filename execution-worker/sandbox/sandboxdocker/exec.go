@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -209,26 +210,23 @@ func (s *containerSandbox) execOnce(ctx context.Context, req sandbox.ExecRequest
 	return out.Result(code, false, dur), nil
 }
 
-// exitCode waits (briefly) for the daemon to record the exec's exit status.
+// exitCode waits (briefly) for the daemon to record the exec's exit
+// status: it asks every 5ms, 201 times at most.
 func (s *containerSandbox) exitCode(ctx context.Context, execID string) (int, error) {
-	for i := 0; ; i++ {
+	return backoff.Retry(ctx, func() (int, error) {
 		insp, err := s.p.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
-		if err != nil {
-			return 0, fmt.Errorf("inspect exec: %w", err)
-		}
-		if !insp.Running {
+		switch {
+		case err != nil:
+			return 0, backoff.Permanent(fmt.Errorf("inspect exec: %w", err))
+		case !insp.Running:
 			return insp.ExitCode, nil
 		}
-		if i >= 200 {
-			return 0, errors.New("inspect exec: still running after its output closed")
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return 0, errStillRunning
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(5*time.Millisecond)), backoff.WithMaxTries(201), backoff.WithMaxElapsedTime(0))
 }
+
+// errStillRunning reports an exec still running after its output closed.
+var errStillRunning = errors.New("inspect exec: still running after its output closed")
 
 // killGroup kills the process group of the command with the given token.
 func (s *containerSandbox) killGroup(token string) { s.runDetached(killer, token) }

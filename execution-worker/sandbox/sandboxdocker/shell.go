@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -211,20 +212,27 @@ func (s *containerSandbox) execInShell(ctx context.Context, req sandbox.ExecRequ
 	limit := defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput)
 	var res *sandbox.ShellResult
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	// Retry runs on a context without cancellation: the second run, with
+	// ctx's own cancellation, reports it.
+	_, _ = backoff.Retry(context.WithoutCancel(ctx), func() (struct{}, error) {
 		sh := s.takeIsolated()
 		res, err = sh.Run(ctx, req, timeout, limit)
 		s.putIsolated(sh)
 		if err != nil || !res.ShellEnded || res.TimedOut || len(res.Stdout)+len(res.Stderr) > 0 {
-			break
+			return struct{}{}, nil
 		}
-	}
+		return struct{}{}, errEndedSilently
+	}, backoff.WithBackOff(&backoff.ZeroBackOff{}), backoff.WithMaxTries(2))
 	res, err = s.shellOutcome(ctx, res, err)
 	if err != nil {
 		return nil, err
 	}
 	return &res.ExecResult, nil
 }
+
+// errEndedSilently marks a run whose shell ended, not timed out, without
+// printing anything: it is run once more, in a new shell.
+var errEndedSilently = errors.New("shell ended without output")
 
 // shellOutcome maps a shell's failures to the sandbox's errors: a closed
 // session is a destroyed sandbox, and a shell that ended on its own in a

@@ -76,6 +76,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellsession"
@@ -498,8 +499,7 @@ func randomHex() string {
 // every directory in it so read-only directories do not block removal.
 // A few retries cover files created meanwhile by dying processes.
 func removeTree(dir string) error {
-	var err error
-	for range 3 {
+	_, err := backoff.Retry(context.Background(), func() (struct{}, error) {
 		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
@@ -508,11 +508,8 @@ func removeTree(dir string) error {
 			}
 			return nil // best effort: RemoveAll reports what is left
 		})
-		if err = os.RemoveAll(dir); err == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return struct{}{}, os.RemoveAll(dir)
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(50*time.Millisecond)), backoff.WithMaxTries(3))
 	return err
 }
 
@@ -604,29 +601,16 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	// soon as the shell exits; the group is killed before draining them.
 	var pp pipes
 	defer pp.closeAll()
-	outR, outW, err := pp.pipe()
+	outR, errR, stdin, err := pp.attach(cmd, req.Stdin != nil)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
-	}
-	errR, errW, err := pp.pipe()
-	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var stdin *os.File
-	if req.Stdin != nil {
-		var inR *os.File
-		if inR, stdin, err = pp.pipe(); err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
-		}
-		cmd.Stdin = inR
 	}
 
 	start := time.Now()
 	err = cmd.Start()
 	// The child holds its own copies of its ends; only ours remain open.
-	closeFile(outW)
-	closeFile(errW)
+	closeFile(cmd.Stdout.(*os.File))
+	closeFile(cmd.Stderr.(*os.File))
 	if inR, ok := cmd.Stdin.(*os.File); ok {
 		closeFile(inR)
 	}
@@ -652,20 +636,7 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	duration := time.Since(start)
 	// Background processes do not outlive the command.
 	_ = killGroup(cmd.Process.Pid)
-	drained := make(chan struct{})
-	go func() { copies.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(pipeGrace):
-		// Deadlines unblock the copies; Close would race with them.
-		deadline := time.Now()
-		_ = outR.SetReadDeadline(deadline)
-		_ = errR.SetReadDeadline(deadline)
-		if stdin != nil {
-			_ = stdin.SetWriteDeadline(deadline)
-		}
-		<-drained
-	}
+	drain(&copies, outR, errR, stdin)
 
 	if killed.Load() {
 		switch {
@@ -687,8 +658,49 @@ func (s *localSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*sand
 	return res, nil
 }
 
+// drain waits for the copies of the command's output (and input, stdin
+// not nil) to end, at most pipeGrace before it cuts them short.
+func drain(copies *sync.WaitGroup, outR, errR, stdin *os.File) {
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		// Deadlines unblock the copies; Close would race with them.
+		deadline := time.Now()
+		_ = outR.SetReadDeadline(deadline)
+		_ = errR.SetReadDeadline(deadline)
+		if stdin != nil {
+			_ = stdin.SetWriteDeadline(deadline)
+		}
+		<-drained
+	}
+}
+
 // pipes tracks the pipe ends Exec opens so that all are closed on return.
 type pipes []*os.File
+
+// attach gives cmd a stdout, a stderr and, withStdin, a stdin pipe, and
+// returns the ends the caller reads (outR, errR) and writes (stdin).
+func (pp *pipes) attach(cmd *exec.Cmd, withStdin bool) (outR, errR, stdin *os.File, err error) {
+	outR, outW, err := pp.pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errR, errW, err := pp.pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if withStdin {
+		var inR *os.File
+		if inR, stdin, err = pp.pipe(); err != nil {
+			return nil, nil, nil, err
+		}
+		cmd.Stdin = inR
+	}
+	return outR, errR, stdin, nil
+}
 
 func (pp *pipes) pipe() (r, w *os.File, err error) {
 	r, w, err = os.Pipe()

@@ -52,25 +52,7 @@ func (s *suite) testInstallationsApart(t *testing.T) {
 		t.Errorf("Attach of installation B's sandbox by installation A = %v, want ErrNotOwned", err)
 	}
 
-	lA, canList := pA.(sandbox.Lister)
-	if canList {
-		lB := pB.(sandbox.Lister)
-		listedA, listedB := list(t, lA), list(t, lB)
-		for _, want := range []sandbox.Ref{refA, refOrphan} {
-			if o, ok := find(listedA, want); !ok || o.Installation != instA {
-				t.Errorf("installation A's List() has %v = %+v (listed %v), want it with Installation %q", want, o, ok, instA)
-			}
-			if _, ok := find(listedB, want); ok {
-				t.Errorf("installation B's List() includes installation A's sandbox %v", want)
-			}
-		}
-		if o, ok := find(listedB, refB); !ok || o.Installation != instB {
-			t.Errorf("installation B's List() has %v = %+v (listed %v), want it with Installation %q", refB, o, ok, instB)
-		}
-		if _, ok := find(listedA, refB); ok {
-			t.Errorf("installation A's List() includes installation B's sandbox %v", refB)
-		}
-	}
+	checkListedApart(t, pA, pB, instA, instB, refA, refB, refOrphan)
 	if dB, ok := pB.(sandbox.Destroyer); ok {
 		if err := dB.DestroyRef(t.Context(), refA); !errors.Is(err, sandbox.ErrNotOwned) {
 			t.Errorf("DestroyRef of installation A's sandbox by installation B = %v, want ErrNotOwned", err)
@@ -81,32 +63,7 @@ func (s *suite) testInstallationsApart(t *testing.T) {
 	}
 
 	if canReconcile(pA) {
-		rA := reconciler(pA, NewBindings(bound(pA, keyA, refA)), instA)
-		rB := reconciler(pB, NewBindings(bound(pB, keyB, refB)), instB)
-		for pass := range reconcilePasses {
-			resA, err := rA.RunOnce(t.Context())
-			if err != nil {
-				t.Fatalf("installation A, pass %d: %v", pass, err)
-			}
-			resB, err := rB.RunOnce(t.Context())
-			if err != nil {
-				t.Fatalf("installation B, pass %d: %v", pass, err)
-			}
-			if want := pass == 0; slices.Contains(resA.Destroyed, refOrphan) != want {
-				t.Errorf("installation A, pass %d: destroyed %v; destroying its orphan %v: %v, want %v", pass, resA.Destroyed, refOrphan, !want, want)
-			}
-			for _, ref := range []sandbox.Ref{refA, refB} {
-				if slices.Contains(resA.Destroyed, ref) || slices.Contains(resB.Destroyed, ref) {
-					t.Errorf("pass %d destroyed the bound sandbox %v (A destroyed %v, B destroyed %v)", pass, ref, resA.Destroyed, resB.Destroyed)
-				}
-			}
-			if slices.Contains(resB.Destroyed, refOrphan) {
-				t.Errorf("installation B, pass %d, destroyed installation A's orphan %v", pass, refOrphan)
-			}
-		}
-		if _, err := s.clientOf(t, instA).Attach(t.Context(), keyOrphan, refOrphan); !errors.Is(err, sandbox.ErrNotFound) {
-			t.Errorf("Attach to installation A's reconciled orphan = %v, want it gone (ErrNotFound)", err)
-		}
+		s.checkReconciledApart(t, pA, pB, instA, instB, keyA, keyB, keyOrphan, refA, refB, refOrphan)
 	}
 
 	for _, c := range []struct {
@@ -135,6 +92,65 @@ func (s *suite) testInstallationsApart(t *testing.T) {
 		if ref == refA {
 			t.Errorf("Create by installation B of installation A's session key returned A's sandbox %v", refA)
 		}
+	}
+}
+
+// checkListedApart: each installation's List has its own sandboxes,
+// labelled with its installation, and none of the other's.
+func checkListedApart(t *testing.T, pA, pB sandbox.Provider, instA, instB string, refA, refB, refOrphan sandbox.Ref) {
+	t.Helper()
+	lA, canList := pA.(sandbox.Lister)
+	if !canList {
+		return
+	}
+	lB := pB.(sandbox.Lister)
+	listedA, listedB := list(t, lA), list(t, lB)
+	for _, want := range []sandbox.Ref{refA, refOrphan} {
+		if o, ok := find(listedA, want); !ok || o.Installation != instA {
+			t.Errorf("installation A's List() has %v = %+v (listed %v), want it with Installation %q", want, o, ok, instA)
+		}
+		if _, ok := find(listedB, want); ok {
+			t.Errorf("installation B's List() includes installation A's sandbox %v", want)
+		}
+	}
+	if o, ok := find(listedB, refB); !ok || o.Installation != instB {
+		t.Errorf("installation B's List() has %v = %+v (listed %v), want it with Installation %q", refB, o, ok, instB)
+	}
+	if _, ok := find(listedA, refB); ok {
+		t.Errorf("installation A's List() includes installation B's sandbox %v", refB)
+	}
+}
+
+// checkReconciledApart: reconciliation passes of both installations
+// destroy only installation A's orphan, in the first pass, and never a
+// bound sandbox; the orphan is gone after them.
+func (s *suite) checkReconciledApart(t *testing.T, pA, pB sandbox.Provider, instA, instB, keyA, keyB, keyOrphan string, refA, refB, refOrphan sandbox.Ref) {
+	t.Helper()
+	rA := reconciler(pA, NewBindings(bound(pA, keyA, refA)), instA)
+	rB := reconciler(pB, NewBindings(bound(pB, keyB, refB)), instB)
+	for pass := range reconcilePasses {
+		resA, err := rA.RunOnce(t.Context())
+		if err != nil {
+			t.Fatalf("installation A, pass %d: %v", pass, err)
+		}
+		resB, err := rB.RunOnce(t.Context())
+		if err != nil {
+			t.Fatalf("installation B, pass %d: %v", pass, err)
+		}
+		if want := pass == 0; slices.Contains(resA.Destroyed, refOrphan) != want {
+			t.Errorf("installation A, pass %d: destroyed %v; destroying its orphan %v: %v, want %v", pass, resA.Destroyed, refOrphan, !want, want)
+		}
+		for _, ref := range []sandbox.Ref{refA, refB} {
+			if slices.Contains(resA.Destroyed, ref) || slices.Contains(resB.Destroyed, ref) {
+				t.Errorf("pass %d destroyed the bound sandbox %v (A destroyed %v, B destroyed %v)", pass, ref, resA.Destroyed, resB.Destroyed)
+			}
+		}
+		if slices.Contains(resB.Destroyed, refOrphan) {
+			t.Errorf("installation B, pass %d, destroyed installation A's orphan %v", pass, refOrphan)
+		}
+	}
+	if _, err := s.clientOf(t, instA).Attach(t.Context(), keyOrphan, refOrphan); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Attach to installation A's reconciled orphan = %v, want it gone (ErrNotFound)", err)
 	}
 }
 

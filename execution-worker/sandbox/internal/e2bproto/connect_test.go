@@ -61,9 +61,28 @@ func TestRetryAfter(t *testing.T) {
 		t.Error("RetryAfterHeader(soon) parsed")
 	}
 	c := Config{}.withDefaults()
+	waits := c.retryWaits()
 	for i := range 20 {
-		if d := c.backoff(i); d <= 0 || d > c.RetryMax {
-			t.Errorf("backoff(%d) = %v, want within (0, %v]", i, d, c.RetryMax)
+		if d := c.next(waits); d <= 0 || d > c.RetryMax {
+			t.Errorf("wait %d = %v, want within (0, %v]", i, d, c.RetryMax)
+		}
+	}
+}
+
+// TestRetryWaits: the i-th wait is RetryBase doubled i times, capped at
+// RetryMax, plus up to 20% jitter, never above RetryMax (to the
+// nanosecond).
+func TestRetryWaits(t *testing.T) {
+	c := Config{RetryBase: 100 * time.Millisecond, RetryMax: 2 * time.Second}.withDefaults()
+	for range 50 {
+		waits := c.retryWaits()
+		d := c.RetryBase
+		for i := range 8 {
+			lo, hi := min(d, c.RetryMax)-1, min(d+d/5+1, c.RetryMax) // 1ns of float rounding either way
+			if got := c.next(waits); got < lo || got > hi {
+				t.Fatalf("wait %d = %v, want within [%v, %v]", i, got, lo, hi)
+			}
+			d = min(2*d, c.RetryMax)
 		}
 	}
 }

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/mangohq/mango/execution-worker/internal/httpcall"
 )
@@ -39,15 +40,18 @@ func retryableStatus(class retryClass, status int) bool {
 	return false
 }
 
-// backoff returns the delay before retry attempt (0-based), with jitter.
-func (c *Config) backoff(attempt int) time.Duration {
-	d := c.RetryBase << attempt
-	if d <= 0 || d > c.RetryMax {
-		d = c.RetryMax
-	}
-	// Up to 20% jitter, never above the cap.
-	j := time.Duration(rand.Int64N(int64(d)/5 + 1))
-	return min(d+j, c.RetryMax)
+// retryWaits returns the waits between the tries of one call: RetryBase
+// doubling up to RetryMax, each with up to 20% jitter above it; [next]
+// keeps them within RetryMax. (The library jitters both ways: 1/11 either
+// side of 1.1 times a wait is that wait to 1.2 times it.)
+func (c *Config) retryWaits() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: c.RetryBase * 11 / 10, RandomizationFactor: 1.0 / 11,
+		Multiplier: 2, MaxInterval: c.RetryMax * 11 / 10}
+}
+
+// next is the wait before the next try of a call with waits b.
+func (c *Config) next(b *backoff.ExponentialBackOff) time.Duration {
+	return min(b.NextBackOff(), c.RetryMax)
 }
 
 // send performs the request built by build, retrying per class with capped
@@ -59,10 +63,9 @@ func (c *Config) send(ctx context.Context, op string, class retryClass, build fu
 	// the policy has no backoff of its own and no cap below the config's.
 	policy := httpcall.Policy{Retries: max(0, c.RetryAttempts-1), MaxWait: max(c.RetryMax, c.RetryAfterMax)}
 	var resp *http.Response
-	tries := 0
+	waits := c.retryWaits()
 	attempts, gaveUp, err := httpcall.Retry(ctx, policy, func(ctx context.Context) (again bool, wait time.Duration, err error) {
-		resp, again, wait, err = c.attempt(ctx, op, class, build, tries)
-		tries++
+		resp, again, wait, err = c.attempt(ctx, op, class, build, waits)
 		return again, wait, err
 	})
 	if gaveUp && attempts > 1 {
@@ -79,10 +82,10 @@ func (c *Config) send(ctx context.Context, op string, class retryClass, build fu
 	return resp, nil
 }
 
-// attempt sends the request built by build once; retry is the 0-based
-// number of earlier tries. A non-2xx answer is an *httpcall.OpError; again reports
+// attempt sends the request built by build once; a failure waits the next
+// of waits unless the answer says how long. A non-2xx answer is an *httpcall.OpError; again reports
 // that class may retry the failure after wait.
-func (c *Config) attempt(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error), retry int) (resp *http.Response, again bool, wait time.Duration, err error) {
+func (c *Config) attempt(ctx context.Context, op string, class retryClass, build func(context.Context) (*http.Request, error), waits *backoff.ExponentialBackOff) (resp *http.Response, again bool, wait time.Duration, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, 0, err
 	}
@@ -93,14 +96,14 @@ func (c *Config) attempt(ctx context.Context, op string, class retryClass, build
 	resp, err = c.HTTPClient.Do(req)
 	if err != nil {
 		// A cancelled ctx makes Retry return ctx.Err().
-		return nil, class == retrySafe, c.backoff(retry), fmt.Errorf("%s: %w", op, err)
+		return nil, class == retrySafe, c.next(waits), fmt.Errorf("%s: %w", op, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, false, 0, nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	wait = c.backoff(retry)
+	wait = c.next(waits)
 	if ra, ok := httpcall.RetryAfterHeader(resp.Header, time.Now()); ok {
 		wait = min(ra, c.RetryAfterMax)
 	}

@@ -304,12 +304,14 @@ func (p *Provider) Create(ctx context.Context, sessionKey string, spec sandbox.S
 
 	found, err = p.list(ctx, filter)
 	if err != nil {
-		p.kill(created.SandboxID)
-		return nil, sandbox.Ref{}, fmt.Errorf("create sandbox: %w", err)
+		return nil, sandbox.Ref{}, fmt.Errorf("create sandbox: %w", errors.Join(err, p.kill(created.SandboxID)))
 	}
 	if len(found) > 0 && found[0].SandboxID != created.SandboxID {
-		// Another client created this key's sandbox first: use it.
-		p.kill(created.SandboxID)
+		// Another client created this key's sandbox first: use it, once
+		// this one is gone (a sandbox left running is billed).
+		if err := p.kill(created.SandboxID); err != nil {
+			return nil, sandbox.Ref{}, fmt.Errorf("create sandbox: lost the race to %s: %w", found[0].SandboxID, err)
+		}
 		return p.openRef(ctx, found[0].SandboxID, hash)
 	}
 	sb, err := p.open(ctx, created)
@@ -328,11 +330,15 @@ func (p *Provider) openRef(ctx context.Context, id, hash string) (sandbox.Sandbo
 }
 
 // kill removes a sandbox this client created and lost a race with, on its
-// own context: the caller's may be done.
-func (p *Provider) kill(id string) {
+// own context: the caller's may be done. Its error names the sandbox,
+// which may be left running (and billed) until its timeout.
+func (p *Provider) kill(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = p.deleteSandbox(ctx, id)
+	if err := p.deleteSandbox(ctx, id); err != nil {
+		return fmt.Errorf("remove the sandbox %s created meanwhile: %w", id, err)
+	}
+	return nil
 }
 
 func (p *Provider) deleteSandbox(ctx context.Context, id string) error {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/mangohq/mango/execution-worker/internal/defaults"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellexec"
@@ -450,11 +451,13 @@ func (s *remoteSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (*san
 func (s *remoteSandbox) killGroup(prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for attempt := 0; attempt < 3; attempt++ {
-		if _, _, err := s.run(ctx, killer, prefix); err == nil || errors.Is(err, sandbox.ErrNotFound) || ctx.Err() != nil {
-			return
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
+		_, _, err := s.run(ctx, killer, prefix)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return struct{}{}, nil
 		}
-	}
+		return struct{}{}, err
+	}, backoff.WithBackOff(&backoff.ZeroBackOff{}), backoff.WithMaxTries(3))
 }
 
 // resolve checks p lexically, then resolves its symbolic links inside the
