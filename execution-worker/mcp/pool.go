@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/internal/netguard"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )

@@ -17,8 +17,8 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 // TestControlPlaneServed checks that the api-server serves the ControlPlane

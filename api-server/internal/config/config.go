@@ -16,10 +16,10 @@ import (
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
-	"github.com/mangohq/mango/proto/netguard"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/netguard"
+	"github.com/mangohq/mango/internal/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
-	"github.com/mangohq/mango/proto/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf"
 )
 
 // Config is the api-server's complete configuration.

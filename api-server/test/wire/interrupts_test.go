@@ -17,7 +17,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/mcptest"
+	"github.com/mangohq/mango/internal/mcptest"
 )
 
 // watchInterrupts opens a WatchInterrupts stream on srv the way a worker

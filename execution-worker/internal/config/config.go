@@ -19,10 +19,10 @@ import (
 	"unicode"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
-	"github.com/mangohq/mango/proto/netguard"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/netguard"
+	"github.com/mangohq/mango/internal/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
-	"github.com/mangohq/mango/proto/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf"
 )
 
 // Environment variable names read by [FromEnv].
