@@ -18,8 +18,8 @@ import (
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/internal/netguard"
 	"github.com/mangohq/mango/internal/pprofserve"
-	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // Config is the api-server's complete configuration.

@@ -21,8 +21,8 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/internal/netguard"
 	"github.com/mangohq/mango/internal/pprofserve"
-	"github.com/mangohq/mango/proto/sessionwf"
 	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/proto/sessionwf"
 )
 
 // Environment variable names read by [FromEnv].
