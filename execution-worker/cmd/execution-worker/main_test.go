@@ -9,31 +9,21 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/testbin"
 )
 
-// buildWorker compiles the execution-worker binary into a temporary
-// directory and returns its path; with the race detector when the tests
-// run with it.
+// buildWorker returns the execution-worker binary, built once for the
+// test process; with the race detector when the tests run with it.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "execution-worker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "execution-worker/cmd/execution-worker")
 }
 
 // workerCmd prepares the binary with exactly env (plus PATH and HOME), so

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -15,8 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox/opensandboxfake"
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // TestLimitedEgressEndToEnd drives an environment with limited networking
@@ -47,7 +47,7 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 	osb := map[string]string{"MANGO_SANDBOX": "opensandbox", "OPEN_SANDBOX_DOMAIN": fake.Host()}
 	stop := worker("egress-osb-1", osb)
 	dockerUp := exec.Command("docker", "info").Run() == nil
-	if !dockerUp && os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+	if !dockerUp && testenv.Required() {
 		t.Fatal("no Docker daemon")
 	}
 	if dockerUp {
