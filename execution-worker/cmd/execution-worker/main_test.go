@@ -279,25 +279,3 @@ func TestStartsAndStops(t *testing.T) {
 		})
 	}
 }
-
-// TestImportGraph enforces the service split: the worker holds no database
-// credentials and shares no code with the api-server, so it must never
-// import the db or api-server modules.
-func TestImportGraph(t *testing.T) {
-	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-test", "github.com/mangohq/mango/execution-worker/...").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps returned %d packages, want the worker's dependency graph", len(deps))
-	}
-	for _, dep := range deps {
-		for _, forbidden := range []string{"github.com/mangohq/mango/db", "github.com/mangohq/mango/api-server"} {
-			if dep == forbidden || strings.HasPrefix(dep, forbidden+"/") {
-				t.Errorf("the execution worker depends on %s", dep)
-			}
-		}
-	}
-}
