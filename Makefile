@@ -9,7 +9,7 @@ MAKEFLAGS += --no-print-directory
 
 ROOT    := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 BIN     := $(ROOT)/bin
-MODULES := api-server db execution-worker proto scripts/bench
+MODULES := api-server db execution-worker internal proto scripts/bench
 PKGS    := $(foreach m,$(MODULES),github.com/mangohq/mango/$(m)/...)
 
 export GOWORK := $(ROOT)/go.work
@@ -47,7 +47,7 @@ generate: ## Regenerate sqlc (db/sqlc.yaml) and buf (proto/buf.gen.yaml) output,
 verify: ## Fail if generated code (db/, proto/) is stale after `make generate`; buf lint
 	@scripts/verify.sh
 
-lint: ## Run golangci-lint in each module (api-server db execution-worker proto scripts/bench, and deploy with GOWORK=off)
+lint: ## Run golangci-lint in each module (api-server db execution-worker internal proto scripts/bench, and deploy with GOWORK=off)
 	@rc=0; for m in $(MODULES); do \
 	  echo "golangci-lint: $$m"; (cd $$m && $(BIN)/golangci-lint run ./...) || rc=1; \
 	done; \

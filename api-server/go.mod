@@ -4,7 +4,6 @@ go 1.26.0
 
 replace (
 	github.com/mangohq/mango/db => ../db
-	github.com/mangohq/mango/internal => ../internal
 	github.com/mangohq/mango/proto => ../proto
 )
 
@@ -108,3 +107,5 @@ require (
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
+
+replace github.com/mangohq/mango/internal => ../internal

@@ -2,10 +2,7 @@ module github.com/mangohq/mango/execution-worker
 
 go 1.26.0
 
-replace (
-	github.com/mangohq/mango/internal => ../internal
-	github.com/mangohq/mango/proto => ../proto
-)
+replace github.com/mangohq/mango/proto => ../proto
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
@@ -126,3 +123,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/mangohq/mango/internal => ../internal

@@ -5,7 +5,7 @@
 #   <repo>/mango-execution-worker:<tag>        deploy/images/execution-worker.Dockerfile
 #   <repo>/mango-execution-worker-local:<tag>  (target execution-worker-local)
 # Each is FROM scratch: a static binary (CGO off, -trimpath, version and
-# commit stamped into proto/buildinfo), CA certificates, /etc/passwd with the
+# commit stamped into internal/buildinfo), CA certificates, /etc/passwd with the
 # non-root user 65532 and a 1777 /tmp; the local worker adds static busybox.
 #
 #   scripts/build-images.sh [--tag TAG] [--repo REPO]   build the images

@@ -187,7 +187,7 @@ pg_bindir() {
 
 # ---------------------------------------------------------------- builds
 # build_version / build_commit: what release builds stamp into
-# proto/buildinfo (MANGO_VERSION / MANGO_COMMIT override; a tree without
+# internal/buildinfo (MANGO_VERSION / MANGO_COMMIT override; a tree without
 # git history gives "dev" / "unknown").
 build_version() {
 	if [[ -n "${MANGO_VERSION:-}" ]]; then printf '%s' "$MANGO_VERSION"; return; fi
@@ -199,7 +199,7 @@ build_commit() {
 }
 # go_ldflags <version> <commit>: the -ldflags of every stamped build.
 go_ldflags() {
-	printf -- '-X github.com/mangohq/mango/proto/buildinfo.version=%s -X github.com/mangohq/mango/proto/buildinfo.commit=%s' "$1" "$2"
+	printf -- '-X github.com/mangohq/mango/internal/buildinfo.version=%s -X github.com/mangohq/mango/internal/buildinfo.commit=%s' "$1" "$2"
 }
 
 # ensure_static_busybox: print the path of a statically linked busybox

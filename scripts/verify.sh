@@ -49,7 +49,7 @@ ok "generated code up to date"
 
 # go.mod/go.sum must be tidy in every module (go mod tidy -diff changes nothing).
 # deploy/ is outside go.work and always built with GOWORK=off.
-for m in api-server db execution-worker proto scripts/bench deploy; do
+for m in api-server db execution-worker internal proto scripts/bench deploy; do
 	gowork="${REPO_ROOT}/go.work"
 	[[ "$m" == deploy ]] && gowork=off
 	if ! out="$(cd "$m" && GOWORK="$gowork" go mod tidy -diff 2>&1)"; then

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -29,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // EnvURL names the environment variable holding the administrative URL.
@@ -44,14 +44,7 @@ var (
 // failing it when services are required) if none is configured.
 func AdminURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv(EnvURL)
-	if u == "" {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("%s is not set; run the tests with `make test`", EnvURL)
-		}
-		t.Skipf("%s is not set; run `make test` to start PostgreSQL for tests", EnvURL)
-	}
-	return u
+	return testenv.Getenv(t, EnvURL)
 }
 
 // URL creates a fresh migrated database for the test and returns its URL.

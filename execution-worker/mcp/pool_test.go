@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/mcp"
-	"github.com/mangohq/mango/proto/mcptest"
+	"github.com/mangohq/mango/internal/mcptest"
 )
 
 // newPool returns a pool for test servers on 127.0.0.1, closed with t.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/app"
 	"github.com/mangohq/mango/api-server/internal/config"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/pprofserve"
 )
 
 func main() {

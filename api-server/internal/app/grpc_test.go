@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
 )
 
 // TestControlPlaneServed checks that the api-server serves the ControlPlane

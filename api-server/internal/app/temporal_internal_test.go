@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mangohq/mango/api-server/internal/config"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 func loadConfig(t *testing.T, env map[string]string) *config.Config {

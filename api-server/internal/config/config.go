@@ -18,9 +18,9 @@ import (
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/internal/envconf"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/pprofserve"
+	"github.com/mangohq/mango/internal/tlsconf"
 	"github.com/mangohq/mango/proto/sessionwf"
-	"github.com/mangohq/mango/proto/tlsconf"
 )
 
 // Config is the api-server's complete configuration.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 func TestLoad(t *testing.T) {

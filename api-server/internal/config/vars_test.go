@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mangohq/mango/proto/netguard"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/netguard"
+	"github.com/mangohq/mango/internal/pprofserve"
 )
 
 // TestVarsNameTheSharedVariables: the variables both binaries read are

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/internal/netguard"
 )
 
 // MaxResponseBody bounds the part of an endpoint's error response kept.

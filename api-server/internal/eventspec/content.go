@@ -1,7 +1,6 @@
 package eventspec
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mangohq/mango/api-server/internal/jsonx"
+	"github.com/mangohq/mango/internal/sniff"
 )
 
 // Content limits.
@@ -39,10 +39,10 @@ const (
 
 // ImageMediaTypes are the media types of base64 images, in the order error
 // messages list them.
-var ImageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+var ImageMediaTypes = []string{sniff.JPEG, sniff.PNG, sniff.GIF, sniff.WebP}
 
 // PDFMediaType is the media type of base64 documents.
-const PDFMediaType = "application/pdf"
+const PDFMediaType = sniff.PDF
 
 // messageBlocks and resultBlocks are the block types user.message and
 // user.custom_tool_result accept.
@@ -295,7 +295,7 @@ func checkBase64(data, mediaType string, limit int, path string) error {
 	if err != nil {
 		return jsonx.Errorf(path+".data", "is not valid base64 (standard alphabet, padded, no line breaks)")
 	}
-	if got := Sniff(head[:n]); got != mediaType {
+	if got := sniff.MediaType(head[:n]); got != mediaType {
 		if got == "" {
 			return jsonx.Errorf(path+".media_type", "is %q but the data is not %s", mediaType, kindName(mediaType))
 		}
@@ -308,24 +308,6 @@ func checkBase64(data, mediaType string, limit int, path string) error {
 // (for well-formed s, whose length is a multiple of 4).
 func DecodedLen(s string) int {
 	return len(s)/4*3 - strings.Count(s[max(len(s)-2, 0):], "=")
-}
-
-// Sniff returns the media type the magic bytes at the start of data show
-// (one of [ImageMediaTypes] or [PDFMediaType]), or "".
-func Sniff(data []byte) string {
-	switch {
-	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
-		return "image/jpeg"
-	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
-		return "image/png"
-	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
-		return "image/gif"
-	case len(data) >= 12 && bytes.HasPrefix(data, []byte("RIFF")) && string(data[8:12]) == "WEBP":
-		return "image/webp"
-	case bytes.HasPrefix(data, []byte("%PDF-")):
-		return PDFMediaType
-	}
-	return ""
 }
 
 func kindName(mediaType string) string {

@@ -195,21 +195,6 @@ func TestDecodedLen(t *testing.T) {
 	}
 }
 
-func TestSniff(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		data []byte
-		want string
-	}{
-		{pngBytes, "image/png"}, {jpegBytes, "image/jpeg"}, {gifBytes, "image/gif"}, {[]byte("GIF87a"), "image/gif"},
-		{webpBytes, "image/webp"}, {pdfBytes, PDFMediaType}, {[]byte("RIFF\x00\x00\x00\x00WAVE"), ""}, {nil, ""}, {[]byte("%PD"), ""},
-	} {
-		if got := Sniff(tc.data); got != tc.want {
-			t.Errorf("Sniff(%q) = %q, want %q", tc.data, got, tc.want)
-		}
-	}
-}
-
 // TestEventBodyEncodingFailureIsAnError: a body that does not encode
 // makes the event builder return an error (a 500 at the handler) instead
 // of panicking in the request.

@@ -23,7 +23,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/db"
-	"github.com/mangohq/mango/proto/buildinfo"
+	"github.com/mangohq/mango/internal/buildinfo"
 )
 
 // Deps are the collaborators of the HTTP API.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mangohq/mango/proto/buildinfo"
+	"github.com/mangohq/mango/internal/buildinfo"
 )
 
 // BuildInfo returns the mango_build_info gauge: always 1, labelled with

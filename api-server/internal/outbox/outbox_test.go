@@ -23,9 +23,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/outbox"
-	"github.com/mangohq/mango/api-server/internal/temporaltest"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
+	"github.com/mangohq/mango/internal/temporaltest"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -215,7 +215,7 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 func TestDirectDelivery(t *testing.T) {
 	t.Parallel()
 	store := dbtest.Store(t)
-	hostPort := temporaltest.Shared(t)
+	hostPort := temporaltest.HostPort(t)
 	tc := temporaltest.Dial(t, hostPort)
 	reg := prometheus.NewRegistry()
 	relay := outbox.New(store, tc, fastOptions(reg))
@@ -246,7 +246,7 @@ func TestDirectDelivery(t *testing.T) {
 func TestPollLeavesFreshRowsToTheDirectPath(t *testing.T) {
 	t.Parallel()
 	store := dbtest.Store(t)
-	tc := temporaltest.Dial(t, temporaltest.Shared(t))
+	tc := temporaltest.Dial(t, temporaltest.HostPort(t))
 	reg := prometheus.NewRegistry()
 	opts := fastOptions(reg)
 	opts.DirectGrace = time.Hour
@@ -279,7 +279,7 @@ func TestPollLeavesFreshRowsToTheDirectPath(t *testing.T) {
 func TestRelaysDoNotDoubleDeliver(t *testing.T) {
 	t.Parallel()
 	store := dbtest.Store(t)
-	hostPort := temporaltest.Shared(t)
+	hostPort := temporaltest.HostPort(t)
 	tc := temporaltest.Dial(t, hostPort)
 	const sessions, perSession = 6, 5
 	ids := make([]string, sessions)
@@ -565,7 +565,7 @@ func (s *slowStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWork
 func TestWakeIsAsynchronous(t *testing.T) {
 	t.Parallel()
 	store := dbtest.Store(t)
-	tc := temporaltest.Dial(t, temporaltest.Shared(t))
+	tc := temporaltest.Dial(t, temporaltest.HostPort(t))
 	slow := &slowStarter{release: make(chan struct{}), next: tc}
 	var once sync.Once
 	release := func() { once.Do(func() { close(slow.release) }) }

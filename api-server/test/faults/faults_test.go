@@ -23,6 +23,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // Shape of the run: sessions in groups; fault k is injected while tools
@@ -568,7 +570,7 @@ func removeContainers(runID string) {
 func dockerReady(t *testing.T) bool {
 	t.Helper()
 	if err := exec.Command("docker", "image", "inspect", "mango-sandbox:latest").Run(); err != nil {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+		if testenv.Required() {
 			t.Fatalf("Docker daemon or image mango-sandbox:latest not available (scripts/build-sandbox-image.sh): %v", err)
 		}
 		t.Log("no Docker daemon or sandbox image: the docker part is skipped")

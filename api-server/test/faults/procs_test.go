@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
+
+	"github.com/mangohq/mango/internal/testbin"
 )
 
 // proc is one real process of the system under test. It can be killed and
@@ -186,30 +188,11 @@ func freePorts(t *testing.T, n int) int {
 // repoRoot finds the directory holding go.work.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("go.work not found above the test")
-		}
-	}
-}
-
-// build compiles a service binary from the repository into dir.
-func build(t *testing.T, root, dir, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
-	}
-	return out
+	return root
 }
 
 // postgres is a PostgreSQL cluster of the suite's own, so stopping it

@@ -10,6 +10,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/mangohq/mango/internal/testbin"
 )
 
 // system is a whole Mango of real processes on loopback ports: its own
@@ -50,9 +52,8 @@ func startSystem(t *testing.T, withDocker bool) *system {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	bins := t.TempDir()
-	apiBin := build(t, root, bins, "api-server/cmd/api-server")
-	workerBin := build(t, root, bins, "execution-worker/cmd/execution-worker")
+	apiBin := testbin.Build(t, "api-server/cmd/api-server")
+	workerBin := testbin.Build(t, "execution-worker/cmd/execution-worker")
 
 	s := &system{withDocker: withDocker, runID: randHex(4), sandboxes: filepath.Join(dir, "sandboxes")}
 	s.pg = startPostgres(t, dir)

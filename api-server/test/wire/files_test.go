@@ -30,6 +30,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/internal/testbin"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -400,7 +401,7 @@ func rawUpload(t *testing.T, srv *testserver.Server, name string, data []byte, w
 // in-process server shares with the client, is the server's) and the heap
 // growth during each. Skipped with -short and under the race detector.
 func TestFilesThroughput200MiB(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testbin.Race {
 		t.Skip("200 MiB throughput: skipped with -short and -race")
 	}
 	const size = 200 << 20

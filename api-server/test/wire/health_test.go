@@ -2,21 +2,16 @@ package wire
 
 import (
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/temporaltest"
 )
 
 func TestHealthReadinessMetrics(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT") == "" {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatal("MANGO_TEST_TEMPORAL_HOSTPORT is not set; run the tests with `make test`")
-		}
-		t.Skip("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
-	}
+	temporaltest.HostPort(t)
 	srv := testserver.Start(t)
 	noKey := map[string]string{"x-api-key": ""}
 

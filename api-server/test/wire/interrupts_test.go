@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/mcptest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/mcptest"
 )
 
 // watchInterrupts opens a WatchInterrupts stream on srv the way a worker

@@ -23,7 +23,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/app"
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/testserver"
-	"github.com/mangohq/mango/proto/mcptest"
+	"github.com/mangohq/mango/internal/mcptest"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 

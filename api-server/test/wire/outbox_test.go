@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mangohq/mango/api-server/internal/temporaltest"
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/temporaltest"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 

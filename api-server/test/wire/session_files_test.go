@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // TestSessionFilesLocal is issue 13's acceptance on the local sandbox:
@@ -37,10 +37,7 @@ func TestSessionFilesLocal(t *testing.T) {
 func TestSessionFilesDocker(t *testing.T) {
 	t.Parallel()
 	if err := exec.Command("docker", "image", "inspect", "mango-sandbox:latest").Run(); err != nil {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("image mango-sandbox:latest not available (scripts/build-sandbox-image.sh): %v", err)
-		}
-		t.Skip("no Docker daemon or sandbox image")
+		testenv.Unavailable(t, "no Docker daemon or image mango-sandbox:latest (scripts/build-sandbox-image.sh): %v", err)
 	}
 	srv := testserver.Start(t, testserver.WithEnv("MANGO_SANDBOX_PROVIDERS", "local,docker"))
 	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}

@@ -2,10 +2,8 @@ package wire
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,53 +11,16 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/testbin"
 )
 
-// The api-server never imports worker code: these tests build the
-// execution-worker binary and run it as a process, as in production.
-var (
-	workerOnce sync.Once
-	workerBin  string
-	workerErr  error
-)
-
+// buildWorker returns the execution-worker binary: the api-server never
+// imports worker code, so these tests build the worker and run it as a
+// process, as in production.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	workerOnce.Do(func() {
-		dir, err := os.Getwd()
-		if err != nil {
-			workerErr = err
-			return
-		}
-		for ; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-				break
-			}
-			if filepath.Dir(dir) == dir {
-				workerErr = fmt.Errorf("go.work not found")
-				return
-			}
-		}
-		out, err := os.MkdirTemp("", "mango-worker-")
-		if err != nil {
-			workerErr = err
-			return
-		}
-		workerBin = filepath.Join(out, "execution-worker")
-		args := []string{"build", "-o", workerBin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "./execution-worker/cmd/execution-worker")...)
-		cmd.Dir = dir
-		if b, err := cmd.CombinedOutput(); err != nil {
-			workerErr = fmt.Errorf("build execution-worker: %v\n%s", err, b)
-		}
-	})
-	if workerErr != nil {
-		t.Fatal(workerErr)
-	}
-	return workerBin
+	return testbin.Build(t, "execution-worker/cmd/execution-worker")
 }
 
 // worker is a running execution-worker process.
@@ -80,13 +41,7 @@ func startWorker(t *testing.T, srv *testserver.Server, id, root string) *worker 
 // MANGO_SANDBOX).
 func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extra map[string]string) *worker {
 	t.Helper()
-	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
-	if temporal == "" {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatal("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
-		}
-		t.Skip("MANGO_TEST_TEMPORAL_HOSTPORT is not set")
-	}
+	temporal := temporaltest.HostPort(t)
 	cmd := exec.Command(buildWorker(t))
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),

@@ -9,31 +9,21 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/testbin"
 )
 
-// buildWorker compiles the execution-worker binary into a temporary
-// directory and returns its path; with the race detector when the tests
-// run with it.
+// buildWorker returns the execution-worker binary, built once for the
+// test process; with the race detector when the tests run with it.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "execution-worker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "execution-worker/cmd/execution-worker")
 }
 
 // workerCmd prepares the binary with exactly env (plus PATH and HOME), so
@@ -287,27 +277,5 @@ func TestStartsAndStops(t *testing.T) {
 				t.Errorf("worker took %s to stop, want under the 5s shutdown timeout plus slack", elapsed)
 			}
 		})
-	}
-}
-
-// TestImportGraph enforces the service split: the worker holds no database
-// credentials and shares no code with the api-server, so it must never
-// import the db or api-server modules.
-func TestImportGraph(t *testing.T) {
-	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-test", "github.com/mangohq/mango/execution-worker/...").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list -deps returned %d packages, want the worker's dependency graph", len(deps))
-	}
-	for _, dep := range deps {
-		for _, forbidden := range []string{"github.com/mangohq/mango/db", "github.com/mangohq/mango/api-server"} {
-			if dep == forbidden || strings.HasPrefix(dep, forbidden+"/") {
-				t.Errorf("the execution worker depends on %s", dep)
-			}
-		}
 	}
 }

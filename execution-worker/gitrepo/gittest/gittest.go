@@ -6,8 +6,8 @@
 // git command line; commits use a fixed author, committer and date, so the
 // same files always give the same commit SHA.
 //
-// The package depends only on the standard library and on no other Mango
-// package, so it can move to wherever tests of several modules can import it.
+// The package depends only on the standard library and package testenv, so
+// it can move to wherever tests of several modules can import it.
 //
 // Without git or git-http-backend the tests that call [Start] are skipped,
 // unless MANGO_REQUIRE_SERVICES=1, where they fail.
@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // DefaultBranch is the branch HEAD names in every repository [Server.AddRepo]
@@ -102,10 +104,7 @@ func findGit(t testing.TB) (gitPath, backend string) {
 	t.Helper()
 	missing := func(format string, args ...any) {
 		t.Helper()
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("gittest: "+format+" (MANGO_REQUIRE_SERVICES=1)", args...)
-		}
-		t.Skipf("gittest: "+format+"; install git to run this test", args...)
+		testenv.Unavailable(t, "gittest: "+format+"; install git to run this test", args...)
 	}
 	gitPath, err := exec.LookPath("git")
 	if err != nil {

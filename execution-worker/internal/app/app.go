@@ -39,9 +39,9 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox"
 	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
-	"github.com/mangohq/mango/proto/buildinfo"
+	"github.com/mangohq/mango/internal/buildinfo"
+	"github.com/mangohq/mango/internal/pprofserve"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/pprofserve"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 

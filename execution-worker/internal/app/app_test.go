@@ -18,10 +18,10 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/app"
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/internal/temporaltest"
 )
 
 func envFunc(env map[string]string) func(string) string {

@@ -8,8 +8,8 @@ import (
 
 	enums "go.temporal.io/api/enums/v1"
 
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/internal/temporaltest"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -12,8 +11,9 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox/opensandboxfake"
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // TestLimitedEgressEndToEnd drives an environment with limited networking
@@ -44,7 +44,7 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 	osb := map[string]string{"MANGO_SANDBOX": "opensandbox", "OPEN_SANDBOX_DOMAIN": fake.Host()}
 	stop := worker("egress-osb-1", osb)
 	dockerUp := exec.Command("docker", "info").Run() == nil
-	if !dockerUp && os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
+	if !dockerUp && testenv.Required() {
 		t.Fatal("no Docker daemon")
 	}
 	if dockerUp {

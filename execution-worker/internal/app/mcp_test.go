@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/proto/mcptest"
+	"github.com/mangohq/mango/internal/mcptest"
 )
 
 // TestMCPTools: an agent's MCP toolset is discovered once per session over

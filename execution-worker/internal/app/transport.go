@@ -6,11 +6,11 @@ import (
 	"log/slog"
 
 	"go.temporal.io/sdk/client"
-	temporallog "go.temporal.io/sdk/log"
 	"google.golang.org/grpc"
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
+	"github.com/mangohq/mango/internal/temporalclient"
 )
 
 // dialControlPlane returns the ControlPlane client, over TLS when
@@ -44,35 +44,16 @@ func dialControlPlane(cfg *config.Config, logger *slog.Logger, opts ...grpc.Dial
 const PlaintextTokenWarning = "the worker token crosses the network in plaintext: the ControlPlane connection has no TLS"
 
 // temporalOptions returns the Temporal client's options, with TLS when
-// MANGO_TEMPORAL_TLS (or one of its files) is set, and logs which.
+// MANGO_TEMPORAL_TLS (or one of its files) is set, and logs which. The
+// SDK's own logs go through sdkLogHandler.
 func temporalOptions(cfg *config.Config, logger *slog.Logger) (client.Options, error) {
-	opts := client.Options{
-		HostPort:  cfg.TemporalHostPort,
-		Namespace: cfg.TemporalNamespace,
-		Identity:  cfg.WorkerID,
-		Logger:    temporallog.NewStructuredLogger(slog.New(sdkLogHandler{logger.Handler()}).With("component", "temporal")),
-		ConnectionOptions: client.ConnectionOptions{
-			GetSystemInfoTimeout: cfg.TemporalConnectTimeout,
-			GrpcCompression:      grpcCompression(cfg.TemporalGzip),
-		},
-	}
-	if cfg.TemporalTLS != nil {
-		tlsConf, err := cfg.TemporalTLS.Config()
-		if err != nil {
-			return client.Options{}, fmt.Errorf("temporal TLS (%s_*): %w", config.EnvTemporalTLS, err)
-		}
-		opts.ConnectionOptions.TLS = tlsConf
-	}
-	logger.Info("temporal transport", "hostport", cfg.TemporalHostPort, "namespace", cfg.TemporalNamespace, "tls", cfg.TemporalTLS, "gzip", cfg.TemporalGzip)
-	return opts, nil
-}
-
-// grpcCompression is gzip when asked for, else none. The SDK's default,
-// gzip on every request and answer, cost Temporal and both services
-// about 2 ms of CPU per turn on loopback.
-func grpcCompression(gzip bool) client.GrpcCompression {
-	if gzip {
-		return &client.GrpcCompressionGzip{}
-	}
-	return &client.GrpcCompressionNone{}
+	return temporalclient.Options(temporalclient.Settings{
+		HostPort:       cfg.TemporalHostPort,
+		Namespace:      cfg.TemporalNamespace,
+		Identity:       cfg.WorkerID,
+		TLS:            cfg.TemporalTLS,
+		Gzip:           cfg.TemporalGzip,
+		ConnectTimeout: cfg.TemporalConnectTimeout,
+		SDKLog:         sdkLogHandler{logger.Handler()},
+	}, logger)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mangohq/mango/execution-worker/internal/config"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 func configFrom(t *testing.T, env map[string]string) *config.Config {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
-	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/internal/temporaltest"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )

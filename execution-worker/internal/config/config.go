@@ -23,10 +23,10 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/internal/envconf"
-	"github.com/mangohq/mango/proto/netguard"
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/netguard"
+	"github.com/mangohq/mango/internal/pprofserve"
+	"github.com/mangohq/mango/internal/tlsconf"
 	"github.com/mangohq/mango/proto/sessionwf"
-	"github.com/mangohq/mango/proto/tlsconf"
 )
 
 // Environment variable names read by [FromEnv].

@@ -15,8 +15,8 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 func registry() *sandbox.Registry {

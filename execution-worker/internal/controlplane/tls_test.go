@@ -17,9 +17,9 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/controlplane"
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
 )
 
 func clientTLS(t *testing.T, c *tlsconf.Client) *tls.Config {

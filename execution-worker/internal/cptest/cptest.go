@@ -13,14 +13,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +26,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mangohq/mango/internal/testbin"
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // Server is a running api-server.
@@ -47,68 +48,6 @@ type Server struct {
 	// TaskQueuePrefix is this server's queue prefix: workers of the test
 	// must use it too (it keeps tests sharing a Temporal server apart).
 	TaskQueuePrefix string
-}
-
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-func require(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("%s is not set; run the tests with `make test`", name)
-		}
-		t.Skipf("%s is not set; run `make test`", name)
-	}
-	return v
-}
-
-// repoRoot finds the directory holding go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("go.work not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-func build() (string, error) {
-	buildOnce.Do(func() {
-		root, err := repoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "mango-cptest-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "api-server")
-		args := []string{"build", "-o", binary}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "./api-server/cmd/api-server")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build api-server: %v\n%s", err, out)
-		}
-	})
-	return binary, buildErr
 }
 
 func freeAddr(t testing.TB) string {
@@ -133,15 +72,12 @@ func randomHex(n int) string {
 // MANGO_SANDBOX_PROVIDERS, local and docker by default).
 func Start(t testing.TB, env ...string) *Server {
 	t.Helper()
-	admin := require(t, "MANGO_TEST_DATABASE_URL")
+	admin := testenv.Getenv(t, "MANGO_TEST_DATABASE_URL")
 	temporal := os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")
 	if temporal == "" {
 		temporal = "127.0.0.1:1"
 	}
-	bin, err := build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testbin.Build(t, "api-server/cmd/api-server")
 	dbURL := createDatabase(t, admin)
 	s := &Server{APIKey: "cptest-key-" + randomHex(8), WorkerToken: "cptest-token-" + randomHex(8),
 		DatabaseURL: dbURL, TemporalHostPort: temporal, TaskQueuePrefix: "t" + randomHex(6)}

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/mangohq/mango/proto/buildinfo"
+	"github.com/mangohq/mango/internal/buildinfo"
 )
 
 // Previews reports the preview stream's counters.

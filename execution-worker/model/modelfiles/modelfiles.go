@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/internal/sniff"
 )
 
 // Limits, the same as the api-server applies to base64 blocks.
@@ -294,7 +295,7 @@ func (c *client) source(ctx context.Context, kind, fileID, path string) (json.Ra
 
 // inline is the base64 (or text) source of data for a block of kind.
 func inline(kind string, data []byte, mediaType string) (json.RawMessage, error) {
-	sniffed := sniff(data)
+	sniffed := sniff.MediaType(data)
 	type source struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -302,12 +303,12 @@ func inline(kind string, data []byte, mediaType string) (json.RawMessage, error)
 	}
 	var s source
 	switch {
-	case kind == "image" && sniffed != "" && sniffed != pdfMediaType:
+	case kind == "image" && sniff.Image(sniffed):
 		s = source{Type: "base64", MediaType: sniffed, Data: base64.StdEncoding.EncodeToString(data)}
 	case kind == "image":
 		return nil, errors.New("is not a JPEG, PNG, GIF or WebP image")
-	case sniffed == pdfMediaType:
-		s = source{Type: "base64", MediaType: pdfMediaType, Data: base64.StdEncoding.EncodeToString(data)}
+	case sniffed == sniff.PDF:
+		s = source{Type: "base64", MediaType: sniff.PDF, Data: base64.StdEncoding.EncodeToString(data)}
 	case isPlainText(mediaType):
 		if !utf8.Valid(data) {
 			return nil, errors.New("is text/plain but not valid UTF-8")
@@ -356,26 +357,6 @@ func refused(path, fileID, what string) error {
 func placeholder(kind, fileID string, err *unusableError) model.Block {
 	_, reason, _ := strings.Cut(err.msg, "file "+fileID+" ")
 	return model.Block{Type: "text", Text: fmt.Sprintf("[The %s %s the user attached could not be included: it %s.]", kind, fileID, reason)}
-}
-
-const pdfMediaType = "application/pdf"
-
-// sniff returns the image media type or application/pdf that data's magic
-// bytes show, or "".
-func sniff(data []byte) string {
-	switch {
-	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
-		return "image/jpeg"
-	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
-		return "image/png"
-	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
-		return "image/gif"
-	case len(data) >= 12 && bytes.HasPrefix(data, []byte("RIFF")) && string(data[8:12]) == "WEBP":
-		return "image/webp"
-	case bytes.HasPrefix(data, []byte("%PDF-")):
-		return pdfMediaType
-	}
-	return ""
 }
 
 // cache is an LRU of resolved sources bounded by their total size.

@@ -34,14 +34,12 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
+
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // Image is the tag of the sandbox image (the provider's default image).
 const Image = "mango-sandbox:latest"
-
-// EnvRequireServices makes a missing daemon fail tests instead of skipping
-// them.
-const EnvRequireServices = "MANGO_REQUIRE_SERVICES"
 
 // EnvBusybox overrides the path of the static busybox binary.
 const EnvBusybox = "MANGO_BUSYBOX"
@@ -99,10 +97,7 @@ func Client(tb testing.TB) *client.Client {
 		}
 	}
 	if err != nil {
-		if os.Getenv(EnvRequireServices) == "1" {
-			tb.Fatalf("docker daemon unreachable and %s=1: %v", EnvRequireServices, err)
-		}
-		tb.Skipf("docker daemon unreachable (set %s=1 to fail instead): %v", EnvRequireServices, err)
+		testenv.Unavailable(tb, "docker daemon unreachable: %v", err)
 	}
 	tb.Cleanup(func() { _ = cli.Close() })
 	return cli

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/proto/tlsconf"
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 // result is what each side of one handshake saw.

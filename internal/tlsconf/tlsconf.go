@@ -1,8 +1,7 @@
 // Package tlsconf builds the *tls.Config of Mango's TLS connections from
 // PEM files: the api-server's ControlPlane listener, the workers' client of
-// it, and both services' Temporal clients. It lives in the proto module
-// because proto is the only module both services import; it uses the
-// standard library only.
+// it, and both services' Temporal clients. It lives in the shared internal
+// module, beside the services, and uses the standard library only.
 //
 // Certificates and their keys are read again when their files change
 // (modification time or size), at the next handshake that needs them, so a

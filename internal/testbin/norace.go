@@ -1,5 +1,5 @@
 //go:build !race
 
-package main_test
+package testbin
 
 const raceEnabled = false

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mangohq/mango/proto/netguard"
+	"github.com/mangohq/mango/internal/netguard"
 )
 
 func TestBlocked(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mangohq/mango/proto/mcptest"
+	"github.com/mangohq/mango/internal/mcptest"
 )
 
 // TestOAuthTokenEndpointRotates: a refresh token works once (with either

@@ -1,7 +1,13 @@
-// Package temporaltest gives tests a Temporal frontend: the test stack's
-// shared dev server (Shared) or a private one they can start late and stop
-// early (Reserve, then DevServer.Start), to exercise what happens while
-// Temporal is down.
+// Package temporaltest gives tests of every Mango module a Temporal
+// frontend: the test stack's shared dev server ([HostPort], from
+// MANGO_TEST_TEMPORAL_HOSTPORT) or a private one they can start late and
+// stop early ([Reserve], then [DevServer.Start]), to exercise what happens
+// while Temporal is down. Without a server the test is skipped, or failed
+// when MANGO_REQUIRE_SERVICES=1 (package testenv). A local dev server is
+// enough, for example:
+//
+//	bin/temporal server start-dev --headless --ip 127.0.0.1 --port 27299
+//	MANGO_TEST_TEMPORAL_HOSTPORT=127.0.0.1:27299 go test ./...
 package temporaltest
 
 import (
@@ -17,20 +23,18 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/mangohq/mango/internal/testenv"
 )
 
 // EnvHostPort names the variable holding the shared test Temporal frontend.
 const EnvHostPort = "MANGO_TEST_TEMPORAL_HOSTPORT"
 
-// Shared returns the test stack's Temporal frontend, skipping the test (or
-// failing it when MANGO_REQUIRE_SERVICES=1) when none is configured.
-func Shared(t testing.TB) string {
+// HostPort returns the test stack's Temporal frontend, skipping the test
+// (or failing it when MANGO_REQUIRE_SERVICES=1) when none is configured.
+func HostPort(t testing.TB) string {
 	t.Helper()
-	hp := os.Getenv(EnvHostPort)
-	if hp == "" {
-		skipOrFail(t, EnvHostPort+" is not set; run the tests with `make test`")
-	}
-	return hp
+	return testenv.Getenv(t, EnvHostPort)
 }
 
 // Dial connects to hostPort, closed when the test ends.
@@ -138,7 +142,7 @@ func binary(t testing.TB) string {
 		}
 		dir = parent
 	}
-	skipOrFail(t, "bin/temporal not found; build it with `make tools`")
+	testenv.Unavailable(t, "bin/temporal not found; build it with `make tools`")
 	return ""
 }
 
@@ -167,12 +171,4 @@ func freePorts(t testing.TB, n int) int {
 	}
 	t.Fatalf("no %d consecutive free ports", n)
 	return 0
-}
-
-func skipOrFail(t testing.TB, msg string) {
-	t.Helper()
-	if os.Getenv("MANGO_REQUIRE_SERVICES") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }

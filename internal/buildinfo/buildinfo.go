@@ -1,13 +1,13 @@
 // Package buildinfo holds the version and commit a Mango binary was built
 // from. Release builds stamp them with the linker:
 //
-//	go build -ldflags "-X github.com/mangohq/mango/proto/buildinfo.version=v1.2.3 \
-//	    -X github.com/mangohq/mango/proto/buildinfo.commit=0123abc"
+//	go build -ldflags "-X github.com/mangohq/mango/internal/buildinfo.version=v1.2.3 \
+//	    -X github.com/mangohq/mango/internal/buildinfo.commit=0123abc"
 //
 // (scripts/build-images.sh and `make build` do this). Unstamped builds fall
 // back to the VCS revision Go records in the binary, then to "dev" and
-// "unknown". It lives in the proto module because that is the one module
-// both services import, and the worker reports its version to the
+// "unknown". It lives in the shared internal module because both services
+// are stamped the same way, and the worker reports its version to the
 // api-server in its heartbeat.
 package buildinfo
 

@@ -3,7 +3,7 @@ package tlsconf
 import (
 	"testing"
 
-	"github.com/mangohq/mango/proto/tlsconf/tlsconftest"
+	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
 func TestKeyPairCachedUntilFilesChange(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mangohq/mango/proto/pprofserve"
+	"github.com/mangohq/mango/internal/pprofserve"
 )
 
 // TestStart: the index and a heap profile answer on the bound address,

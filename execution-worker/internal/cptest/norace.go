@@ -1,5 +1,0 @@
-//go:build !race
-
-package cptest
-
-const raceEnabled = false
