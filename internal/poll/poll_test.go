@@ -44,6 +44,12 @@ func run(fn func(tb testing.TB)) string {
 	return f.failed
 }
 
+// checksInASecond is how many times Until and Never call their condition
+// in a window of one second: at 0, 10, 30, 70, 150, 250, ..., 950 and
+// 1000ms (the pause doubles from FirstInterval to MaxInterval, the last
+// one is cut to the deadline).
+const checksInASecond = 14
+
 func TestUntil(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -58,8 +64,8 @@ func TestUntil(t *testing.T) {
 		{name: "zero timeout still checks once", okAt: 1, timeout: 0, wantCalls: 1},
 		{
 			name: "timeout", okAt: 0, timeout: time.Second,
-			wantCalls: int(time.Second/poll.Interval) + 1,
-			wantFail:  []string{"timed out after 1s", "waiting for the widget to be ready", "last seen: call " + fmt.Sprint(int(time.Second/poll.Interval)+1)},
+			wantCalls: checksInASecond,
+			wantFail:  []string{"timed out after 1s", "waiting for the widget to be ready", "last seen: call " + fmt.Sprint(checksInASecond)},
 		},
 	}
 	for _, tt := range tests {
@@ -105,7 +111,7 @@ func TestNever(t *testing.T) {
 		wantFail   []string
 		wantWindow bool // the whole window must have passed
 	}{
-		{name: "never happens", happensAt: 0, wantCalls: int(time.Second/poll.Interval) + 1, wantWindow: true},
+		{name: "never happens", happensAt: 0, wantCalls: checksInASecond, wantWindow: true},
 		{name: "happens at once", happensAt: 1, wantCalls: 1, wantFail: []string{"expected no second delivery within 1s", "it happened: call 1"}},
 		{name: "happens later", happensAt: 7, wantCalls: 7, wantFail: []string{"it happened: call 7"}},
 	}
