@@ -17,6 +17,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox/opensandboxfake"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // TestLimitedEgressEndToEnd drives an environment with limited networking
@@ -176,17 +177,11 @@ func waitWorkers(t *testing.T, srv *cptest.Server, docker bool) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	poll.Until(t, 30*time.Second, fmt.Sprintf("%d workers to report their capabilities", want), func() (bool, string) {
 		var n int
 		if err := conn.QueryRow(ctx, "SELECT count(DISTINCT provider) FROM workers").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d workers reported within 30s", n, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == want, fmt.Sprintf("%d reported", n)
+	})
 }

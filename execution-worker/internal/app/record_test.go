@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/internal/poll"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 )
 
@@ -104,10 +106,10 @@ func TestRecordHistories(t *testing.T) {
 	sendMessage(t, srv, del, `#tool bash {"command":"true"}`)
 	waitIdle(del, 1)
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+del, nil, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for sessionRows(t, srv, del) != 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the deleted session's row to go", func() (bool, string) {
+		n := sessionRows(t, srv, del)
+		return n == 0, fmt.Sprintf("%d rows", n)
+	})
 
 	// continue-as-new: a small history limit.
 	can := srv.NewSession(t, "local")

@@ -20,6 +20,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/temporaltest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/internal/poll"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -68,21 +69,16 @@ func listEvents(t *testing.T, srv *cptest.Server, session string) []listedEvent 
 // (or terminated) after at least n such events.
 func waitFor(t *testing.T, srv *cptest.Server, session string, done func([]listedEvent) bool) []listedEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs := listEvents(t, srv, session)
-		if done(evs) {
-			return evs
+	var evs []listedEvent
+	poll.Until(t, 30*time.Second, "the awaited events of session "+session, func() (bool, string) {
+		evs = listEvents(t, srv, session)
+		var types []string
+		for _, e := range evs {
+			types = append(types, e.Type)
 		}
-		if time.Now().After(deadline) {
-			var types []string
-			for _, e := range evs {
-				types = append(types, e.Type)
-			}
-			t.Fatalf("timed out; events so far: %v", types)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return done(evs), fmt.Sprintf("events so far: %v", types)
+	})
+	return evs
 }
 
 func countType(evs []listedEvent, typ string) int {
@@ -173,11 +169,11 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 	// The next turn runs in the same sandbox: the file is still there.
 	// The idle event is visible before the api-server counts the call
 	// that committed it: wait for the count.
-	before := controlPlaneCalls(t, srv)
-	for deadline := time.Now().Add(10 * time.Second); before["CompleteTurn"] < 1 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	var before map[string]float64
+	poll.Until(t, 10*time.Second, "the api-server to count the first CompleteTurn", func() (bool, string) {
 		before = controlPlaneCalls(t, srv)
-	}
+		return before["CompleteTurn"] >= 1, fmt.Sprintf("calls %v", before)
+	})
 	sendMessage(t, srv, session, `#tool bash {"command":"cat f.txt"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	// A one-bash-round turn makes 7 ControlPlane calls: the run, the span
@@ -366,27 +362,18 @@ func TestDeleteStopsWorkflow(t *testing.T) {
 	sendMessage(t, srv, session, "#reply hi")
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+session, nil, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for sessionRows(t, srv, session) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("session row not deleted within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the session row to be deleted", func() (bool, string) {
+		n := sessionRows(t, srv, session)
+		return n == 0, fmt.Sprintf("%d rows", n)
+	})
 	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
-	for {
+	poll.Until(t, 30*time.Second, "the session workflow to stop after the deletion", func() (bool, string) {
 		desc, err := c.DescribeWorkflow(context.Background(), session, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := desc.Status; st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("session workflow still running after the deletion")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING, fmt.Sprintf("status %v", desc.Status)
+	})
 }
 
 // TestVanishedSandboxFailsSession: the session's workspace removed behind
@@ -436,21 +423,13 @@ func TestContinueAsNew(t *testing.T) {
 	// The workflow continues as new once it processed the last turn's
 	// result, just after the idle event: poll.
 	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(t, 15*time.Second, "the first run to continue as new", func() (bool, string) {
 		desc, err := c.DescribeWorkflow(context.Background(), session, firstRun)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := desc.Status
-		if st == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first run status = %v, want continued as new", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return desc.Status == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, fmt.Sprintf("status %v", desc.Status)
+	})
 	// And the new run serves the next turn.
 	sendMessage(t, srv, session, "#reply after")
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })
