@@ -158,7 +158,7 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 		switch e.Type {
 		case "agent.tool_result":
 			if e.IsError || len(e.Content) == 0 || !strings.Contains(e.Content[0].Text, "hello") {
-				t.Errorf("tool result = %s", e.Raw)
+				t.Errorf("tool result = %s, want a success containing \"hello\"", e.Raw)
 			}
 		case "session.status_idle":
 			if e.StopReason == nil || e.StopReason.Type != "end_turn" {
@@ -238,17 +238,17 @@ func TestCustomToolParksAndResumes(t *testing.T) {
 	idle := lastOf(evs, "session.status_idle")
 	if use == nil || use.Name != "lookup_order" || idle.StopReason == nil || idle.StopReason.Type != "requires_action" ||
 		len(idle.StopReason.EventIDs) != 1 || idle.StopReason.EventIDs[0] != use.ID {
-		t.Fatalf("parked events = %s", types(evs))
+		t.Fatalf("parked events = %s, want requires_action on the one tool use", types(evs))
 	}
 	sendEvent(t, srv, session, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": use.ID,
 		"content": []any{map[string]any{"type": "text", "text": "shipped"}}})
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	msg := lastOf(evs, "agent.message")
 	if msg == nil || !strings.Contains(msg.Content[0].Text, "shipped") {
-		t.Fatalf("after the result: %s", types(evs))
+		t.Fatalf("after the result: %s, want an agent.message containing \"shipped\"", types(evs))
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("final stop reason = %s", idle.Raw)
+		t.Errorf("final stop reason = %s, want end_turn", idle.Raw)
 	}
 }
 
@@ -264,13 +264,13 @@ func TestAlwaysAskConfirmation(t *testing.T) {
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	use := lastOf(evs, "agent.tool_use")
 	if use == nil || !strings.Contains(string(use.Raw), `"evaluated_permission":"ask"`) || countType(evs, "agent.tool_result") != 0 {
-		t.Fatalf("ask events = %s (%v)", types(evs), use)
+		t.Fatalf("ask events = %s (%v), want a tool use evaluated \"ask\" and no tool result", types(evs), use)
 	}
 	sendEvent(t, srv, session, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use.ID, "result": "deny", "deny_message": "not now"})
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	res := lastOf(evs, "agent.tool_result")
 	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "not now") {
-		t.Fatalf("denied result = %v (%s)", res, types(evs))
+		t.Fatalf("denied result = %v (%s), want an error containing \"not now\"", res, types(evs))
 	}
 	sendMessage(t, srv, session, `#tool bash {"command":"echo ran"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 3 })
@@ -279,7 +279,7 @@ func TestAlwaysAskConfirmation(t *testing.T) {
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })
 	res = lastOf(evs, "agent.tool_result")
 	if res == nil || res.IsError || !strings.Contains(res.Content[0].Text, "ran") {
-		t.Fatalf("allowed result = %v", res)
+		t.Fatalf("allowed result = %v, want a success containing \"ran\"", res)
 	}
 }
 
@@ -294,16 +294,16 @@ func TestTransientModelErrorsRetry(t *testing.T) {
 	sendMessage(t, srv, session, "#error server 1\n#reply recovered")
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	if countType(evs, "session.status_rescheduled") != 1 || countType(evs, "session.error") != 1 {
-		t.Fatalf("events = %s", types(evs))
+		t.Fatalf("events = %s, want 1 session.status_rescheduled and 1 session.error", types(evs))
 	}
 	if e := lastOf(evs, "session.error"); e.Error == nil || e.Error.RetryStatus.Type != "retrying" {
-		t.Errorf("session.error = %s", e.Raw)
+		t.Errorf("session.error = %s, want retry status retrying", e.Raw)
 	}
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "recovered" {
-		t.Errorf("final message = %v", m)
+		t.Errorf("final message = %v, want \"recovered\"", m)
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("stop reason = %s", idle.Raw)
+		t.Errorf("stop reason = %s, want end_turn", idle.Raw)
 	}
 }
 
@@ -320,7 +320,7 @@ func TestRoundLimit(t *testing.T) {
 		t.Errorf("model requests = %d, want 20", n)
 	}
 	if e := lastOf(evs, "session.error"); e == nil || e.Error.Type != "tool_use_limit_reached_error" {
-		t.Errorf("events = %s", types(evs))
+		t.Errorf("events = %s, want a session.error of type tool_use_limit_reached_error", types(evs))
 	}
 }
 
@@ -339,16 +339,16 @@ func TestInterruptEndsTurn(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("user.interrupt to session.status_idle: %v", elapsed)
 	if elapsed > 3*time.Second {
-		t.Errorf("interrupt took %v to end the turn", elapsed)
+		t.Errorf("interrupt took %v to end the turn, want at most 3s", elapsed)
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("stop reason = %s", idle.Raw)
+		t.Errorf("stop reason = %s, want end_turn", idle.Raw)
 	}
 	// The session keeps working afterwards.
 	sendMessage(t, srv, session, "#reply still here")
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "still here" {
-		t.Errorf("after the interrupt: %s", types(evs))
+		t.Errorf("after the interrupt: %s, want the agent.message \"still here\"", types(evs))
 	}
 }
 
@@ -401,7 +401,7 @@ func TestVanishedSandboxFailsSession(t *testing.T) {
 	errEv := lastOf(evs, "session.error")
 	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "unknown_error" || errEv.Error.RetryStatus.Type != "terminal" ||
 		!strings.Contains(errEv.Error.Message, "no longer exists") {
-		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
+		t.Fatalf("session.error = %v (%s), want a terminal unknown_error saying the sandbox \"no longer exists\"", errEv, types(evs))
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("a replacement sandbox was created: %v", entries)
