@@ -152,12 +152,12 @@ func TestToolCallSurvivesTemporalOutage(t *testing.T) {
 func waitAttemptTimedOut(t *testing.T, c client.Client, session string) {
 	t.Helper()
 	poll.Until(t, 30*time.Second, "Temporal to time out the first attempt of the held activity", func() (bool, string) {
-		desc, err := c.DescribeWorkflowExecution(t.Context(), session, "")
+		desc, err := c.DescribeWorkflow(t.Context(), session, "")
 		if err != nil {
 			return false, fmt.Sprintf("describe: %v", err)
 		}
 		var seen []string
-		for _, a := range desc.GetPendingActivities() {
+		for _, a := range desc.RawResponse.GetPendingActivities() {
 			if a.GetAttempt() >= 2 {
 				return true, ""
 			}
