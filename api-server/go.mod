@@ -65,7 +65,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
-	github.com/mangohq/mango/internal v0.0.0-00010101000000-000000000000
+	github.com/mangohq/mango/internal v0.0.0
 	github.com/mangohq/mango/proto v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect

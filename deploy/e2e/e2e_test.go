@@ -34,6 +34,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // stack is what the test needs from the test stack.
@@ -199,19 +201,15 @@ func dumpLogs(t *testing.T, name string, c testcontainers.Container) {
 func waitReady(t *testing.T, url string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	poll.Until(t, timeout, url+" to answer 200", func() (bool, string) {
 		resp, err := http.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(start)
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s not ready within %v (last error %v)", url, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return time.Since(start)
 }
 
 // mango is one deployment in containers: the api-server and two worker
@@ -389,17 +387,13 @@ func idleTurns(t *testing.T, evs []event) int {
 // waitIdle waits until the session has n idle events and returns its events.
 func (m *mango) waitIdle(t *testing.T, sessionID string, n int, timeout time.Duration) []event {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		evs := m.events(t, sessionID)
-		if idleTurns(t, evs) >= n {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: %d idle events within %v, want %d; events %v", sessionID, idleTurns(t, evs), timeout, n, types(evs))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var evs []event
+	poll.Until(t, timeout, fmt.Sprintf("%d idle events of session %s", n, sessionID), func() (bool, string) {
+		evs = m.events(t, sessionID)
+		idle := idleTurns(t, evs)
+		return idle >= n, fmt.Sprintf("%d idle events; events %v", idle, types(evs))
+	})
+	return evs
 }
 
 func types(evs []event) []string {
@@ -468,10 +462,11 @@ func TestContainersEndToEnd(t *testing.T) {
 		}
 		m.say(t, docker, `#tool bash {"command":"echo second-turn"}`)
 		// While no docker worker runs, the turn waits: no error, no idle.
-		time.Sleep(3 * time.Second)
-		if n := idleTurns(t, m.events(t, docker)); n != 1 {
-			t.Fatalf("with the docker pool stopped, the session has %d idle events, want 1 (the turn waits)", n)
-		}
+		// Nothing tells that it has nowhere to go: watch it for a while.
+		poll.Never(t, 3*time.Second, "idle event beside the first while the docker pool is stopped (the turn must wait)", func() (bool, string) {
+			n := idleTurns(t, m.events(t, docker))
+			return n != 1, fmt.Sprintf("%d idle events, want 1", n)
+		})
 		got, err := m.client.Beta.Sessions.Get(context.Background(), docker, anthropic.BetaSessionGetParams{})
 		if err != nil || got.Status != "running" {
 			t.Fatalf("session status with the pool stopped = %q (%v), want running", got.Status, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // errGivenUp stands for Temporal answering an attempt's heartbeat "no
@@ -212,15 +214,8 @@ func toolResultText(t *testing.T, s *memStore) string {
 // waitFile waits until the sandbox has a file at path.
 func waitFile(t *testing.T, box sandbox.Sandbox, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, path+" in the sandbox", func() (bool, string) {
 		_, err := box.ReadFile(t.Context(), path)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the sandbox after 30s: %v", path, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 }

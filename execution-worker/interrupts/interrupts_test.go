@@ -3,6 +3,7 @@ package interrupts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -159,13 +161,9 @@ func TestWatcherReconnectsAndDelivers(t *testing.T) {
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	deadline := time.Now().Add(10 * time.Second)
-	for !w.Connected() {
-		if time.Now().After(deadline) {
-			t.Fatalf("watcher not connected within 10s (%d streams opened)", cp.streams.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the watcher to connect", func() (bool, string) {
+		return w.Connected(), fmt.Sprintf("%d streams opened", cp.streams.Load())
+	})
 	if n := cp.streams.Load(); n != 2 {
 		t.Fatalf("streams opened = %d, want 2 (one refused, one retried)", n)
 	}

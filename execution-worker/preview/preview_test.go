@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -65,11 +66,7 @@ func TestSinkNeverBlocksAndNamesEventsByKey(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
-	for deadline := time.Now().Add(5 * time.Second); !s.Connected(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the stream did not connect")
-		}
-	}
+	poll.Until(t, 5*time.Second, "the stream to connect", func() (bool, string) { return s.Connected(), "not connected" })
 	sink.Start("t/1/message", "agent.message")
 	sink.Delta("t/1/message", "hello ")
 	sink.Start("t/1/message", "agent.message") // a second text block
@@ -115,11 +112,10 @@ func TestStreamWaitsQuietlyForTheControlPlane(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "preview stream to the ControlPlane lost"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no retry logged within 10s")
-		}
-	}
+	poll.Until(t, 10*time.Second, "a logged retry", func() (bool, string) {
+		out := logs.String()
+		return strings.Contains(out, "preview stream to the ControlPlane lost"), "logs:\n" + out
+	})
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
@@ -128,11 +124,9 @@ func TestStreamWaitsQuietlyForTheControlPlane(t *testing.T) {
 	pb.RegisterControlPlaneServer(srv, &recorder{frames: make(chan *pb.PreviewFrame, 1)})
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Stop()
-	for deadline := time.Now().Add(10 * time.Second); !s.Connected(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the stream did not connect within 10s of the server starting")
-		}
-	}
+	poll.Until(t, 10*time.Second, "the stream to connect after the server started", func() (bool, string) {
+		return s.Connected(), "not connected"
+	})
 	if out := logs.String(); strings.Contains(out, "level=WARN") || !strings.Contains(out, "level=INFO") {
 		t.Errorf("retries while the ControlPlane was not listening, want INFO only:\n%s", out)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,12 @@ func seqs(fs []Frame) []int64 {
 // read costs no read at all.
 func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	t.Parallel()
+	// In a bubble, synctest.Wait tells when the feed has done all a
+	// notification can make it do.
+	synctest.Test(t, testFeedReadsOncePerWakeUpForAllStreams)
+}
+
+func testFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	h := New(prometheus.NewRegistry(), 0)
 	defer h.Close()
 	log := &memLog{}
@@ -121,7 +128,7 @@ func TestFeedReadsOncePerWakeUpForAllStreams(t *testing.T) {
 	}
 	h.Notify(fmt.Sprintf("sesn_a:%d", last)) // already read
 	h.Notify("sesn_other:9")                 // no stream here
-	time.Sleep(20 * time.Millisecond)        // a read, were one made, would show by now
+	synctest.Wait()                          // the feed, were it woken, has read by now
 	if reads, _ := log.counts(); reads != 1 {
 		t.Fatalf("notifications of events already read cost %d reads, want none", reads-1)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -534,13 +535,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, timeout, what, func() (bool, string) { return cond(), "not yet" })
 }
 
 // slowStarter delays every signal until released, counting calls.

@@ -24,6 +24,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testenv"
 )
 
@@ -331,8 +332,7 @@ func (d *driver) waitIdle(s *sess, turn int) error {
 // waitToolsRunning waits until at least n sessions of group have a tool
 // running, so the next fault lands in the middle of tool calls.
 func (d *driver) waitToolsRunning(group []*sess, n int) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	poll.Until(d.t, 2*time.Minute, fmt.Sprintf("%d tools running in the group", min(n, len(group))), func() (bool, string) {
 		running := 0
 		for _, s := range group {
 			turn, idle, on := s.state()
@@ -340,12 +340,8 @@ func (d *driver) waitToolsRunning(group []*sess, n int) {
 				running++
 			}
 		}
-		if running >= min(n, len(group)) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.t.Fatalf("no %d tools running in the group within 2 minutes", n)
+		return running >= min(n, len(group)), fmt.Sprintf("%d running", running)
+	})
 }
 
 // busy returns the turn each session has in flight.

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testbin"
 )
 
@@ -130,19 +131,16 @@ func (p *proc) stop(t *testing.T) {
 // substr since offset (the log's size before the start being waited for).
 func (p *proc) waitLog(t *testing.T, offset int64, substr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	poll.Until(t, timeout, fmt.Sprintf("%s to log %q", p.name, substr), func() (bool, string) {
 		b, _ := os.ReadFile(p.log)
 		if int64(len(b)) > offset && bytes.Contains(b[offset:], []byte(substr)) {
-			return
+			return true, ""
 		}
 		if ok, code := p.exited(); ok {
 			t.Fatalf("%s exited (status %d) before logging %q; log:\n%s", p.name, code, substr, tail(b, 3000))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(p.log)
-	t.Fatalf("%s did not log %q within %s; log:\n%s", p.name, substr, timeout, tail(b, 3000))
+		return false, "log:\n" + tail(b, 3000)
+	})
 }
 
 func (p *proc) logSize() int64 {
@@ -336,46 +334,37 @@ func temporalServer(t *testing.T, root, dir string) (*proc, string) {
 
 func waitTemporal(t *testing.T, p *proc, hostPort string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(t, 60*time.Second, "Temporal at "+hostPort+" to be healthy", func() (bool, string) {
 		if ok, code := p.exited(); ok {
 			b, _ := os.ReadFile(p.log)
 			t.Fatalf("temporal exited (status %d); log:\n%s", code, tail(b, 3000))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Logger: quietLogger{}})
 		if err == nil {
 			_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			c.Close()
 		}
-		cancel()
-		if err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("Temporal at %s not healthy within 60s", hostPort)
+		return err == nil, fmt.Sprintf("health check: %v", err)
+	})
 }
 
 // waitHTTP waits until url answers 200.
 func waitHTTP(t *testing.T, p *proc, url string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	poll.Until(t, timeout, fmt.Sprintf("%s to answer 200 at %s", p.name, url), func() (bool, string) {
 		if ok, code := p.exited(); ok {
 			b, _ := os.ReadFile(p.log)
 			t.Fatalf("%s exited (status %d); log:\n%s", p.name, code, tail(b, 3000))
 		}
 		resp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL of the test's own server
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready at %s within %s", p.name, url, timeout)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
 }
 
 // quietLogger drops the Temporal client's logs while probing.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	"github.com/mangohq/mango/internal/mcptest"
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -172,13 +173,10 @@ func (e *interruptEnv) metric(t *testing.T, name string) float64 {
 // waitMetric waits until the worker's metric reaches want.
 func (e *interruptEnv) waitMetric(t *testing.T, name string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for e.metric(t, name) < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker metric %s = %v after 30s, want %v", name, e.metric(t, name), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, fmt.Sprintf("worker metric %s to reach %v", name, want), func() (bool, string) {
+		v := e.metric(t, name)
+		return v >= want, fmt.Sprintf("%s = %v", name, v)
+	})
 }
 
 // interruptAt sends user.interrupt and returns how long until the session
@@ -286,11 +284,10 @@ func TestInterruptPushedInEachTurnState(t *testing.T) {
 		}
 	}
 	// The interrupted MCP call was cancelled, not left running.
-	for deadline := time.Now().Add(10 * time.Second); mcpSrv.Cancelled() != 1; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("MCP calls ended by the client's cancellation = %d after 10s, want 1", mcpSrv.Cancelled())
-		}
-	}
+	poll.Until(t, 10*time.Second, "one MCP call ended by the client's cancellation", func() (bool, string) {
+		n := mcpSrv.Cancelled()
+		return n == 1, fmt.Sprintf("%d cancelled", n)
+	})
 	e.checkUsable(t, id, events, len(states)+1)
 }
 

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -308,12 +309,10 @@ func TestPreviewsSlowSubscriber(t *testing.T) {
 	// The bulk is also relayed to other replicas (NOTIFY through
 	// PostgreSQL), which costs CPU on a small machine; let that finish so
 	// what is compared below is the stuck subscriber's effect alone.
-	for deadline := time.Now().Add(20 * time.Second); metricValue(t, srv, "mango_preview_relay_backlog_frames") > 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the preview relay did not drain the bulk within 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, "the preview relay to drain the bulk", func() (bool, string) {
+		n := metricValue(t, srv, "mango_preview_relay_backlog_frames")
+		return n <= 0, fmt.Sprintf("backlog %v frames", n)
+	})
 
 	fast := watchPreviews(t, e.client, id, anthropic.BetaManagedAgentsDeltaTypeAgentMessage)
 	control := watchPreviews(t, e.client, ctl, anthropic.BetaManagedAgentsDeltaTypeAgentMessage)

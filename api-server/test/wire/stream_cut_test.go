@@ -17,6 +17,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -194,21 +195,15 @@ func listIDs(t *testing.T, client anthropic.Client, sessionID string) []string {
 // waitMetric waits until the server's /metrics has line.
 func waitMetric(t *testing.T, srv *testserver.Server, line string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Until(t, timeout, fmt.Sprintf("%q on /metrics", line), func() (bool, string) {
 		resp, err := http.Get(srv.BaseURL + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if strings.Contains(string(b), "\n"+line+"\n") {
-				return
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q on /metrics within %v", line, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return strings.Contains(string(b), "\n"+line+"\n"), "not there yet"
+	})
 }
 
 // TestStreamsEndWhenClientsLeave: streams whose clients close their

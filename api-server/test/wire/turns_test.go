@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testenv"
 )
 
@@ -240,7 +241,7 @@ func TestTurnThroughSDK(t *testing.T) {
 		t.Errorf("tool result = %v, want the command's real output", r)
 	}
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
-		t.Errorf("stop reason = %q", typ)
+		t.Errorf("stop reason = %q, want end_turn", typ)
 	}
 
 	// Turn 2 reads what turn 1... the same sandbox across turns.
@@ -249,7 +250,7 @@ func TestTurnThroughSDK(t *testing.T) {
 	e.say(t, id, `#tool read {"file_path":"notes/a.txt"}`)
 	evs = until(t, events, "session.status_idle", 30*time.Second)
 	if r := last(evs, "agent.tool_result"); !strings.Contains(resultText(r), "kept across turns") {
-		t.Errorf("read in turn 3 = %v", r)
+		t.Errorf("read in turn 3 = %v, want a result containing %q", r, "kept across turns")
 	}
 	shellPersistsAcrossTurns(t, e, events, id)
 }
@@ -287,7 +288,7 @@ func TestClientActionsThroughSDK(t *testing.T) {
 	evs := until(t, events, "session.status_idle", 30*time.Second)
 	typ, ids := stopReason(last(evs, "session.status_idle"))
 	if typ != "requires_action" || len(ids) != 2 || count(evs, "agent.custom_tool_use") != 2 {
-		t.Fatalf("parked = %q %v (%v)", typ, ids, typesOf(evs))
+		t.Fatalf("parked = %q %v (%v), want requires_action on 2 ids with 2 agent.custom_tool_use", typ, ids, typesOf(evs))
 	}
 	e.sendRaw(t, id, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": ids[0],
 		"content": []any{map[string]any{"type": "text", "text": "sunny"}}})
@@ -300,7 +301,7 @@ func TestClientActionsThroughSDK(t *testing.T) {
 	evs = until(t, events, "session.status_idle", 30*time.Second)
 	msg := resultText(last(evs, "agent.message"))
 	if !strings.Contains(msg, "sunny") || !strings.Contains(msg, "noon") {
-		t.Errorf("final message %q lacks the answers", msg)
+		t.Errorf("final message %q, want it to contain the answers \"sunny\" and \"noon\"", msg)
 	}
 
 	// always_ask: deny, then allow.
@@ -308,12 +309,12 @@ func TestClientActionsThroughSDK(t *testing.T) {
 	evs = until(t, events, "session.status_idle", 30*time.Second)
 	use := last(evs, "agent.tool_use")
 	if use["evaluated_permission"] != "ask" {
-		t.Fatalf("tool_use = %v", use)
+		t.Fatalf("tool_use = %v, want evaluated_permission ask", use)
 	}
 	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "deny", "deny_message": "not today"})
 	evs = until(t, events, "session.status_idle", 30*time.Second)
 	if r := last(evs, "agent.tool_result"); r["is_error"] != true || !strings.Contains(resultText(r), "not today") {
-		t.Errorf("denied result = %v", r)
+		t.Errorf("denied result = %v, want an error containing %q", r, "not today")
 	}
 	e.say(t, id, `#tool bash {"command":"echo allowed-run"}`)
 	evs = until(t, events, "session.status_idle", 30*time.Second)
@@ -321,7 +322,7 @@ func TestClientActionsThroughSDK(t *testing.T) {
 	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "allow"})
 	evs = until(t, events, "session.status_idle", 30*time.Second)
 	if r := last(evs, "agent.tool_result"); r["is_error"] == true || !strings.Contains(resultText(r), "allowed-run") {
-		t.Errorf("allowed result = %v", r)
+		t.Errorf("allowed result = %v, want a success containing %q", r, "allowed-run")
 	}
 }
 
@@ -338,10 +339,10 @@ func TestInterruptAndLimitsThroughSDK(t *testing.T) {
 	e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
 	evs := until(t, events, "session.status_idle", 10*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("interrupt took %v", d)
+		t.Errorf("interrupt took %v, want at most 2s", d)
 	}
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
-		t.Errorf("interrupted stop reason = %q", typ)
+		t.Errorf("interrupted stop reason = %q, want end_turn", typ)
 	}
 	e.say(t, id, `#tool bash {"command":"ps -eo args | grep -c '^sleep 29[.]5' || true"}`)
 	evs = until(t, events, "session.status_idle", 30*time.Second)
@@ -349,15 +350,16 @@ func TestInterruptAndLimitsThroughSDK(t *testing.T) {
 		t.Errorf("sleep processes after the interrupt: %q, want 0", got)
 	}
 
-	// Interrupt during a slow stream.
+	// Interrupt during a slow stream: once its first word is previewed.
+	previews := watchPreviews(t, e.client, id, anthropic.BetaManagedAgentsDeltaTypeAgentMessage)
 	e.say(t, id, "#slow 500ms\n#reply one two three four five six seven eight nine ten")
 	until(t, events, "span.model_request_start", 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	collect(t, previews, "event_delta", 30*time.Second)
 	start = time.Now()
 	e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
 	until(t, events, "session.status_idle", 10*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("interrupting a slow stream took %v", d)
+		t.Errorf("interrupting a slow stream took %v, want at most 2s", d)
 	}
 
 	// The never-ending tool loop stops after exactly 20 rounds.
@@ -367,22 +369,22 @@ func TestInterruptAndLimitsThroughSDK(t *testing.T) {
 		t.Errorf("model requests = %d, want 20", n)
 	}
 	if errEv := last(evs, "session.error"); errEv == nil || errEv["error"].(map[string]any)["type"] != "tool_use_limit_reached_error" {
-		t.Errorf("round cap error = %v", errEv)
+		t.Errorf("round cap error = %v, want a session.error of type tool_use_limit_reached_error", errEv)
 	}
 
 	// Two overloaded errors then success; then four → retries exhausted.
 	e.say(t, id, "#error overloaded 2\n#reply made it")
 	evs = until(t, events, "session.status_idle", 60*time.Second)
 	if count(evs, "session.error") != 2 || count(evs, "session.status_rescheduled") != 2 {
-		t.Errorf("retry events = %v", typesOf(evs))
+		t.Errorf("retry events = %v, want 2 session.error and 2 session.status_rescheduled", typesOf(evs))
 	}
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" || resultText(last(evs, "agent.message")) != "made it" {
-		t.Errorf("after retries: %v", typesOf(evs))
+		t.Errorf("after retries: %v, want end_turn with the agent.message \"made it\"", typesOf(evs))
 	}
 	e.say(t, id, "#error overloaded 4\n#reply never")
 	evs = until(t, events, "session.status_idle", 60*time.Second)
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "retries_exhausted" {
-		t.Errorf("four errors: stop reason %q (%v)", typ, typesOf(evs))
+		t.Errorf("four errors: stop reason %q (%v), want retries_exhausted", typ, typesOf(evs))
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
 		if evs[i].Type == "session.error" {
@@ -417,7 +419,7 @@ func TestWorkerCrashMidTurn(t *testing.T) {
 		t.Errorf("in-flight tool result = %v, want ambiguous", r)
 	}
 	if seen := e.typeCounts(t, id); seen["agent.tool_use"] != 2 || seen["agent.tool_result"] != 2 || seen["session.status_idle"] != 1 || seen["agent.message"] != 1 {
-		t.Errorf("event counts after the crash: %v", seen)
+		t.Errorf("event counts after the crash: %v, want 2 agent.tool_use, 2 agent.tool_result, 1 session.status_idle, 1 agent.message", seen)
 	}
 	data, err := os.ReadFile(filepath.Join(e.root, sandboxDir(t, e.root), "runs.log"))
 	if err != nil {
@@ -445,13 +447,7 @@ func (e *turnEnv) typeCounts(t *testing.T, id string) map[string]int {
 // waitFile polls cond (a file's content) for up to 30 s.
 func waitFile(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition on the sandbox's files not met within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the condition on the sandbox's files", func() (bool, string) { return cond(), "not met" })
 }
 
 func sandboxDir(t *testing.T, root string) string {
@@ -524,9 +520,10 @@ func TestWorkerCrashMidStream(t *testing.T) {
 	e := newTurnEnv(t)
 	id := e.session(t, toolset)
 	events := e.watch(t, id)
+	previews := watchPreviews(t, e.client, id, anthropic.BetaManagedAgentsDeltaTypeAgentMessage)
 	e.say(t, id, "#slow 200ms\n#reply alpha beta gamma delta epsilon zeta eta theta")
 	until(t, events, "span.model_request_start", 30*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	collect(t, previews, "event_delta", 30*time.Second) // the reply is streaming
 	e.worker.stop(syscall.SIGKILL)
 	startWorker(t, e.srv, "wire-w1", e.root)
 	evs := until(t, events, "session.status_idle", 60*time.Second)
@@ -534,7 +531,7 @@ func TestWorkerCrashMidStream(t *testing.T) {
 		t.Errorf("agent.message events = %d, want 1 (%v)", n, typesOf(evs))
 	}
 	if got := resultText(last(evs, "agent.message")); got != "alpha beta gamma delta epsilon zeta eta theta" {
-		t.Errorf("message = %q", got)
+		t.Errorf("message = %q, want %q", got, "alpha beta gamma delta epsilon zeta eta theta")
 	}
 	if n := count(evs, "session.status_idle"); n != 1 {
 		t.Errorf("idle events = %d, want 1", n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 	"github.com/mangohq/mango/internal/testbin"
 )
@@ -99,18 +100,15 @@ func (b *lockedBuffer) String() string {
 // needs MANGO_LOG_LEVEL=info in the worker's environment).
 func (w *worker) polling(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(w.logs.String(), "msg=polling") {
+	poll.Until(t, 60*time.Second, "the worker to log msg=polling", func() (bool, string) {
 		select {
 		case <-w.done:
 			t.Fatalf("worker exited before polling; output:\n%s", w.logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker not polling within 60s; output:\n%s", w.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		out := w.logs.String()
+		return strings.Contains(out, "msg=polling"), "output:\n" + out
+	})
 }
 
 func (w *worker) stop(sig syscall.Signal) {

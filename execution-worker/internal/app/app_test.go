@@ -21,6 +21,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 )
 
@@ -243,9 +244,8 @@ func TestRunPollsTemporal(t *testing.T) {
 // the given identity on queue.
 func waitForPoller(t *testing.T, c client.Client, queue, identity string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var seen []string
-	for time.Now().Before(deadline) {
+	poll.Until(t, 20*time.Second, fmt.Sprintf("an activity poller with identity %q on %s", identity, queue), func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("Run() returned %v before polling %s", err, queue)
@@ -258,12 +258,11 @@ func waitForPoller(t *testing.T, c client.Client, queue, identity string, done <
 			seen = seen[:0]
 			for _, p := range resp.GetPollers() {
 				if p.GetIdentity() == identity {
-					return
+					return true, ""
 				}
 				seen = append(seen, p.GetIdentity())
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no activity poller with identity %q on %s within 20s; pollers seen: %v", identity, queue, seen)
+		return false, fmt.Sprintf("pollers seen: %v (describe: %v)", seen, err)
+	})
 }

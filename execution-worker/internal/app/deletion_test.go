@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -107,33 +109,31 @@ func TestDeletionWithWorkerDown(t *testing.T) {
 	if err == nil {
 		_ = resp.Body.Close()
 	}
-	time.Sleep(2 * time.Second)
-	if _, err := os.Stat(workspace); err != nil {
-		t.Fatalf("workspace gone without a worker: %v", err)
-	}
-	if _, err := bindings.GetBinding(ctx, session); err != nil {
-		t.Fatalf("binding gone without a worker: %v", err)
-	}
-	if st := deletionState(t, cp, session); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "session is being deleted") {
-		t.Fatalf("append while the worker is down: %v, want FailedPrecondition \"session is being deleted\" (fenced)", st.Err())
-	}
+	// Nothing but a worker can finish a deletion, and no event tells that
+	// the api-server is done with it: watch for a while that nothing moves.
+	poll.Never(t, 2*time.Second, "deletion progress while the worker is down", func() (bool, string) {
+		if _, err := os.Stat(workspace); err != nil {
+			return true, fmt.Sprintf("workspace gone without a worker: %v", err)
+		}
+		if _, err := bindings.GetBinding(ctx, session); err != nil {
+			return true, fmt.Sprintf("binding gone without a worker: %v", err)
+		}
+		if st := deletionState(t, cp, session); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "session is being deleted") {
+			return true, fmt.Sprintf("append while the worker is down: %v, want FailedPrecondition \"session is being deleted\" (fenced)", st.Err())
+		}
+		return false, ""
+	})
 
 	// The worker returns and finishes the deletion.
 	stop := runWorker(t, env)
 	defer stop()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, 60*time.Second, "the deletion to finish after the worker returned (no workspace, no binding, no row)", func() (bool, string) {
 		_, statErr := os.Stat(workspace)
 		_, bindErr := bindings.GetBinding(ctx, session)
 		st := deletionState(t, cp, session)
-		if errors.Is(statErr, os.ErrNotExist) && errors.Is(bindErr, sandbox.ErrNoBinding) && st.Code() == codes.NotFound {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deletion not finished after the worker returned: workspace %v, binding %v, append %v (want NotFound: session gone)", statErr, bindErr, st.Err())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.Is(statErr, os.ErrNotExist) && errors.Is(bindErr, sandbox.ErrNoBinding) && st.Code() == codes.NotFound,
+			fmt.Sprintf("workspace %v, binding %v, append %v (want NotFound: session gone)", statErr, bindErr, st.Err())
+	})
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		var names []string
 		for _, e := range entries {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxopensandbox/opensandboxfake"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 	"github.com/mangohq/mango/internal/testenv"
 )
@@ -168,7 +169,7 @@ func waitWorkers(t *testing.T, srv *cptest.Server, docker bool) {
 	if docker {
 		want = 3
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	poll.Until(t, 30*time.Second, fmt.Sprintf("%d workers to report their capabilities", want), func() (bool, string) {
 		var health struct {
 			Data []struct {
 				Provider string
@@ -182,12 +183,6 @@ func waitWorkers(t *testing.T, srv *cptest.Server, docker bool) {
 				n++
 			}
 		}
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d workers reported within 30s: %+v", n, want, health.Data)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == want, fmt.Sprintf("%d reported: %+v", n, health.Data)
+	})
 }

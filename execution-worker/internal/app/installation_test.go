@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal/localtest"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // TestInstallationsShareOneRoot runs two installations as an operator
@@ -124,13 +126,9 @@ func testInstallationsShare(t *testing.T, provider string) {
 // planted orphan.
 func waitGone(t *testing.T, round int, installation, what string, gone func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !gone() {
-		if time.Now().After(deadline) {
-			t.Fatalf("round %d: installation %s's orphan %s still exists after 30s: its reconciler does not run", round, installation, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, fmt.Sprintf("round %d: installation %s's reconciler to remove its orphan %s", round, installation, what), func() (bool, string) {
+		return gone(), "the orphan still exists: the reconciler does not run"
+	})
 }
 
 // plantContainer creates the container of sessionKey as a docker provider

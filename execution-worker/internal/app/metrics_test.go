@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // TestWorkerMetrics: with MANGO_METRICS_ADDR the worker serves Prometheus
@@ -55,27 +56,20 @@ func TestWorkerMetrics(t *testing.T) {
 		`component="execution-worker"`,
 		`go_goroutines `,
 	}
-	var body string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.Until(t, 10*time.Second, "the metrics to contain every wanted series", func() (bool, string) {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		body = string(b)
+		body := string(b)
 		missing := ""
 		for _, w := range want {
 			if !strings.Contains(body, w) {
 				missing = w
 			}
 		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack %q:\n%s", missing, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return missing == "", fmt.Sprintf("metrics lack %q:\n%s", missing, body)
+	})
 }

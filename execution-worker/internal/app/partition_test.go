@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -11,6 +12,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/mangohq/mango/internal/temporaltest"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // cutProxy forwards TCP connections to target; cut closes them all and
@@ -101,6 +107,7 @@ func (p *cutProxy) setCut(cut bool) {
 func TestToolCallSurvivesTemporalOutage(t *testing.T) {
 	t.Parallel()
 	srv, env := startStack(t)
+	temporal := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
 	proxy := startCutProxy(t, env["MANGO_TEMPORAL_HOSTPORT"])
 	env["MANGO_TEMPORAL_HOSTPORT"] = proxy.addr()
 	runWorker(t, env)
@@ -112,18 +119,15 @@ func TestToolCallSurvivesTemporalOutage(t *testing.T) {
 	// Longer than the 1 s heartbeat timeout: Temporal times the attempt
 	// out and schedules the next one.
 	proxy.setCut(true)
-	time.Sleep(3 * time.Second)
+	waitAttemptTimedOut(t, temporal, session)
 	proxy.setCut(false)
 	restored := time.Now()
 	// The next attempt reached the journal (its start mark, the first
 	// attempt's being the first call); the call is still held.
-	deadline := time.Now().Add(60 * time.Second)
-	for controlPlaneCalls(t, srv)["RecordToolJournal"]-before < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no second attempt reached the tool call within 60s of Temporal's return")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 60*time.Second, "a second attempt to reach the tool call after Temporal's return", func() (bool, string) {
+		n := controlPlaneCalls(t, srv)["RecordToolJournal"] - before
+		return n >= 2, fmt.Sprintf("%v journal calls since the message", n)
+	})
 	t.Logf("the second attempt reached the call %s after Temporal's return", time.Since(restored).Round(time.Millisecond))
 	if err := os.WriteFile(filepath.Join(workdir, "release"), nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -141,14 +145,35 @@ func TestToolCallSurvivesTemporalOutage(t *testing.T) {
 	}
 }
 
+// waitAttemptTimedOut waits until Temporal has timed out the first attempt
+// of one of the session workflow's activities (it lists an attempt after
+// the first as pending), which the test cannot learn through the cut
+// worker.
+func waitAttemptTimedOut(t *testing.T, c client.Client, session string) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, "Temporal to time out the first attempt of the held activity", func() (bool, string) {
+		desc, err := c.DescribeWorkflow(t.Context(), session, "")
+		if err != nil {
+			return false, fmt.Sprintf("describe: %v", err)
+		}
+		var seen []string
+		for _, a := range desc.RawResponse.GetPendingActivities() {
+			if a.GetAttempt() >= 2 {
+				return true, ""
+			}
+			seen = append(seen, fmt.Sprintf("%s attempt %d %v", a.GetActivityType().GetName(), a.GetAttempt(), a.GetState()))
+		}
+		return false, fmt.Sprintf("pending activities: %v", seen)
+	})
+}
+
 // waitForFile returns the path of the first file called name under root,
 // waiting for one to appear.
 func waitForFile(t *testing.T, root, name string) string {
 	t.Helper()
 	found := errors.New("found")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var path string
+	var path string
+	poll.Until(t, 30*time.Second, "a file "+name+" under "+root, func() (bool, string) {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.Name() == name && !d.IsDir() {
 				path = p
@@ -156,12 +181,7 @@ func waitForFile(t *testing.T, root, name string) string {
 			}
 			return nil
 		})
-		if errors.Is(err, found) {
-			return path
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no file %s under %s after 30s", name, root)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return errors.Is(err, found), fmt.Sprintf("walk: %v", err)
+	})
+	return path
 }

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
+	"github.com/mangohq/mango/internal/poll"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 )
 
@@ -107,10 +109,10 @@ func TestRecordHistories(t *testing.T) {
 	waitIdle(del, 1)
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+del, nil, nil)
 	cp := dialControlPlane(t, srv)
-	deadline := time.Now().Add(30 * time.Second)
-	for deletionState(t, cp, del).Code() != codes.NotFound && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the deleted session to go (append answers NotFound)", func() (bool, string) {
+		st := deletionState(t, cp, del)
+		return st.Code() == codes.NotFound, fmt.Sprintf("append %v", st.Err())
+	})
 
 	// continue-as-new: a small history limit.
 	can := srv.NewSession(t, "local")

@@ -20,6 +20,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/temporaltest"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -69,21 +70,16 @@ func listEvents(t *testing.T, srv *cptest.Server, session string) []listedEvent 
 // (or terminated) after at least n such events.
 func waitFor(t *testing.T, srv *cptest.Server, session string, done func([]listedEvent) bool) []listedEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs := listEvents(t, srv, session)
-		if done(evs) {
-			return evs
+	var evs []listedEvent
+	poll.Until(t, 30*time.Second, "the awaited events of session "+session, func() (bool, string) {
+		evs = listEvents(t, srv, session)
+		var types []string
+		for _, e := range evs {
+			types = append(types, e.Type)
 		}
-		if time.Now().After(deadline) {
-			var types []string
-			for _, e := range evs {
-				types = append(types, e.Type)
-			}
-			t.Fatalf("timed out; events so far: %v", types)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return done(evs), fmt.Sprintf("events so far: %v", types)
+	})
+	return evs
 }
 
 func countType(evs []listedEvent, typ string) int {
@@ -163,7 +159,7 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 		switch e.Type {
 		case "agent.tool_result":
 			if e.IsError || len(e.Content) == 0 || !strings.Contains(e.Content[0].Text, "hello") {
-				t.Errorf("tool result = %s", e.Raw)
+				t.Errorf("tool result = %s, want a success containing \"hello\"", e.Raw)
 			}
 		case "session.status_idle":
 			if e.StopReason == nil || e.StopReason.Type != "end_turn" {
@@ -174,11 +170,11 @@ func TestTurnWithBuiltinTool(t *testing.T) {
 	// The next turn runs in the same sandbox: the file is still there.
 	// The idle event is visible before the api-server counts the call
 	// that committed it: wait for the count.
-	before := controlPlaneCalls(t, srv)
-	for deadline := time.Now().Add(10 * time.Second); before["CompleteTurn"] < 1 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	var before map[string]float64
+	poll.Until(t, 10*time.Second, "the api-server to count the first CompleteTurn", func() (bool, string) {
 		before = controlPlaneCalls(t, srv)
-	}
+		return before["CompleteTurn"] >= 1, fmt.Sprintf("calls %v", before)
+	})
 	sendMessage(t, srv, session, `#tool bash {"command":"cat f.txt"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	// A one-bash-round turn makes 7 ControlPlane calls: the run, the span
@@ -243,17 +239,17 @@ func TestCustomToolParksAndResumes(t *testing.T) {
 	idle := lastOf(evs, "session.status_idle")
 	if use == nil || use.Name != "lookup_order" || idle.StopReason == nil || idle.StopReason.Type != "requires_action" ||
 		len(idle.StopReason.EventIDs) != 1 || idle.StopReason.EventIDs[0] != use.ID {
-		t.Fatalf("parked events = %s", types(evs))
+		t.Fatalf("parked events = %s, want requires_action on the one tool use", types(evs))
 	}
 	sendEvent(t, srv, session, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": use.ID,
 		"content": []any{map[string]any{"type": "text", "text": "shipped"}}})
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	msg := lastOf(evs, "agent.message")
 	if msg == nil || !strings.Contains(msg.Content[0].Text, "shipped") {
-		t.Fatalf("after the result: %s", types(evs))
+		t.Fatalf("after the result: %s, want an agent.message containing \"shipped\"", types(evs))
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("final stop reason = %s", idle.Raw)
+		t.Errorf("final stop reason = %s, want end_turn", idle.Raw)
 	}
 }
 
@@ -269,13 +265,13 @@ func TestAlwaysAskConfirmation(t *testing.T) {
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	use := lastOf(evs, "agent.tool_use")
 	if use == nil || !strings.Contains(string(use.Raw), `"evaluated_permission":"ask"`) || countType(evs, "agent.tool_result") != 0 {
-		t.Fatalf("ask events = %s (%v)", types(evs), use)
+		t.Fatalf("ask events = %s (%v), want a tool use evaluated \"ask\" and no tool result", types(evs), use)
 	}
 	sendEvent(t, srv, session, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use.ID, "result": "deny", "deny_message": "not now"})
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	res := lastOf(evs, "agent.tool_result")
 	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "not now") {
-		t.Fatalf("denied result = %v (%s)", res, types(evs))
+		t.Fatalf("denied result = %v (%s), want an error containing \"not now\"", res, types(evs))
 	}
 	sendMessage(t, srv, session, `#tool bash {"command":"echo ran"}`)
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 3 })
@@ -284,7 +280,7 @@ func TestAlwaysAskConfirmation(t *testing.T) {
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })
 	res = lastOf(evs, "agent.tool_result")
 	if res == nil || res.IsError || !strings.Contains(res.Content[0].Text, "ran") {
-		t.Fatalf("allowed result = %v", res)
+		t.Fatalf("allowed result = %v, want a success containing \"ran\"", res)
 	}
 }
 
@@ -299,16 +295,16 @@ func TestTransientModelErrorsRetry(t *testing.T) {
 	sendMessage(t, srv, session, "#error server 1\n#reply recovered")
 	evs := waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	if countType(evs, "session.status_rescheduled") != 1 || countType(evs, "session.error") != 1 {
-		t.Fatalf("events = %s", types(evs))
+		t.Fatalf("events = %s, want 1 session.status_rescheduled and 1 session.error", types(evs))
 	}
 	if e := lastOf(evs, "session.error"); e.Error == nil || e.Error.RetryStatus.Type != "retrying" {
-		t.Errorf("session.error = %s", e.Raw)
+		t.Errorf("session.error = %s, want retry status retrying", e.Raw)
 	}
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "recovered" {
-		t.Errorf("final message = %v", m)
+		t.Errorf("final message = %v, want \"recovered\"", m)
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("stop reason = %s", idle.Raw)
+		t.Errorf("stop reason = %s, want end_turn", idle.Raw)
 	}
 }
 
@@ -325,7 +321,7 @@ func TestRoundLimit(t *testing.T) {
 		t.Errorf("model requests = %d, want 20", n)
 	}
 	if e := lastOf(evs, "session.error"); e == nil || e.Error.Type != "tool_use_limit_reached_error" {
-		t.Errorf("events = %s", types(evs))
+		t.Errorf("events = %s, want a session.error of type tool_use_limit_reached_error", types(evs))
 	}
 }
 
@@ -344,16 +340,16 @@ func TestInterruptEndsTurn(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("user.interrupt to session.status_idle: %v", elapsed)
 	if elapsed > 3*time.Second {
-		t.Errorf("interrupt took %v to end the turn", elapsed)
+		t.Errorf("interrupt took %v to end the turn, want at most 3s", elapsed)
 	}
 	if idle := lastOf(evs, "session.status_idle"); idle.StopReason.Type != "end_turn" {
-		t.Errorf("stop reason = %s", idle.Raw)
+		t.Errorf("stop reason = %s, want end_turn", idle.Raw)
 	}
 	// The session keeps working afterwards.
 	sendMessage(t, srv, session, "#reply still here")
 	evs = waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 2 })
 	if m := lastOf(evs, "agent.message"); m == nil || m.Content[0].Text != "still here" {
-		t.Errorf("after the interrupt: %s", types(evs))
+		t.Errorf("after the interrupt: %s, want the agent.message \"still here\"", types(evs))
 	}
 }
 
@@ -368,27 +364,18 @@ func TestDeleteStopsWorkflow(t *testing.T) {
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 1 })
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+session, nil, nil)
 	cp := dialControlPlane(t, srv)
-	deadline := time.Now().Add(30 * time.Second)
-	for st := deletionState(t, cp, session); st.Code() != codes.NotFound; st = deletionState(t, cp, session) {
-		if time.Now().After(deadline) {
-			t.Fatalf("session row not deleted within 30s: append %v, want NotFound", st.Err())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the session row to be deleted (append answers NotFound)", func() (bool, string) {
+		st := deletionState(t, cp, session)
+		return st.Code() == codes.NotFound, fmt.Sprintf("append %v", st.Err())
+	})
 	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
-	for {
+	poll.Until(t, 30*time.Second, "the session workflow to stop after the deletion", func() (bool, string) {
 		desc, err := c.DescribeWorkflow(context.Background(), session, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := desc.Status; st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("session workflow still running after the deletion")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING, fmt.Sprintf("status %v", desc.Status)
+	})
 }
 
 // TestVanishedSandboxFailsSession: the session's workspace removed behind
@@ -416,7 +403,7 @@ func TestVanishedSandboxFailsSession(t *testing.T) {
 	errEv := lastOf(evs, "session.error")
 	if errEv == nil || errEv.Error == nil || errEv.Error.Type != "unknown_error" || errEv.Error.RetryStatus.Type != "terminal" ||
 		!strings.Contains(errEv.Error.Message, "no longer exists") {
-		t.Fatalf("session.error = %v (%s)", errEv, types(evs))
+		t.Fatalf("session.error = %v (%s), want a terminal unknown_error saying the sandbox \"no longer exists\"", errEv, types(evs))
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("a replacement sandbox was created: %v", entries)
@@ -438,21 +425,13 @@ func TestContinueAsNew(t *testing.T) {
 	// The workflow continues as new once it processed the last turn's
 	// result, just after the idle event: poll.
 	c := temporaltest.Dial(t, env["MANGO_TEMPORAL_HOSTPORT"])
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(t, 15*time.Second, "the first run to continue as new", func() (bool, string) {
 		desc, err := c.DescribeWorkflow(context.Background(), session, firstRun)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := desc.Status
-		if st == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first run status = %v, want continued as new", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return desc.Status == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, fmt.Sprintf("status %v", desc.Status)
+	})
 	// And the new run serves the next turn.
 	sendMessage(t, srv, session, "#reply after")
 	waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) == 4 })

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testbin"
 	"github.com/mangohq/mango/internal/testenv"
 )
@@ -124,13 +126,12 @@ func Start(t testing.TB, env ...string) *Server {
 			t.Logf("api-server output:\n%s", out)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "the api-server to be healthy", func() (bool, string) {
 		resp, err := http.Get(s.BaseURL + "/healthz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return true, ""
 			}
 		}
 		select {
@@ -138,11 +139,9 @@ func Start(t testing.TB, env ...string) *Server {
 			t.Fatalf("api-server exited: %v\n%s", err, logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("api-server not healthy within 20s\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("healthz: %v\n%s", err, logs.String())
+	})
+	return s
 }
 
 // LockedBuffer collects output written by other goroutines (a process's

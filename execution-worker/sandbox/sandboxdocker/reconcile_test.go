@@ -13,6 +13,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // TestReconcilerRemovesOrphanContainer: a container with Mango's labels
@@ -48,9 +49,7 @@ func TestReconcilerRemovesOrphanContainer(t *testing.T) {
 	if len(res.Destroyed) != 1 || res.Destroyed[0] != orphan {
 		t.Errorf("destroyed %v, want only %v", res.Destroyed, orphan)
 	}
-	if !gone(ctx, cli, orphan.ID) {
-		t.Errorf("orphan container %s still exists", orphan.ID)
-	}
+	waitGone(t, cli, orphan.ID)
 	if _, err := cli.ContainerInspect(ctx, kept.Ref().ID, client.ContainerInspectOptions{}); err != nil {
 		t.Errorf("bound container: %v", err)
 	}
@@ -124,14 +123,11 @@ func isolatedProvider(t *testing.T) *sandboxdocker.Provider {
 	return p
 }
 
-// gone waits up to 10s for a container to disappear.
-func gone(ctx context.Context, cli *client.Client, id string) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+// waitGone waits up to 10s for a container to disappear.
+func waitGone(t *testing.T, cli *client.Client, id string) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, "container "+id+" to be removed", func() (bool, string) {
+		_, err := cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+		return err != nil, "it still exists"
+	})
 }

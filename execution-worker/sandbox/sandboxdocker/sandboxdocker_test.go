@@ -22,6 +22,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // TestMain removes every container this test process created, whatever
@@ -344,17 +345,10 @@ func TestExecKillsChildrenOnTimeoutAndSurvivesEscapes(t *testing.T) {
 	}
 	// Every sleep of the group is gone, and no zombie stays behind (the
 	// init process reaps orphans).
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	poll.Until(t, 2*time.Second, "no sleep or zombie process left after the timeout", func() (bool, string) {
 		ps := mustExec(t, sb, "ps -o pid,stat,args | grep -E 'sleep 6[012]|Z ' | grep -v grep; true")
-		if ps == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left after the timeout:\n%s", ps)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ps == "", "processes left:\n" + ps
+	})
 	// No bookkeeping files are left behind.
 	// The pid file of the listing command itself holds its own pid ($$).
 	list := `for f in /tmp/.mango-exec/*; do [ -e "$f" ] || continue; [ "$(cat "$f")" = "$$" ] || echo "$f"; done`

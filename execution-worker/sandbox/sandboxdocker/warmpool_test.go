@@ -19,6 +19,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxdocker/dockertest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // noRefill is a refill interval no test waits for: pools refill after
@@ -66,18 +67,13 @@ func ready(list []container.Summary, key string) []container.Summary {
 // key exist, and returns them.
 func waitReady(t *testing.T, cli *client.Client, key string, n int) []container.Summary {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var r []container.Summary
+	poll.Until(t, time.Minute, fmt.Sprintf("%d ready warm containers of key %s", n, key), func() (bool, string) {
 		list := warmContainers(t, cli)
-		r := ready(list, key)
-		if len(r) >= n {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a minute, %d ready warm containers of key %s, want %d (all warm: %d)", len(r), key, n, len(list))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		r = ready(list, key)
+		return len(r) >= n, fmt.Sprintf("%d ready (all warm: %d)", len(r), len(list))
+	})
+	return r
 }
 
 func ids(list []container.Summary) []string {
@@ -446,16 +442,16 @@ func TestWarmPoolCrashMidAdoption(t *testing.T) {
 	if !slices.ContainsFunc(first, func(r sandbox.Ref) bool { return r.ID == back.ID }) {
 		t.Errorf("first trim = %v; want the ready %s removed (the pool of this worker is empty)", first, back.ID)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for exists(t, cli, claimed.ID) || exists(t, cli, half.ID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stale claim %s and the half-made %s were not trimmed within 30s (lease %v)", claimed.ID, half.ID, lease)
+	poll.Until(t, 30*time.Second, fmt.Sprintf("the stale claim %s and the half-made %s to be trimmed (lease %v)", claimed.ID, half.ID, lease), func() (bool, string) {
+		c, h := exists(t, cli, claimed.ID), exists(t, cli, half.ID)
+		if !c && !h {
+			return true, ""
 		}
-		time.Sleep(100 * time.Millisecond)
 		if _, err := w.TrimSpares(ctx); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return false, fmt.Sprintf("claim exists %v, half-made exists %v", c, h)
+	})
 	for _, ref := range []sandbox.Ref{ref1, ref2} {
 		if _, err := cli.ContainerInspect(ctx, ref.ID, client.ContainerInspectOptions{}); err != nil {
 			t.Errorf("session container %s after trimming: %v", ref.ID, err)

@@ -157,6 +157,15 @@ func TestOwnershipLabel(t *testing.T) {
 	}
 }
 
+// letIdleThirdPass lets a third of the idle timeout (and a margin) pass
+// on the real clock. The refresh rule is "a third of the idle timeout since
+// the last use", read from time.Now in the provider, and the provider talks
+// HTTP to the fake (no synctest bubble): only real time passing can make a
+// command the first after idle/3.
+func letIdleThirdPass(idle time.Duration) {
+	time.Sleep(idle/3 + 100*time.Millisecond)
+}
+
 // TestIdleTimeoutRefreshed: while a session uses its sandbox, the
 // sandbox's time to live is pushed back: before a command once a third of
 // the idle timeout has passed, and during a command that outlasts it.
@@ -177,7 +186,7 @@ func TestIdleTimeoutRefreshed(t *testing.T) {
 	if n := f.Count(e2bfake.RouteTimeout) - base; n != 0 {
 		t.Errorf("%d refreshes right after creation, want none", n)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	letIdleThirdPass(cfg.IdleTimeout)
 	if _, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sandboxlocal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal/localtest"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
+	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testenv"
 )
 
@@ -267,17 +269,10 @@ func TestBackgroundProcessesDoNotOutliveExec(t *testing.T) {
 		t.Errorf("Exec with a background child holding stdout took %v, want it to return when the shell exits", elapsed)
 	}
 	pid := strings.TrimSpace(string(res.Stdout))
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	poll.Until(t, 2*time.Second, "background process "+pid+" to end after Exec returned", func() (bool, string) {
 		state, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(state), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("background process %s still running after Exec returned: %s", pid, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil || strings.Contains(string(state), ") Z "), "running: " + string(state)
+	})
 }
 
 func TestDestroyKillsRunningCommand(t *testing.T) {
@@ -288,14 +283,10 @@ func TestDestroyKillsRunningCommand(t *testing.T) {
 		_, err := sb.Exec(context.Background(), sandbox.ExecRequest{Command: "touch started; sleep 30"})
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(sb.Root(), "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("command did not start")
-		}
-	}
+	poll.Until(t, 5*time.Second, "the command to start", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(sb.Root(), "started"))
+		return err == nil, fmt.Sprint(err)
+	})
 	if err := sb.Destroy(t.Context()); err != nil {
 		t.Fatalf("Destroy() = %v", err)
 	}

@@ -3,6 +3,7 @@ package shellsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/internal/shellsession"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // shells are the shells the session must work with: dash (Debian's
@@ -266,16 +268,10 @@ func TestSessionCapsOutput(t *testing.T) {
 
 func waitFile(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(name); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, name+" to appear", func() (bool, string) {
+		_, err := os.Stat(name)
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 func TestSessionEndsAnIdleShell(t *testing.T) {
@@ -291,16 +287,10 @@ func TestSessionEndsAnIdleShell(t *testing.T) {
 	}
 	// The idle shell's process goes away.
 	proc := "/proc/" + strings.TrimSpace(string(pidFile))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(proc); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle shell is still running")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, "the idle shell's process "+proc+" to end", func() (bool, string) {
+		_, err := os.Stat(proc)
+		return err != nil, "still running"
+	})
 	res = run(t, s, `pwd; echo "V=$V"`)
 	if want := filepath.Join(root, "d") + "\nV=\n"; string(res.Stdout) != want || !res.NewShell {
 		t.Fatalf("after the idle end: stdout %q new shell %v; want %q in a new shell", res.Stdout, res.NewShell, want)
