@@ -22,6 +22,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/api-server/internal/eventhub"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
@@ -82,7 +83,7 @@ type Server struct {
 	http     *http.Server
 	httpLn   net.Listener
 	listener *pglisten.Listener
-	hub      *httpapi.Hub
+	hub      *eventhub.Hub
 	previews *preview.Hub
 	// interrupts relays committed interrupts to the workers' streams.
 	interrupts *interrupts.Hub
@@ -205,7 +206,7 @@ func prepareStore(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool) (
 // committed interrupts go to the workers' interrupt streams.
 func (s *Server) buildHubs(reg *prometheus.Registry) {
 	s.listener = pglisten.New(s.pool.Config().ConnConfig, s.log.With("component", "pg-listener"))
-	s.hub = httpapi.NewHub(reg, s.cfg.StreamMaxLag)
+	s.hub = eventhub.New(reg, s.cfg.StreamMaxLag)
 	s.previews = preview.NewHub(s.pool, s.log.With("component", "preview-hub"), reg)
 	s.listener.Handle(db.NotifyChannel, s.hub)
 	s.listener.Handle(preview.Channel, s.previews)
