@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -59,27 +61,24 @@ var _ = http.StatusOK
 // waitSessionGone waits up to 60s until srv's ControlPlane no longer knows
 // the session: an append to it finds nothing (NotFound), so its row is
 // gone, not only fenced for deletion (FailedPrecondition). The probe
-// appends nothing to a session in either state. It reports whether the
-// session went.
-func waitSessionGone(t *testing.T, srv *testserver.Server, sid string) bool {
+// appends nothing to a session in either state. why says what deleted it
+// (for the failure message).
+func waitSessionGone(t *testing.T, srv *testserver.Server, sid, why string) {
 	t.Helper()
 	conn, err := grpc.NewClient(srv.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Errorf("dial the control plane: %v", err)
-		return false
+		return
 	}
 	defer func() { _ = conn.Close() }()
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+srv.WorkerToken)
 	cp := pb.NewControlPlaneClient(conn)
 	probe := &pb.AppendEventsRequest{SessionId: sid,
 		Events: []*pb.NewEvent{{Key: "deletion-probe", Type: "agent.message", Body: `{"content":[{"type":"text","text":"probe"}]}`}}}
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		if _, err := cp.AppendEvents(ctx, probe); status.Code(err) == codes.NotFound {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
+	poll.Until(t, 60*time.Second, fmt.Sprintf("session %s to be deleted (%s): an append answering NotFound", sid, why), func() (bool, string) {
+		_, err := cp.AppendEvents(ctx, probe)
+		return status.Code(err) == codes.NotFound, fmt.Sprintf("append: %v", err)
+	})
 }
 
 // heartbeat reports a worker to srv's ControlPlane as a running worker

@@ -188,7 +188,5 @@ func all(evs []streamed, typ string) []map[string]any {
 // down and the row is gone.
 func deleteAndWait(t *testing.T, e *turnEnv, sid string) {
 	_, _ = e.client.Beta.Sessions.Delete(context.Background(), sid, anthropic.BetaSessionDeleteParams{})
-	if !waitSessionGone(t, e.srv, sid) {
-		t.Errorf("session %s not deleted (sandbox teardown) within 60s", sid)
-	}
+	waitSessionGone(t, e.srv, sid, "sandbox teardown")
 }
