@@ -15,8 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/mangohq/mango/internal/temporaltest"
 	"github.com/mangohq/mango/internal/poll"
+	"github.com/mangohq/mango/internal/temporaltest"
 )
 
 // cutProxy forwards TCP connections to target; cut closes them all and
