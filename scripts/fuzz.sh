@@ -21,7 +21,7 @@ TARGETS=(
 	"./execution-worker/agentruntime FuzzParseToolConfig"
 	"./api-server/internal/httpapi FuzzCursorDecode"
 	"./api-server/internal/httpapi FuzzCursorRoundTrip"
-	"./api-server/internal/httpapi FuzzWriteFrame"
+	"./api-server/internal/sse FuzzWriteFrame"
 	"./execution-worker/model/modelanthropic FuzzReadStream"
 )
 
@@ -34,6 +34,14 @@ fuzz_one() {
 	out="$(mktemp)"
 	for attempt in 1 2; do
 		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$t" "$pkg" >"$out" 2>&1; then
+			# go test passes when no fuzz target matches (a target moved
+			# to another package): that is a failure here.
+			if ! grep -q 'execs: [0-9]' "$out"; then
+				cat "$out" >&2
+				rm -f "$out"
+				err "${target}: no such fuzz target in ${pkg} (nothing fuzzed)"
+				return 1
+			fi
 			log "${target}: $(grep -o 'execs: [0-9]*' "$out" | tail -n 1) in ${t}"
 			rm -f "$out"
 			return 0
