@@ -41,6 +41,23 @@ func scanForSecrets(t *testing.T, where, text string) {
 	}
 }
 
+// vaultsRun holds the state TestVaultsAndCredentials's steps share: the
+// vaults and credentials made so far and every response body kept for the
+// secret scan.
+type vaultsRun struct {
+	client   anthropic.Client
+	ctx      context.Context
+	creds    anthropic.BetaVaultCredentialService
+	v        *anthropic.BetaManagedAgentsVault
+	static   *anthropic.BetaManagedAgentsCredential
+	oauth    *anthropic.BetaManagedAgentsCredential
+	envVault *anthropic.BetaManagedAgentsVault
+	envCred  *anthropic.BetaManagedAgentsCredential
+	bodies   []string
+}
+
+func (r *vaultsRun) keep(raw string) { r.bodies = append(r.bodies, raw) }
+
 // TestVaultsAndCredentials drives the Vaults and Credentials APIs through
 // the SDK with a planted secret in every secret field, then scans every
 // response body, the server's logs and the database for them.
@@ -49,31 +66,55 @@ func TestVaultsAndCredentials(t *testing.T) {
 	logs := &lockedBuffer{}
 	srv := testserver.Start(t, testserver.WithLogs(logs))
 	client := newClient(t, srv)
-	ctx := context.Background()
-	var bodies []string
-	keep := func(raw string) { bodies = append(bodies, raw) }
+	r := &vaultsRun{client: client, ctx: context.Background(), creds: client.Beta.Vaults.Credentials}
 
-	v, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "team", Metadata: map[string]string{"owner": "a"}})
+	r.createVault(t)
+	r.createCredentials(t)
+	r.refusedCreates(t)
+	r.updateCredentials(t)
+	r.environmentVariableCredential(t)
+	r.reads(t)
+	r.sessionVaults(t)
+	r.archiveAndDelete(t)
+	r.nothingLeaked(t, logs, srv.DatabaseURL)
+
+	dv, err := client.Beta.Vaults.Delete(r.ctx, r.v.ID, anthropic.BetaVaultDeleteParams{})
+	if err != nil || dv.ID != r.v.ID || dv.Type != "vault_deleted" {
+		t.Fatalf("delete vault = %v, %v", dv, err)
+	}
+	_, err = client.Beta.Vaults.Get(r.ctx, r.v.ID, anthropic.BetaVaultGetParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+}
+
+// createVault creates the vault and updates its name and metadata.
+func (r *vaultsRun) createVault(t *testing.T) {
+	t.Helper()
+	v, err := r.client.Beta.Vaults.New(r.ctx, anthropic.BetaVaultNewParams{DisplayName: "team", Metadata: map[string]string{"owner": "a"}})
 	if err != nil {
 		t.Fatalf("create vault: %v", err)
 	}
 	if !strings.HasPrefix(v.ID, "vlt_") || v.DisplayName != "team" || v.Metadata["owner"] != "a" || !v.ArchivedAt.IsZero() || v.Type != "vault" {
 		t.Fatalf("vault = %s; want vlt_ id, the name and metadata, not archived", v.RawJSON())
 	}
-	v, err = client.Beta.Vaults.Update(ctx, v.ID, anthropic.BetaVaultUpdateParams{DisplayName: anthropic.String("team 2"),
+	v, err = r.client.Beta.Vaults.Update(r.ctx, v.ID, anthropic.BetaVaultUpdateParams{DisplayName: anthropic.String("team 2"),
 		Metadata: map[string]string{"env": "prod"}})
 	if err != nil || v.DisplayName != "team 2" || v.Metadata["owner"] != "a" || v.Metadata["env"] != "prod" {
 		t.Fatalf("update vault = %v, %v; want the new name and both metadata keys", v, err)
 	}
+	r.v = v
+}
 
-	creds := client.Beta.Vaults.Credentials
+// createCredentials creates a static_bearer and an mcp_oauth credential.
+func (r *vaultsRun) createCredentials(t *testing.T) {
+	t.Helper()
+	ctx, creds, v := r.ctx, r.creds, r.v
 	static, err := creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{DisplayName: anthropic.String("tracker"),
 		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
 			Token: plantedSecrets["static token"], MCPServerURL: "https://tracker.example.com/mcp"}}})
 	if err != nil {
 		t.Fatalf("create static_bearer credential: %v", err)
 	}
-	keep(static.RawJSON())
+	r.keep(static.RawJSON())
 	if sb, ok := static.Auth.AsAny().(anthropic.BetaManagedAgentsStaticBearerAuthResponse); !ok || sb.MCPServerURL != "https://tracker.example.com/mcp" ||
 		!strings.HasPrefix(static.ID, "vcrd_") || static.VaultID != v.ID || static.DisplayName != "tracker" {
 		t.Fatalf("static credential = %s", static.RawJSON())
@@ -89,18 +130,24 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create mcp_oauth credential: %v", err)
 	}
-	keep(oauth.RawJSON())
+	r.keep(oauth.RawJSON())
 	mo, ok := oauth.Auth.AsAny().(anthropic.BetaManagedAgentsMCPOAuthAuthResponse)
 	if !ok || !mo.ExpiresAt.Equal(expires) || mo.Refresh.ClientID != "client-1" || mo.Refresh.TokenEndpoint != "https://auth.example.com/token" ||
 		mo.Refresh.TokenEndpointAuth.Type != "client_secret_post" || mo.Refresh.Scope != "read" {
 		t.Fatalf("oauth credential = %s", oauth.RawJSON())
 	}
+	r.static, r.oauth = static, oauth
+}
 
+// refusedCreates: a conflicting credential and bad input are refused.
+func (r *vaultsRun) refusedCreates(t *testing.T) {
+	t.Helper()
+	ctx, creds, v := r.ctx, r.creds, r.v
 	// A second live credential for the same server conflicts.
-	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
+	_, err := creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
 		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
 			Token: plantedSecrets["refused create secret"], MCPServerURL: "https://tracker.example.com/mcp"}}})
-	keep(apiErrorWithStatus(t, err, http.StatusConflict).RawJSON())
+	r.keep(apiErrorWithStatus(t, err, http.StatusConflict).RawJSON())
 	// Bad input names the JSON path, never the secret.
 	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
 		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerCreateParams{
@@ -108,7 +155,7 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "auth.mcp_server_url") {
 		t.Errorf("plain-http server URL: %s; want an error naming auth.mcp_server_url", e.RawJSON())
 	} else {
-		keep(e.RawJSON())
+		r.keep(e.RawJSON())
 	}
 	_, err = creds.New(ctx, v.ID, anthropic.BetaVaultCredentialNewParams{
 		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthCreateParams{
@@ -120,18 +167,23 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "auth.refresh.token_endpoint") {
 		t.Errorf("ftp token endpoint: %s; want an error naming auth.refresh.token_endpoint", e.RawJSON())
 	} else {
-		keep(e.RawJSON())
+		r.keep(e.RawJSON())
 	}
+}
 
-	// Updates replace secrets and keep the rest.
-	static, err = creds.Update(ctx, static.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID, DisplayName: anthropic.String("tracker 2"),
+// updateCredentials: updates replace secrets and keep the rest.
+func (r *vaultsRun) updateCredentials(t *testing.T) {
+	t.Helper()
+	ctx, creds, v := r.ctx, r.creds, r.v
+	static, err := creds.Update(ctx, r.static.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID, DisplayName: anthropic.String("tracker 2"),
 		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerUpdateParams{
 			Token: anthropic.String(plantedSecrets["static token update"])}}})
 	if err != nil || static.DisplayName != "tracker 2" || static.Auth.MCPServerURL != "https://tracker.example.com/mcp" {
 		t.Fatalf("update static credential = %v, %v", static, err)
 	}
-	keep(static.RawJSON())
-	oauth, err = creds.Update(ctx, oauth.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
+	r.static = static
+	r.keep(static.RawJSON())
+	oauth, err := creds.Update(ctx, r.oauth.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
 		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthUpdateParams{
 			AccessToken: anthropic.String(plantedSecrets["access token update"]),
 			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshUpdateParams{RefreshToken: anthropic.String(plantedSecrets["refresh token update"]),
@@ -140,17 +192,24 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if err != nil || oauth.Auth.Refresh.TokenEndpointAuth.Type != "client_secret_post" || oauth.Auth.Refresh.ClientID != "client-1" {
 		t.Fatalf("update oauth credential = %v, %v; want the stored auth type kept", oauth, err)
 	}
-	keep(oauth.RawJSON())
+	r.oauth = oauth
+	r.keep(oauth.RawJSON())
 	_, err = creds.Update(ctx, oauth.ID, anthropic.BetaVaultCredentialUpdateParams{VaultID: v.ID,
 		Auth: anthropic.BetaVaultCredentialUpdateParamsAuthUnion{OfStaticBearer: &anthropic.BetaManagedAgentsStaticBearerUpdateParams{
 			Token: anthropic.String(plantedSecrets["refused create secret"])}}})
-	keep(apiErrorWithStatus(t, err, http.StatusBadRequest).RawJSON())
+	r.keep(apiErrorWithStatus(t, err, http.StatusBadRequest).RawJSON())
+}
 
-	// The environment_variable credential lives in a vault of its own.
-	envVault, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "env"})
+// environmentVariableCredential: the environment_variable credential
+// lives in a vault of its own.
+func (r *vaultsRun) environmentVariableCredential(t *testing.T) {
+	t.Helper()
+	ctx, creds := r.ctx, r.creds
+	envVault, err := r.client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "env"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.envVault = envVault
 	envCred, err := creds.New(ctx, envVault.ID, anthropic.BetaVaultCredentialNewParams{
 		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfEnvironmentVariable: &anthropic.BetaManagedAgentsEnvironmentVariableCreateParams{
 			SecretName: "API_TOKEN", SecretValue: plantedSecrets["secret value"],
@@ -158,7 +217,7 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create environment_variable credential: %v", err)
 	}
-	keep(envCred.RawJSON())
+	r.keep(envCred.RawJSON())
 	ev, ok := envCred.Auth.AsAny().(anthropic.BetaManagedAgentsEnvironmentVariableAuthResponse)
 	if !ok || ev.SecretName != "API_TOKEN" || ev.Networking.Type != "limited" || !slices.Equal(ev.Networking.AllowedHosts, []string{"api.example.com"}) ||
 		!ev.InjectionLocation.Header {
@@ -171,28 +230,37 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if err != nil || !envCred.Auth.InjectionLocation.Body || !envCred.Auth.InjectionLocation.Header {
 		t.Fatalf("update environment variable credential = %v, %v", envCred, err)
 	}
-	keep(envCred.RawJSON())
+	r.envCred = envCred
+	r.keep(envCred.RawJSON())
+}
 
-	// Reads.
-	for _, c := range []*anthropic.BetaManagedAgentsCredential{static, oauth} {
+// reads gets each credential, lists the vault's credentials and the vaults.
+func (r *vaultsRun) reads(t *testing.T) {
+	t.Helper()
+	ctx, creds, v := r.ctx, r.creds, r.v
+	for _, c := range []*anthropic.BetaManagedAgentsCredential{r.static, r.oauth} {
 		got, err := creds.Get(ctx, c.ID, anthropic.BetaVaultCredentialGetParams{VaultID: v.ID})
 		if err != nil || got.ID != c.ID {
 			t.Fatalf("get credential %s = %v, %v", c.ID, got, err)
 		}
-		keep(got.RawJSON())
+		r.keep(got.RawJSON())
 	}
 	page, err := creds.List(ctx, v.ID, anthropic.BetaVaultCredentialListParams{})
-	if err != nil || len(page.Data) != 2 || page.Data[0].ID != oauth.ID {
+	if err != nil || len(page.Data) != 2 || page.Data[0].ID != r.oauth.ID {
 		t.Fatalf("list credentials = %v, %v; want the two, newest first", page, err)
 	}
-	keep(page.RawJSON())
-	vpage, err := client.Beta.Vaults.List(ctx, anthropic.BetaVaultListParams{Limit: anthropic.Int(1)})
-	if err != nil || len(vpage.Data) != 1 || vpage.Data[0].ID != envVault.ID || vpage.NextPage == "" {
+	r.keep(page.RawJSON())
+	vpage, err := r.client.Beta.Vaults.List(ctx, anthropic.BetaVaultListParams{Limit: anthropic.Int(1)})
+	if err != nil || len(vpage.Data) != 1 || vpage.Data[0].ID != r.envVault.ID || vpage.NextPage == "" {
 		t.Fatalf("list vaults (limit 1) = %v, %v; want the newest and a next page", vpage, err)
 	}
+}
 
-	// Sessions take vault_ids; an environment_variable credential needs
-	// an egress gateway no provider has.
+// sessionVaults: sessions take vault_ids; an environment_variable
+// credential needs an egress gateway no provider has.
+func (r *vaultsRun) sessionVaults(t *testing.T) {
+	t.Helper()
+	client, ctx, v := r.client, r.ctx, r.v
 	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "vaults", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +281,9 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.RawJSON(), "vault_ids[1]") {
 		t.Errorf("unknown vault: %s; want an error naming vault_ids[1]", e.RawJSON())
 	}
-	_, err = newSession(envVault.ID)
-	if e := apiErrorWithStatus(t, err, http.StatusUnprocessableEntity); !strings.Contains(e.RawJSON(), envCred.ID) || !strings.Contains(e.RawJSON(), `provider \"local\"`) {
-		t.Errorf("vault with an environment_variable credential: %s; want 422 naming %s and the provider", e.RawJSON(), envCred.ID)
+	_, err = newSession(r.envVault.ID)
+	if e := apiErrorWithStatus(t, err, http.StatusUnprocessableEntity); !strings.Contains(e.RawJSON(), r.envCred.ID) || !strings.Contains(e.RawJSON(), `provider \"local\"`) {
+		t.Errorf("vault with an environment_variable credential: %s; want 422 naming %s and the provider", e.RawJSON(), r.envCred.ID)
 	}
 	other, err := client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "other"})
 	if err != nil {
@@ -236,32 +304,41 @@ func TestVaultsAndCredentials(t *testing.T) {
 	if err != nil || !slices.Equal(got.VaultIDs, []string{other.ID, v.ID}) {
 		t.Fatalf("session get vault_ids = %v, %v", got, err)
 	}
+}
 
-	// Archive, delete.
-	archived, err := creds.Archive(ctx, static.ID, anthropic.BetaVaultCredentialArchiveParams{VaultID: v.ID})
+// archiveAndDelete archives the static credential and deletes the oauth one.
+func (r *vaultsRun) archiveAndDelete(t *testing.T) {
+	t.Helper()
+	ctx, creds, v := r.ctx, r.creds, r.v
+	archived, err := creds.Archive(ctx, r.static.ID, anthropic.BetaVaultCredentialArchiveParams{VaultID: v.ID})
 	if err != nil || archived.ArchivedAt.IsZero() {
 		t.Fatalf("archive credential = %v, %v", archived, err)
 	}
-	keep(archived.RawJSON())
+	r.keep(archived.RawJSON())
 	if page, err := creds.List(ctx, v.ID, anthropic.BetaVaultCredentialListParams{}); err != nil || len(page.Data) != 1 {
 		t.Fatalf("list after archive = %v, %v; want one live credential", page, err)
 	}
-	del, err := creds.Delete(ctx, oauth.ID, anthropic.BetaVaultCredentialDeleteParams{VaultID: v.ID})
-	if err != nil || del.ID != oauth.ID || del.Type != "vault_credential_deleted" {
+	del, err := creds.Delete(ctx, r.oauth.ID, anthropic.BetaVaultCredentialDeleteParams{VaultID: v.ID})
+	if err != nil || del.ID != r.oauth.ID || del.Type != "vault_credential_deleted" {
 		t.Fatalf("delete credential = %v, %v", del, err)
 	}
-	_, err = creds.Get(ctx, oauth.ID, anthropic.BetaVaultCredentialGetParams{VaultID: v.ID})
+	_, err = creds.Get(ctx, r.oauth.ID, anthropic.BetaVaultCredentialGetParams{VaultID: v.ID})
 	wantAPIError(t, err, http.StatusNotFound)
+}
 
-	// Nothing leaked: responses, logs, the database.
-	for i, b := range bodies {
+// nothingLeaked scans the kept responses, the server's logs and the
+// database for the planted secrets.
+func (r *vaultsRun) nothingLeaked(t *testing.T, logs *lockedBuffer, databaseURL string) {
+	t.Helper()
+	ctx := r.ctx
+	for i, b := range r.bodies {
 		scanForSecrets(t, "response "+string(rune('A'+i)), b)
 	}
 	scanForSecrets(t, "the server log", logs.String())
 	if !strings.Contains(logs.String(), "/credentials") {
 		t.Errorf("the server log has no request lines for /credentials; the log scan would see nothing")
 	}
-	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
+	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,13 +358,6 @@ func TestVaultsAndCredentials(t *testing.T) {
 			t.Errorf("%d rows hold the planted %s in clear", leaks, name)
 		}
 	}
-
-	dv, err := client.Beta.Vaults.Delete(ctx, v.ID, anthropic.BetaVaultDeleteParams{})
-	if err != nil || dv.ID != v.ID || dv.Type != "vault_deleted" {
-		t.Fatalf("delete vault = %v, %v", dv, err)
-	}
-	_, err = client.Beta.Vaults.Get(ctx, v.ID, anthropic.BetaVaultGetParams{})
-	wantAPIError(t, err, http.StatusNotFound)
 }
 
 // TestCredentialsWithoutVaultKeys: a server without MANGO_VAULT_KEYS
