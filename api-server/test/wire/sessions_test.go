@@ -70,7 +70,41 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("usage/stats missing: %s", s1.RawJSON())
 	}
 
-	// Updating the agent does not touch the session's snapshot.
+	pinned, overridden := sessionSnapshots(t, client, agent, envID, s1)
+
+	updated, err := client.Beta.Sessions.Update(ctx, s1.ID, anthropic.BetaSessionUpdateParams{
+		Title:    anthropic.String("renamed"),
+		Metadata: map[string]string{"n": "1"},
+		Agent:    anthropic.BetaManagedAgentsSessionAgentUpdateParam{Tools: []anthropic.BetaManagedAgentsSessionAgentUpdateToolUnionParam{}},
+	})
+	if err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if updated.Title != "renamed" || updated.Metadata["k"] != "v" || updated.Metadata["n"] != "1" || len(updated.Agent.Tools) != 0 {
+		t.Errorf("updated = title %q metadata %v tools %d", updated.Title, updated.Metadata, len(updated.Agent.Tools))
+	}
+
+	sessionListFilters(t, client, agent, s1, overridden)
+	sessionPaging(t, client, s1)
+	sessionArchiveIsReadOnly(t, srv, client, pinned)
+	deleted, err := client.Beta.Sessions.Delete(ctx, s1.ID, anthropic.BetaSessionDeleteParams{})
+	if err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if deleted.ID != s1.ID || deleted.Type != "session_deleted" {
+		t.Errorf("delete = %+v", deleted)
+	}
+	_, err = client.Beta.Sessions.Get(ctx, s1.ID, anthropic.BetaSessionGetParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+	_, err = client.Beta.Sessions.Events.Send(ctx, s1.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("hi")}})
+	wantAPIError(t, err, http.StatusNotFound)
+}
+
+// sessionSnapshots: updating the agent does not touch a session's
+// snapshot; a session can pin a version or override the agent.
+func sessionSnapshots(t *testing.T, client anthropic.Client, agent *anthropic.BetaManagedAgentsAgent, envID string, s1 *anthropic.BetaManagedAgentsSession) (pinned, overridden *anthropic.BetaManagedAgentsSession) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := client.Beta.Agents.Update(ctx, agent.ID, anthropic.BetaAgentUpdateParams{System: anthropic.String("v2 prompt")}); err != nil {
 		t.Fatalf("update agent: %v", err)
 	}
@@ -84,7 +118,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if pinned.Agent.Version != 1 || pinned.Agent.System != "be brief" {
 		t.Errorf("pinned snapshot = v%d %q, want v1 be brief", pinned.Agent.Version, pinned.Agent.System)
 	}
-	overridden, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+	overridden, err = client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
 		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgentWithOverridess: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
 			ID: agent.ID, System: anthropic.String("override"),
 			Tools: []anthropic.BetaManagedAgentsAgentWithOverridesParamsToolUnion{},
@@ -104,31 +138,29 @@ func TestSessionLifecycle(t *testing.T) {
 	if got.Agent.System != "be brief" {
 		t.Errorf("snapshot changed after agent update: %q", got.Agent.System)
 	}
+	return pinned, overridden
+}
 
-	updated, err := client.Beta.Sessions.Update(ctx, s1.ID, anthropic.BetaSessionUpdateParams{
-		Title:    anthropic.String("renamed"),
-		Metadata: map[string]string{"n": "1"},
-		Agent:    anthropic.BetaManagedAgentsSessionAgentUpdateParam{Tools: []anthropic.BetaManagedAgentsSessionAgentUpdateToolUnionParam{}},
-	})
+// listSessionIDs lists sessions with p and returns their ids in order.
+func listSessionIDs(t *testing.T, client anthropic.Client, p anthropic.BetaSessionListParams) []string {
+	t.Helper()
+	page, err := client.Beta.Sessions.List(context.Background(), p)
 	if err != nil {
-		t.Fatalf("update: %v", err)
+		t.Fatalf("list %+v: %v", p, err)
 	}
-	if updated.Title != "renamed" || updated.Metadata["k"] != "v" || updated.Metadata["n"] != "1" || len(updated.Agent.Tools) != 0 {
-		t.Errorf("updated = title %q metadata %v tools %d", updated.Title, updated.Metadata, len(updated.Agent.Tools))
+	var out []string
+	for _, s := range page.Data {
+		out = append(out, s.ID)
 	}
+	return out
+}
 
-	// Filters.
+// sessionListFilters checks the list filters over the three sessions.
+func sessionListFilters(t *testing.T, client anthropic.Client, agent *anthropic.BetaManagedAgentsAgent, s1, overridden *anthropic.BetaManagedAgentsSession) {
+	t.Helper()
 	list := func(p anthropic.BetaSessionListParams) []string {
 		t.Helper()
-		page, err := client.Beta.Sessions.List(ctx, p)
-		if err != nil {
-			t.Fatalf("list %+v: %v", p, err)
-		}
-		var out []string
-		for _, s := range page.Data {
-			out = append(out, s.ID)
-		}
-		return out
+		return listSessionIDs(t, client, p)
 	}
 	if ids := list(anthropic.BetaSessionListParams{}); len(ids) != 3 || ids[0] != overridden.ID {
 		t.Errorf("list = %v, want 3 newest first", ids)
@@ -154,8 +186,12 @@ func TestSessionLifecycle(t *testing.T) {
 	if ids := list(anthropic.BetaSessionListParams{CreatedAtLte: anthropic.Time(s1.CreatedAt)}); len(ids) != 1 || ids[0] != s1.ID {
 		t.Errorf("created_at[lte] list = %v", ids)
 	}
+}
 
-	// Paging forwards and back.
+// sessionPaging pages the three sessions forwards and back.
+func sessionPaging(t *testing.T, client anthropic.Client, s1 *anthropic.BetaManagedAgentsSession) {
+	t.Helper()
+	ctx := context.Background()
 	first, err := client.Beta.Sessions.List(ctx, anthropic.BetaSessionListParams{Limit: anthropic.Int(2)})
 	if err != nil {
 		t.Fatalf("page 1: %v", err)
@@ -185,8 +221,18 @@ func TestSessionLifecycle(t *testing.T) {
 	if pager.Err() != nil || n != 3 {
 		t.Errorf("auto-paging = %d sessions (err %v), want 3", n, pager.Err())
 	}
+}
 
-	// Archive and delete.
+// sessionArchiveIsReadOnly archives the pinned session: it leaves the
+// default list, and sending events to it is a conflict that will not
+// clear, in the error envelope, and nothing is appended.
+func sessionArchiveIsReadOnly(t *testing.T, srv *testserver.Server, client anthropic.Client, pinned *anthropic.BetaManagedAgentsSession) {
+	t.Helper()
+	ctx := context.Background()
+	list := func(p anthropic.BetaSessionListParams) []string {
+		t.Helper()
+		return listSessionIDs(t, client, p)
+	}
 	archived, err := client.Beta.Sessions.Archive(ctx, pinned.ID, anthropic.BetaSessionArchiveParams{})
 	if err != nil || archived.ArchivedAt.IsZero() {
 		t.Fatalf("archive: %v", err)
@@ -217,17 +263,6 @@ func TestSessionLifecycle(t *testing.T) {
 	if ids := list(anthropic.BetaSessionListParams{IncludeArchived: anthropic.Bool(true)}); len(ids) != 3 {
 		t.Errorf("include_archived list = %d, want 3", len(ids))
 	}
-	deleted, err := client.Beta.Sessions.Delete(ctx, s1.ID, anthropic.BetaSessionDeleteParams{})
-	if err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if deleted.ID != s1.ID || deleted.Type != "session_deleted" {
-		t.Errorf("delete = %+v", deleted)
-	}
-	_, err = client.Beta.Sessions.Get(ctx, s1.ID, anthropic.BetaSessionGetParams{})
-	wantAPIError(t, err, http.StatusNotFound)
-	_, err = client.Beta.Sessions.Events.Send(ctx, s1.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("hi")}})
-	wantAPIError(t, err, http.StatusNotFound)
 }
 
 func TestSessionEventsAndStream(t *testing.T) {
