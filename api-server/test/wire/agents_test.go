@@ -18,7 +18,28 @@ func TestAgentLifecycle(t *testing.T) {
 	client := newClient(t, srv)
 	ctx := context.Background()
 
-	created, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
+	created, err := client.Beta.Agents.New(ctx, researcherAgentParams())
+	if err != nil {
+		t.Fatalf("create agent: %v", err)
+	}
+	checkCreatedResearcher(t, created)
+
+	got, err := client.Beta.Agents.Get(ctx, created.ID, anthropic.BetaAgentGetParams{})
+	if err != nil {
+		t.Fatalf("get agent: %v", err)
+	}
+	if got.RawJSON() != created.RawJSON() {
+		t.Errorf("get differs from create:\n got %s\nwant %s", got.RawJSON(), created.RawJSON())
+	}
+
+	agentUpdatesAndVersions(t, client, created)
+	agentArchive(t, client, created)
+}
+
+// researcherAgentParams is TestAgentLifecycle's agent: a toolset with
+// per-tool configs, an MCP toolset and a custom tool.
+func researcherAgentParams() anthropic.BetaAgentNewParams {
+	return anthropic.BetaAgentNewParams{
 		Name:        "researcher",
 		Description: anthropic.String("finds things"),
 		System:      anthropic.String("You are careful."),
@@ -51,10 +72,12 @@ func TestAgentLifecycle(t *testing.T) {
 				},
 			}},
 		},
-	})
-	if err != nil {
-		t.Fatalf("create agent: %v", err)
 	}
+}
+
+// checkCreatedResearcher checks the created agent and its resolved tools.
+func checkCreatedResearcher(t *testing.T, created *anthropic.BetaManagedAgentsAgent) {
+	t.Helper()
 	if created.Version != 1 || created.Name != "researcher" || created.Type != "agent" {
 		t.Fatalf("created = version %d name %q type %q, want 1 researcher agent", created.Version, created.Name, created.Type)
 	}
@@ -98,15 +121,14 @@ func TestAgentLifecycle(t *testing.T) {
 	if custom.Type != "custom" || custom.Name != "lookup_order" || len(custom.InputSchema.Required) != 1 {
 		t.Errorf("custom tool = %+v", custom)
 	}
+}
 
-	got, err := client.Beta.Agents.Get(ctx, created.ID, anthropic.BetaAgentGetParams{})
-	if err != nil {
-		t.Fatalf("get agent: %v", err)
-	}
-	if got.RawJSON() != created.RawJSON() {
-		t.Errorf("get differs from create:\n got %s\nwant %s", got.RawJSON(), created.RawJSON())
-	}
-
+// agentUpdatesAndVersions: an update makes a new immutable version,
+// a stale precondition conflicts, a no-op makes none, old versions stay
+// readable.
+func agentUpdatesAndVersions(t *testing.T, client anthropic.Client, created *anthropic.BetaManagedAgentsAgent) {
+	t.Helper()
+	ctx := context.Background()
 	// Update: a new immutable version; metadata is a patch.
 	updated, err := client.Beta.Agents.Update(ctx, created.ID, anthropic.BetaAgentUpdateParams{
 		Name:     anthropic.String("researcher-2"),
@@ -160,8 +182,13 @@ func TestAgentLifecycle(t *testing.T) {
 	if len(versions.Data) != 2 || versions.Data[0].Version != 2 || versions.Data[1].Version != 1 {
 		t.Fatalf("versions = %d items, want [2 1]", len(versions.Data))
 	}
+}
 
-	// Archive: hidden from the default list, shown with include_archived.
+// agentArchive: an archived agent is hidden from the default list, shown
+// with include_archived, and cannot be updated.
+func agentArchive(t *testing.T, client anthropic.Client, created *anthropic.BetaManagedAgentsAgent) {
+	t.Helper()
+	ctx := context.Background()
 	archived, err := client.Beta.Agents.Archive(ctx, created.ID, anthropic.BetaAgentArchiveParams{})
 	if err != nil {
 		t.Fatalf("archive: %v", err)
