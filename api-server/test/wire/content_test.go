@@ -244,9 +244,18 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 		t.Fatalf("agent.message %q, want the Messages API's answer %q (events %v)", msg, "Read them.", typesOf(evs))
 	}
 
-	wantDoc := `{"context":"one blank page","source":{"data":"` + pdfData + `","media_type":"application/pdf","type":"base64"},"title":"Tiny report","type":"document"}`
 	wantImage := `{"source":{"data":"` + pngData + `","media_type":"image/png","type":"base64"},"type":"image"}`
-	sent := api.lastUserMessage(t)
+	checkBlocksReachedModel(t, api.lastUserMessage(t), pdfData, pngData, wantImage)
+	// Streamed and listed, the message decodes through the SDK's unions.
+	checkUserMessageDecodes(t, e, s.ID, evs, pdfData, pngData)
+	customToolImageResult(t, e, api, events, s.ID, pngData, wantImage)
+}
+
+// checkBlocksReachedModel: the last user message the model got holds the
+// text, the document and the image in their native form, byte for byte.
+func checkBlocksReachedModel(t *testing.T, sent apiMessage, pdfData, pngData, wantImage string) {
+	t.Helper()
+	wantDoc := `{"context":"one blank page","source":{"data":"` + pdfData + `","media_type":"application/pdf","type":"base64"},"title":"Tiny report","type":"document"}`
 	if len(sent.Content) != 3 {
 		t.Fatalf("the model got %d blocks in the last user message, want 3: %s", len(sent.Content), sent.Content)
 	}
@@ -264,32 +273,39 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 			t.Errorf("block %d does not carry the base64 data byte for byte: %.200s", i, sent.Content[i])
 		}
 	}
+}
 
-	// Streamed and listed, the message decodes through the SDK's unions.
-	checkUserMessage := func(where string, m anthropic.BetaManagedAgentsUserMessageEvent) {
-		t.Helper()
-		if len(m.Content) != 3 {
-			t.Fatalf("%s: user.message has %d blocks, want 3: %s", where, len(m.Content), m.RawJSON())
-		}
-		if txt := m.Content[0].AsText(); txt.Text != "What do these show?" {
-			t.Errorf("%s: block 0 = %s, want the text", where, m.Content[0].RawJSON())
-		}
-		doc, ok := m.Content[1].AsAny().(anthropic.BetaManagedAgentsDocumentBlock)
-		if !ok {
-			t.Fatalf("%s: block 1 decodes as %T, want a document block", where, m.Content[1].AsAny())
-		}
-		src, ok := doc.Source.AsAny().(anthropic.BetaManagedAgentsBase64DocumentSource)
-		if !ok || src.Data != pdfData || src.MediaType != "application/pdf" || doc.Title != "Tiny report" || doc.Context != "one blank page" {
-			t.Errorf("%s: document = %s, want the PDF with its title and context", where, doc.RawJSON())
-		}
-		img, ok := m.Content[2].AsAny().(anthropic.BetaManagedAgentsImageBlock)
-		if !ok {
-			t.Fatalf("%s: block 2 decodes as %T, want an image block", where, m.Content[2].AsAny())
-		}
-		if isrc, ok := img.Source.AsAny().(anthropic.BetaManagedAgentsBase64ImageSource); !ok || isrc.Data != pngData || isrc.MediaType != "image/png" {
-			t.Errorf("%s: image = %s, want the PNG", where, img.RawJSON())
-		}
+// checkUserMessageBlocks checks that m holds the text, the PDF document
+// and the PNG image, decoded through the SDK's unions.
+func checkUserMessageBlocks(t *testing.T, where string, m anthropic.BetaManagedAgentsUserMessageEvent, pdfData, pngData string) {
+	t.Helper()
+	if len(m.Content) != 3 {
+		t.Fatalf("%s: user.message has %d blocks, want 3: %s", where, len(m.Content), m.RawJSON())
 	}
+	if txt := m.Content[0].AsText(); txt.Text != "What do these show?" {
+		t.Errorf("%s: block 0 = %s, want the text", where, m.Content[0].RawJSON())
+	}
+	doc, ok := m.Content[1].AsAny().(anthropic.BetaManagedAgentsDocumentBlock)
+	if !ok {
+		t.Fatalf("%s: block 1 decodes as %T, want a document block", where, m.Content[1].AsAny())
+	}
+	src, ok := doc.Source.AsAny().(anthropic.BetaManagedAgentsBase64DocumentSource)
+	if !ok || src.Data != pdfData || src.MediaType != "application/pdf" || doc.Title != "Tiny report" || doc.Context != "one blank page" {
+		t.Errorf("%s: document = %s, want the PDF with its title and context", where, doc.RawJSON())
+	}
+	img, ok := m.Content[2].AsAny().(anthropic.BetaManagedAgentsImageBlock)
+	if !ok {
+		t.Fatalf("%s: block 2 decodes as %T, want an image block", where, m.Content[2].AsAny())
+	}
+	if isrc, ok := img.Source.AsAny().(anthropic.BetaManagedAgentsBase64ImageSource); !ok || isrc.Data != pngData || isrc.MediaType != "image/png" {
+		t.Errorf("%s: image = %s, want the PNG", where, img.RawJSON())
+	}
+}
+
+// checkUserMessageDecodes: streamed and listed, the user.message decodes
+// through the SDK's unions with the blocks intact.
+func checkUserMessageDecodes(t *testing.T, e *turnEnv, sessionID string, evs []streamed, pdfData, pngData string) {
+	t.Helper()
 	var streamedMsg anthropic.BetaManagedAgentsStreamSessionEventsUnion
 	for _, ev := range evs {
 		if ev.Type == "user.message" {
@@ -302,27 +318,32 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 	if !ok {
 		t.Fatalf("streamed user.message decodes as %T", streamedMsg.AsAny())
 	}
-	checkUserMessage("streamed", um)
-	listed := listAll(t, e, s.ID, anthropic.BetaSessionEventListParams{})
+	checkUserMessageBlocks(t, "streamed", um, pdfData, pngData)
+	listed := listAll(t, e, sessionID, anthropic.BetaSessionEventListParams{})
 	found := false
 	for _, ev := range listed {
 		if ev.Type == "user.message" {
-			checkUserMessage("listed", ev.AsUserMessage())
+			checkUserMessageBlocks(t, "listed", ev.AsUserMessage(), pdfData, pngData)
 			found = true
 		}
 	}
 	if !found {
 		t.Fatalf("no user.message listed among %d events", len(listed))
 	}
+}
 
-	// A custom tool's result with an image.
-	e.say(t, s.ID, "call chart")
-	evs = until(t, events, "session.status_idle", 60*time.Second)
+// customToolImageResult: a custom tool's result with an image reaches the
+// model as a tool_result holding the text and the image.
+func customToolImageResult(t *testing.T, e *turnEnv, api *messagesAPI, events <-chan streamed, sessionID, pngData, wantImage string) {
+	t.Helper()
+	ctx := context.Background()
+	e.say(t, sessionID, "call chart")
+	evs := until(t, events, "session.status_idle", 60*time.Second)
 	typ, ids := stopReason(last(evs, "session.status_idle"))
 	if typ != "requires_action" || len(ids) != 1 {
 		t.Fatalf("after asking for the chart: stop %q %v, want requires_action for one custom tool use (%v)", typ, ids, typesOf(evs))
 	}
-	_, err = e.client.Beta.Sessions.Events.Send(ctx, s.ID, anthropic.BetaSessionEventSendParams{
+	_, err := e.client.Beta.Sessions.Events.Send(ctx, sessionID, anthropic.BetaSessionEventSendParams{
 		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserCustomToolResult: &anthropic.BetaManagedAgentsUserCustomToolResultEventParams{
 			CustomToolUseID: ids[0].(string),
 			Content: []anthropic.BetaManagedAgentsUserCustomToolResultEventParamsContentUnion{
@@ -334,7 +355,7 @@ func TestContentBlocksReachModelThroughSDK(t *testing.T) {
 		t.Fatalf("send a custom tool result with an image: %v", err)
 	}
 	until(t, events, "session.status_idle", 60*time.Second)
-	sent = api.lastUserMessage(t)
+	sent := api.lastUserMessage(t)
 	if len(sent.Content) != 1 {
 		t.Fatalf("the tool result message has %d blocks, want 1: %s", len(sent.Content), sent.Content)
 	}
