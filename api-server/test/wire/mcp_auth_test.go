@@ -54,9 +54,45 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	root := t.TempDir()
 	w1 := startWorkerWith(t, srv, "wire-mcp-auth-1", root, workerEnv)
 	c := newClient(t, srv)
-	ctx := context.Background()
-	var bodies []string
+	r := &mcpAuthRun{mcpSrv: mcpSrv, secrets: secrets}
+	r.newSession(t, c, access, refresh)
+	r.e = &turnEnv{srv: srv, client: c, root: root, worker: w1}
 
+	r.twoTurnsOneRefresh(t, access)
+	// Rotate the vault key and drop the old one: a new api-server on the
+	// same database with only the new key, and a new worker, go on.
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	w1.stop(syscall.SIGTERM)
+	rotate(t, srv.DatabaseURL, newVaultKey+","+testserver.VaultKeys)
+	srv2 := testserver.Start(t, testserver.WithDatabase(srv.DatabaseURL), testserver.WithLogs(apiLogs), testserver.WithEnv("MANGO_MCP_ALLOW_PRIVATE", "1"),
+		testserver.WithEnv("MANGO_VAULT_KEYS", newVaultKey), testserver.WithEnv("MANGO_TASK_QUEUE_PREFIX", srv.TaskQueuePrefix))
+	w2 := startWorkerWith(t, srv2, "wire-mcp-auth-2", root, workerEnv)
+	r.e.srv, r.e.client, r.e.worker = srv2, newClient(t, srv2), w2
+	echoedMCP(t, r.turn(t, `#tool mcp__tracker__echo {"text":"after rotation"}`), "after rotation")
+
+	r.refreshOnA401(t)
+	r.revokedRefreshToken(t)
+	r.nothingLeaked(t, srv.DatabaseURL, apiLogs, w1, w2)
+}
+
+// mcpAuthRun holds what TestAuthenticatedMCPThroughSDK's steps share: the
+// OAuth MCP server, the session, every body seen and the secrets to scan
+// for.
+type mcpAuthRun struct {
+	e       *turnEnv
+	mcpSrv  *mcptest.OAuth
+	sessID  string
+	bodies  []string
+	secrets map[string]string
+}
+
+// newSession creates the vault with the expiring mcp_oauth credential, an
+// agent using the server's tools and a session using the vault.
+func (r *mcpAuthRun) newSession(t *testing.T, c anthropic.Client, access, refresh string) {
+	t.Helper()
+	ctx, mcpSrv := context.Background(), r.mcpSrv
 	vault, err := c.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "tracker"})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +106,7 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create mcp_oauth credential: %v", err)
 	}
-	bodies = append(bodies, cred.RawJSON())
+	r.bodies = append(r.bodies, cred.RawJSON())
 	agent, err := c.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "tracker", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"},
 		MCPServers: []anthropic.BetaManagedAgentsURLMCPServerParams{{Name: "tracker", URL: mcpSrv.URL}},
 		Tools: []anthropic.BetaAgentNewParamsToolUnion{{OfMCPToolset: &anthropic.BetaManagedAgentsMCPToolsetParams{MCPServerName: "tracker",
@@ -88,30 +124,39 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bodies = append(bodies, sess.RawJSON())
+	r.sessID = sess.ID
+	r.bodies = append(r.bodies, sess.RawJSON())
+}
 
-	e := &turnEnv{srv: srv, client: c, root: root, worker: w1}
-	turn := func(text string) []streamed {
-		t.Helper()
-		events := e.watch(t, sess.ID)
-		e.say(t, sess.ID, text)
-		evs := until(t, events, "session.status_idle", 90*time.Second)
-		for _, ev := range evs {
-			bodies = append(bodies, ev.Raw)
-		}
-		return evs
+// turn says text and returns the turn's events, kept for the scan.
+func (r *mcpAuthRun) turn(t *testing.T, text string) []streamed {
+	t.Helper()
+	events := r.e.watch(t, r.sessID)
+	r.e.say(t, r.sessID, text)
+	evs := until(t, events, "session.status_idle", 90*time.Second)
+	for _, ev := range evs {
+		r.bodies = append(r.bodies, ev.Raw)
 	}
-	echoed := func(evs []streamed, want string) {
-		t.Helper()
-		r := last(evs, "agent.mcp_tool_result")
-		if r == nil || r["is_error"] == true || !strings.Contains(resultText(r), want) {
-			t.Fatalf("mcp_tool_result = %v; want %q; events %v", r, want, typesOf(evs))
-		}
-	}
+	return evs
+}
 
-	// Two turns calling the server's tools.
-	echoed(turn(`#tool mcp__tracker__echo {"text":"first"}`), "first")
-	echoed(turn(`#tool mcp__tracker__echo {"text":"second"}`), "second")
+// echoedMCP fails the test unless the turn's last mcp_tool_result is a
+// success holding want.
+func echoedMCP(t *testing.T, evs []streamed, want string) {
+	t.Helper()
+	r := last(evs, "agent.mcp_tool_result")
+	if r == nil || r["is_error"] == true || !strings.Contains(resultText(r), want) {
+		t.Fatalf("mcp_tool_result = %v; want %q; events %v", r, want, typesOf(evs))
+	}
+}
+
+// twoTurnsOneRefresh: two turns call the server's tools, with one refresh
+// of the expiring token and every request carrying the refreshed one.
+func (r *mcpAuthRun) twoTurnsOneRefresh(t *testing.T, access string) {
+	t.Helper()
+	mcpSrv := r.mcpSrv
+	echoedMCP(t, r.turn(t, `#tool mcp__tracker__echo {"text":"first"}`), "first")
+	echoedMCP(t, r.turn(t, `#tool mcp__tracker__echo {"text":"second"}`), "second")
 	seen := mcpSrv.TokensSeen()
 	if mcpSrv.Refreshes() != 1 || mcpSrv.Unauthorized() != 0 || len(seen) == 0 {
 		t.Fatalf("after two turns: %d refreshes, %d unauthorized, %d requests; want 1 refresh, 0 unauthorized", mcpSrv.Refreshes(), mcpSrv.Unauthorized(), len(seen))
@@ -122,37 +167,33 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if calls := mcpSrv.Calls(); len(calls) != 2 {
 		t.Errorf("tool calls = %+v; want 2", calls)
 	}
-	secrets["refreshed access token"] = seen[0]
+	r.secrets["refreshed access token"] = seen[0]
+}
 
-	// Rotate the vault key and drop the old one: a new api-server on the
-	// same database with only the new key, and a new worker, go on.
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	w1.stop(syscall.SIGTERM)
-	rotate(t, srv.DatabaseURL, newVaultKey+","+testserver.VaultKeys)
-	srv2 := testserver.Start(t, testserver.WithDatabase(srv.DatabaseURL), testserver.WithLogs(apiLogs), testserver.WithEnv("MANGO_MCP_ALLOW_PRIVATE", "1"),
-		testserver.WithEnv("MANGO_VAULT_KEYS", newVaultKey), testserver.WithEnv("MANGO_TASK_QUEUE_PREFIX", srv.TaskQueuePrefix))
-	w2 := startWorkerWith(t, srv2, "wire-mcp-auth-2", root, workerEnv)
-	e.srv, e.client, e.worker = srv2, newClient(t, srv2), w2
-	echoed(turn(`#tool mcp__tracker__echo {"text":"after rotation"}`), "after rotation")
-
-	// The server stops honouring the access token before its expiry: the
-	// refused call is retried once with a token refreshed on that 401.
+// refreshOnA401: the server stops honouring the access token before its
+// expiry: the refused call is retried once with a token refreshed on that
+// 401.
+func (r *mcpAuthRun) refreshOnA401(t *testing.T) {
+	t.Helper()
+	mcpSrv := r.mcpSrv
 	mcpSrv.ExpireAccessTokens()
-	echoed(turn(`#tool mcp__tracker__echo {"text":"after a 401"}`), "after a 401")
+	echoedMCP(t, r.turn(t, `#tool mcp__tracker__echo {"text":"after a 401"}`), "after a 401")
 	if mcpSrv.Refreshes() != 2 || mcpSrv.Unauthorized() != 1 {
 		t.Fatalf("after a 401: %d refreshes, %d unauthorized; want 2 and 1", mcpSrv.Refreshes(), mcpSrv.Unauthorized())
 	}
-	seen = mcpSrv.TokensSeen()
-	secrets["access token refreshed on a 401"] = seen[len(seen)-1]
+	seen := mcpSrv.TokensSeen()
+	r.secrets["access token refreshed on a 401"] = seen[len(seen)-1]
+}
 
-	// The refresh token is revoked and the access token expires: the next
-	// call fails authentication, reported as such, and the session stays
-	// usable.
+// revokedRefreshToken: the refresh token is revoked and the access token
+// expires: the next call fails authentication, reported as such, and the
+// session stays usable.
+func (r *mcpAuthRun) revokedRefreshToken(t *testing.T) {
+	t.Helper()
+	mcpSrv := r.mcpSrv
 	mcpSrv.RevokeRefreshTokens()
 	mcpSrv.ExpireAccessTokens()
-	evs := turn(`#tool mcp__tracker__echo {"text":"revoked"}`)
+	evs := r.turn(t, `#tool mcp__tracker__echo {"text":"revoked"}`)
 	var authErr map[string]any
 	for _, ev := range evs {
 		if ev.Type != "session.error" {
@@ -168,26 +209,30 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if body := authErr["error"].(map[string]any); body["mcp_server_name"] != "tracker" || !strings.Contains(body["message"].(string), "invalid_grant") {
 		t.Errorf("mcp_authentication_failed_error = %v; want it to name the server and the refusal", body)
 	}
-	if r := last(evs, "agent.mcp_tool_result"); r == nil || r["is_error"] != true {
-		t.Errorf("the failed call's mcp_tool_result = %v; want an error result", r)
+	if res := last(evs, "agent.mcp_tool_result"); res == nil || res["is_error"] != true {
+		t.Errorf("the failed call's mcp_tool_result = %v; want an error result", res)
 	}
 	if n := len(mcpSrv.Calls()); n != 4 {
 		t.Errorf("tool calls reaching the server = %d; want 4 (the refused one never ran)", n)
 	}
-	if evs := turn("still there?"); last(evs, "agent.message") == nil {
+	if evs := r.turn(t, "still there?"); last(evs, "agent.message") == nil {
 		t.Errorf("the session is not usable after the authentication failure: %v", typesOf(evs))
 	}
+}
 
-	// Nothing leaked anywhere.
+// nothingLeaked scans every body, the logs, the database and the
+// Temporal histories for the secrets.
+func (r *mcpAuthRun) nothingLeaked(t *testing.T, dbURL string, apiLogs *lockedBuffer, w1, w2 *worker) {
+	t.Helper()
 	scan := func(where, text string) {
 		t.Helper()
-		for name, v := range secrets {
+		for name, v := range r.secrets {
 			if strings.Contains(text, v) || strings.Contains(text, hex.EncodeToString([]byte(v))) {
 				t.Errorf("%s contains the %s", where, name)
 			}
 		}
 	}
-	for i, b := range bodies {
+	for i, b := range r.bodies {
 		scan(fmt.Sprintf("response %d", i), b)
 	}
 	scan("the api-server log", apiLogs.String())
@@ -196,8 +241,8 @@ func TestAuthenticatedMCPThroughSDK(t *testing.T) {
 	if !strings.Contains(w2.logs.String(), "level=DEBUG") {
 		t.Error("the worker log has no debug lines; the scan would see little")
 	}
-	scanDatabase(t, srv.DatabaseURL, scan)
-	scanHistories(t, sess.ID, scan)
+	scanDatabase(t, dbURL, scan)
+	scanHistories(t, r.sessID, scan)
 }
 
 // rotate runs `api-server vault rotate` with keys against the database.
