@@ -145,8 +145,26 @@ func TestFilesLifecycle(t *testing.T) {
 func testFilesLifecycle(t *testing.T, backend fileBackend) {
 	srv, blobs := backend(t)
 	client := newClient(t, srv)
-	ctx := context.Background()
 
+	up, md := filesUploads(t, client)
+
+	// A session's output: scoped, downloadable, listed by scope_id.
+	sid := newSession(t, srv)
+	files, wctx := filesClient(t, srv)
+	report := []byte("total,842982\n")
+	pub := publish(t, files, wctx, sid, "/mnt/session/outputs/report.csv", report)
+	out := checkSessionOutput(t, client, sid, pub.GetFile().GetId(), report)
+
+	filesPaging(t, client, up, md, out)
+	workerReadsOutput(t, files, wctx, blobs, sid, out.ID, report)
+	filesDelete(t, srv, client, blobs, up)
+}
+
+// filesUploads uploads a CSV and a markdown file sent as octet-stream,
+// and checks their metadata and that an upload's content is refused.
+func filesUploads(t *testing.T, client anthropic.Client) (*anthropic.BetaFileMetadata, *anthropic.BetaFileMetadata) {
+	t.Helper()
+	ctx := context.Background()
 	up := uploadCSV(t, client, "cities.csv")
 	if !strings.HasPrefix(up.ID, "file_") || up.Filename != "cities.csv" || up.MimeType != "text/csv" ||
 		up.SizeBytes != int64(len(csvBody)) || up.Downloadable || up.Type != "file" || up.CreatedAt.IsZero() {
@@ -176,13 +194,15 @@ func testFilesLifecycle(t *testing.T, backend fileBackend) {
 		strings.Contains(msg, "MANGO_") {
 		t.Errorf("download of an upload: %s; want a message saying only session files are downloadable, naming no setting", msg)
 	}
+	return up, md
+}
 
-	// A session's output: scoped, downloadable, listed by scope_id.
-	sid := newSession(t, srv)
-	files, wctx := filesClient(t, srv)
-	report := []byte("total,842982\n")
-	pub := publish(t, files, wctx, sid, "/mnt/session/outputs/report.csv", report)
-	out, err := client.Beta.Files.GetMetadata(ctx, pub.GetFile().GetId(), anthropic.BetaFileGetMetadataParams{})
+// checkSessionOutput checks the published output's metadata, its download
+// and that a scope_id list finds only it.
+func checkSessionOutput(t *testing.T, client anthropic.Client, sid, fileID string, report []byte) *anthropic.BetaFileMetadata {
+	t.Helper()
+	ctx := context.Background()
+	out, err := client.Beta.Files.GetMetadata(ctx, fileID, anthropic.BetaFileGetMetadataParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +226,14 @@ func testFilesLifecycle(t *testing.T, backend fileBackend) {
 	if err != nil || len(scoped.Data) != 1 || scoped.Data[0].ID != out.ID {
 		t.Fatalf("list scope_id=%s: %v, %+v; want only the output", sid, err, scoped)
 	}
+	return out
+}
 
-	// Paging: four files, pages of three, newest first.
+// filesPaging: four files, pages of three, newest first; ids[] and an
+// out-of-range limit.
+func filesPaging(t *testing.T, client anthropic.Client, up, md, out *anthropic.BetaFileMetadata) {
+	t.Helper()
+	ctx := context.Background()
 	var all []string
 	page, err := client.Beta.Files.List(ctx, anthropic.BetaFileListParams{Limit: anthropic.Int(3)})
 	for err == nil && page != nil {
@@ -228,10 +254,13 @@ func testFilesLifecycle(t *testing.T, backend fileBackend) {
 	}
 	_, err = client.Beta.Files.List(ctx, anthropic.BetaFileListParams{Limit: anthropic.Int(1001)})
 	wantAPIError(t, err, http.StatusBadRequest)
+}
 
-	// The worker reads the output, from a pre-signed URL when the store
-	// is S3.
-	wf, err := files.GetFile(wctx, &pb.GetFileRequest{SessionId: sid, FileId: out.ID})
+// workerReadsOutput: the worker reads the output, from a pre-signed URL
+// when the store is S3.
+func workerReadsOutput(t *testing.T, files pb.FilesClient, wctx context.Context, blobs filestore.Blobs, sid, outID string, report []byte) {
+	t.Helper()
+	wf, err := files.GetFile(wctx, &pb.GetFileRequest{SessionId: sid, FileId: outID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,8 +277,13 @@ func testFilesLifecycle(t *testing.T, backend fileBackend) {
 			t.Errorf("GET download_url: %d %q, want 200 and the output", r.StatusCode, b)
 		}
 	}
+}
 
-	// Delete: 200 file_deleted, then 404, and the bytes are gone.
+// filesDelete: delete answers 200 file_deleted, then 404, and the bytes
+// are gone; unknown ids are 404s.
+func filesDelete(t *testing.T, srv *testserver.Server, client anthropic.Client, blobs filestore.Blobs, up *anthropic.BetaFileMetadata) {
+	t.Helper()
+	ctx := context.Background()
 	_, pool := blobsOf(t, srv)
 	var key string
 	if err := pool.QueryRow(ctx, `SELECT storage_key FROM files WHERE id = $1`, up.ID).Scan(&key); err != nil {
