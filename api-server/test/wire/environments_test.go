@@ -16,34 +16,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	client := newClient(t, srv)
 	ctx := context.Background()
 
-	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{
-		Name:        "ci",
-		Description: anthropic.String("build sandbox"),
-		Metadata:    map[string]string{"owner": "platform"},
-		Config: anthropic.BetaEnvironmentNewParamsConfigUnion{OfCloud: &anthropic.BetaCloudConfigParams{
-			Networking: anthropic.BetaCloudConfigParamsNetworkingUnion{OfLimited: &anthropic.BetaLimitedNetworkParams{
-				AllowedHosts:         []string{"api.github.com", "*.pypi.org"},
-				AllowPackageManagers: anthropic.Bool(true),
-			}},
-			Packages: anthropic.BetaPackagesParams{Pip: []string{"requests==2.32.0"}, Apt: []string{"jq"}},
-		}},
-	})
-	if err != nil {
-		t.Fatalf("create environment: %v", err)
-	}
-	if env.Type != "environment" || env.Name != "ci" || env.Config.Type != "cloud" {
-		t.Fatalf("created = %+v", env)
-	}
-	net := env.Config.Networking
-	if net.Type != "limited" || len(net.AllowedHosts) != 2 || !net.AllowPackageManagers || net.AllowMCPServers {
-		t.Errorf("networking = %+v, want limited, 2 hosts, package managers allowed, MCP not", net)
-	}
-	if len(env.Config.Packages.Pip) != 1 || len(env.Config.Packages.Apt) != 1 || env.Config.Packages.Npm == nil {
-		t.Errorf("packages = %+v", env.Config.Packages)
-	}
-	if env.ArchivedAt != "" {
-		t.Errorf("archived_at = %q, want null", env.ArchivedAt)
-	}
+	env := createCIEnvironment(t, client)
 
 	got, err := client.Beta.Environments.Get(ctx, env.ID, anthropic.BetaEnvironmentGetParams{})
 	if err != nil {
@@ -87,7 +60,67 @@ func TestEnvironmentLifecycle(t *testing.T) {
 		t.Errorf("metadata = %v, want owner and cost", updated.Metadata)
 	}
 
-	// Paging over every environment.
+	environmentPagingAndArchive(t, client, selfHosted.ID)
+
+	deleted, err := client.Beta.Environments.Delete(ctx, env.ID, anthropic.BetaEnvironmentDeleteParams{})
+	if err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if deleted.ID != env.ID || deleted.Type != "environment_deleted" {
+		t.Errorf("delete = %+v, want id and environment_deleted", deleted)
+	}
+	_, err = client.Beta.Environments.Get(ctx, env.ID, anthropic.BetaEnvironmentGetParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+	_, err = client.Beta.Environments.Delete(ctx, env.ID, anthropic.BetaEnvironmentDeleteParams{})
+	wantAPIError(t, err, http.StatusNotFound)
+	// The name is free again.
+	if _, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "ci-2"}); err != nil {
+		t.Errorf("reuse a deleted environment's name: %v", err)
+	}
+}
+
+// createCIEnvironment creates the limited-networking cloud environment
+// "ci" with packages and checks what comes back.
+func createCIEnvironment(t *testing.T, client anthropic.Client) *anthropic.BetaEnvironment {
+	t.Helper()
+	ctx := context.Background()
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{
+		Name:        "ci",
+		Description: anthropic.String("build sandbox"),
+		Metadata:    map[string]string{"owner": "platform"},
+		Config: anthropic.BetaEnvironmentNewParamsConfigUnion{OfCloud: &anthropic.BetaCloudConfigParams{
+			Networking: anthropic.BetaCloudConfigParamsNetworkingUnion{OfLimited: &anthropic.BetaLimitedNetworkParams{
+				AllowedHosts:         []string{"api.github.com", "*.pypi.org"},
+				AllowPackageManagers: anthropic.Bool(true),
+			}},
+			Packages: anthropic.BetaPackagesParams{Pip: []string{"requests==2.32.0"}, Apt: []string{"jq"}},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("create environment: %v", err)
+	}
+	if env.Type != "environment" || env.Name != "ci" || env.Config.Type != "cloud" {
+		t.Fatalf("created = %+v", env)
+	}
+	net := env.Config.Networking
+	if net.Type != "limited" || len(net.AllowedHosts) != 2 || !net.AllowPackageManagers || net.AllowMCPServers {
+		t.Errorf("networking = %+v, want limited, 2 hosts, package managers allowed, MCP not", net)
+	}
+	if len(env.Config.Packages.Pip) != 1 || len(env.Config.Packages.Apt) != 1 || env.Config.Packages.Npm == nil {
+		t.Errorf("packages = %+v", env.Config.Packages)
+	}
+	if env.ArchivedAt != "" {
+		t.Errorf("archived_at = %q, want null", env.ArchivedAt)
+	}
+	return env
+}
+
+// environmentPagingAndArchive pages over every environment, then
+// archives the self-hosted one: hidden by default, listed with
+// include_archived.
+func environmentPagingAndArchive(t *testing.T, client anthropic.Client, selfHostedID string) {
+	t.Helper()
+	ctx := context.Background()
 	for i := range 5 {
 		if _, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "bulk-" + string(rune('a'+i))}); err != nil {
 			t.Fatalf("create bulk %d: %v", i, err)
@@ -105,7 +138,7 @@ func TestEnvironmentLifecycle(t *testing.T) {
 		t.Errorf("listed %d environments, want 7", count)
 	}
 
-	archived, err := client.Beta.Environments.Archive(ctx, selfHosted.ID, anthropic.BetaEnvironmentArchiveParams{})
+	archived, err := client.Beta.Environments.Archive(ctx, selfHostedID, anthropic.BetaEnvironmentArchiveParams{})
 	if err != nil {
 		t.Fatalf("archive: %v", err)
 	}
@@ -125,21 +158,5 @@ func TestEnvironmentLifecycle(t *testing.T) {
 	}
 	if len(page.Data) != 7 {
 		t.Errorf("include_archived list = %d, want 7", len(page.Data))
-	}
-
-	deleted, err := client.Beta.Environments.Delete(ctx, env.ID, anthropic.BetaEnvironmentDeleteParams{})
-	if err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if deleted.ID != env.ID || deleted.Type != "environment_deleted" {
-		t.Errorf("delete = %+v, want id and environment_deleted", deleted)
-	}
-	_, err = client.Beta.Environments.Get(ctx, env.ID, anthropic.BetaEnvironmentGetParams{})
-	wantAPIError(t, err, http.StatusNotFound)
-	_, err = client.Beta.Environments.Delete(ctx, env.ID, anthropic.BetaEnvironmentDeleteParams{})
-	wantAPIError(t, err, http.StatusNotFound)
-	// The name is free again.
-	if _, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "ci-2"}); err != nil {
-		t.Errorf("reuse a deleted environment's name: %v", err)
 	}
 }
