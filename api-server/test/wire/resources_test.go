@@ -53,26 +53,7 @@ func TestSessionResourcesLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create session with resources: %v", err)
 	}
-	if strings.Contains(sess.RawJSON(), plantedToken) {
-		t.Fatal("the session response contains the repository token")
-	}
-	if len(sess.Resources) != 2 {
-		t.Fatalf("session has %d resources, want 2: %s", len(sess.Resources), sess.RawJSON())
-	}
-	if _, ok := sess.Resources[0].AsAny().(anthropic.BetaManagedAgentsFileResource); !ok {
-		t.Errorf("resources[0] decodes as %T, want BetaManagedAgentsFileResource", sess.Resources[0].AsAny())
-	}
-	if _, ok := sess.Resources[1].AsAny().(anthropic.BetaManagedAgentsGitHubRepositoryResource); !ok {
-		t.Errorf("resources[1] decodes as %T, want BetaManagedAgentsGitHubRepositoryResource", sess.Resources[1].AsAny())
-	}
-	file := sess.Resources[0].AsFile()
-	if file.MountPath != "/mnt/session/uploads/data.csv" || !strings.HasPrefix(file.FileID, "file_") || file.FileID == up.ID {
-		t.Fatalf("file resource = %s; want mount /mnt/session/uploads/data.csv and a session copy with its own file id", file.RawJSON())
-	}
-	repo := sess.Resources[1].AsGitHubRepository()
-	if repo.MountPath != "/workspace/widgets" || repo.URL != "https://github.com/acme/widgets.git" || repo.Checkout.AsBranch().Name != "main" {
-		t.Fatalf("repository resource = %s; want mount /workspace/widgets and branch main", repo.RawJSON())
-	}
+	file, repo := checkCreatedResources(t, sess, up)
 
 	// The session copy is a file of its own, scoped to the session.
 	copyMeta, err := client.Beta.Files.GetMetadata(ctx, file.FileID, anthropic.BetaFileGetMetadataParams{})
@@ -132,8 +113,42 @@ func TestSessionResourcesLifecycle(t *testing.T) {
 		t.Fatalf("session after delete has %d resources (%v), want 2", len(s.Resources), err)
 	}
 
-	// The token is sealed at rest: the database holds no clear text.
-	pool, err := pgxpool.New(ctx, srv.DatabaseURL)
+	tokenSealedAtRest(t, srv.DatabaseURL)
+}
+
+// checkCreatedResources checks the new session's resources: no token,
+// the file as a session copy of its own, the repository on its branch.
+func checkCreatedResources(t *testing.T, sess *anthropic.BetaManagedAgentsSession, up *anthropic.BetaFileMetadata) (anthropic.BetaManagedAgentsFileResource, anthropic.BetaManagedAgentsGitHubRepositoryResource) {
+	t.Helper()
+	if strings.Contains(sess.RawJSON(), plantedToken) {
+		t.Fatal("the session response contains the repository token")
+	}
+	if len(sess.Resources) != 2 {
+		t.Fatalf("session has %d resources, want 2: %s", len(sess.Resources), sess.RawJSON())
+	}
+	if _, ok := sess.Resources[0].AsAny().(anthropic.BetaManagedAgentsFileResource); !ok {
+		t.Errorf("resources[0] decodes as %T, want BetaManagedAgentsFileResource", sess.Resources[0].AsAny())
+	}
+	if _, ok := sess.Resources[1].AsAny().(anthropic.BetaManagedAgentsGitHubRepositoryResource); !ok {
+		t.Errorf("resources[1] decodes as %T, want BetaManagedAgentsGitHubRepositoryResource", sess.Resources[1].AsAny())
+	}
+	file := sess.Resources[0].AsFile()
+	if file.MountPath != "/mnt/session/uploads/data.csv" || !strings.HasPrefix(file.FileID, "file_") || file.FileID == up.ID {
+		t.Fatalf("file resource = %s; want mount /mnt/session/uploads/data.csv and a session copy with its own file id", file.RawJSON())
+	}
+	repo := sess.Resources[1].AsGitHubRepository()
+	if repo.MountPath != "/workspace/widgets" || repo.URL != "https://github.com/acme/widgets.git" || repo.Checkout.AsBranch().Name != "main" {
+		t.Fatalf("repository resource = %s; want mount /workspace/widgets and branch main", repo.RawJSON())
+	}
+	return file, repo
+}
+
+// tokenSealedAtRest: the token is sealed at rest: the database holds no
+// clear text.
+func tokenSealedAtRest(t *testing.T, databaseURL string) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
