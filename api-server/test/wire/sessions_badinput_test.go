@@ -79,6 +79,15 @@ func TestSessionValidation(t *testing.T) {
 		t.Errorf("session with an initial user.message is %q, want running", started.Status)
 	}
 
+	sendAndQueryValidation(t, srv)
+	_ = ctx
+}
+
+// sendAndQueryValidation: on a new session, bad events, an answer to an
+// action the session is not waiting for, bad list and stream queries and
+// unknown sessions are refused in the error envelope.
+func sendAndQueryValidation(t *testing.T, srv *testserver.Server) {
+	t.Helper()
 	id := newSession(t, srv)
 	for _, tc := range []struct {
 		name, body, message string
@@ -103,7 +112,7 @@ func TestSessionValidation(t *testing.T) {
 		})
 	}
 	// Answers to actions the session is not waiting for conflict.
-	r = send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"sevt_x","result":"allow"}`)
+	r := send(t, srv, id, `{"type":"user.tool_confirmation","tool_use_id":"sevt_x","result":"allow"}`)
 	checkEnvelope(t, r, http.StatusConflict, "conflict_error", "not waiting")
 
 	for _, q := range []string{"limit=0", "order=sideways", "types[]=", "created_at[gt]=soon", "page=@@"} {
@@ -120,7 +129,6 @@ func TestSessionValidation(t *testing.T) {
 		r := do(t, srv, http.MethodGet, path, "", nil, nil)
 		checkEnvelope(t, r, http.StatusNotFound, "not_found_error", "session")
 	}
-	_ = ctx
 }
 
 // TestRequiredActionResumes parks a session the way a worker does (idle,
