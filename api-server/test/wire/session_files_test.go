@@ -97,8 +97,18 @@ func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string, teardo
 	}
 
 	// The outputs are listed before the session went idle.
+	outputs := checkSessionOutputs(t, e.client, s.ID)
+	secondTurnOutputs(t, e, events, s.ID, sessionDir, outputs)
+}
+
+// checkSessionOutputs lists the session's downloadable files, checks they
+// are the two outputs with their sizes, scope and media type, downloads
+// their bytes, and returns them.
+func checkSessionOutputs(t *testing.T, client anthropic.Client, sessionID string) []anthropic.BetaFileMetadata {
+	t.Helper()
+	ctx := context.Background()
 	var outputs []anthropic.BetaFileMetadata
-	pager := e.client.Beta.Files.ListAutoPaging(ctx, anthropic.BetaFileListParams{ScopeID: anthropic.String(s.ID)})
+	pager := client.Beta.Files.ListAutoPaging(ctx, anthropic.BetaFileListParams{ScopeID: anthropic.String(sessionID)})
 	for pager.Next() {
 		if f := pager.Current(); f.Downloadable {
 			outputs = append(outputs, f)
@@ -117,13 +127,13 @@ func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string, teardo
 			t.Errorf("unexpected output %q", f.Filename)
 			continue
 		}
-		if f.SizeBytes != int64(len(body)) || f.Scope.ID != s.ID {
-			t.Errorf("output %s: %d bytes, scope %q; want %d bytes in scope %s", f.Filename, f.SizeBytes, f.Scope.ID, len(body), s.ID)
+		if f.SizeBytes != int64(len(body)) || f.Scope.ID != sessionID {
+			t.Errorf("output %s: %d bytes, scope %q; want %d bytes in scope %s", f.Filename, f.SizeBytes, f.Scope.ID, len(body), sessionID)
 		}
 		if f.Filename == "summary.md" && f.MimeType != "text/markdown; charset=utf-8" && f.MimeType != "text/markdown" {
 			t.Errorf("summary.md media type = %q, want text/markdown", f.MimeType)
 		}
-		resp, err := e.client.Beta.Files.Download(ctx, f.ID, anthropic.BetaFileDownloadParams{})
+		resp, err := client.Beta.Files.Download(ctx, f.ID, anthropic.BetaFileDownloadParams{})
 		if err != nil {
 			t.Fatalf("download %s: %v", f.Filename, err)
 		}
@@ -133,13 +143,18 @@ func sessionFilesTurn(t *testing.T, e *turnEnv, envID, sessionDir string, teardo
 			t.Errorf("downloaded %s = %q (%v), want %q", f.Filename, got, err, body)
 		}
 	}
+	return outputs
+}
 
-	// A second turn that changes nothing publishes nothing new; a changed
-	// output replaces the file at its path.
-	e.say(t, s.ID, fmt.Sprintf(`#tool bash {"command": "echo 4 > %s/outputs/rows.txt"}`, sessionDir))
+// secondTurnOutputs: a second turn that changes nothing publishes nothing
+// new; a changed output replaces the file at its path.
+func secondTurnOutputs(t *testing.T, e *turnEnv, events <-chan streamed, sessionID, sessionDir string, outputs []anthropic.BetaFileMetadata) {
+	t.Helper()
+	ctx := context.Background()
+	e.say(t, sessionID, fmt.Sprintf(`#tool bash {"command": "echo 4 > %s/outputs/rows.txt"}`, sessionDir))
 	until(t, events, "session.status_idle", 90*time.Second)
 	var again []anthropic.BetaFileMetadata
-	pager = e.client.Beta.Files.ListAutoPaging(ctx, anthropic.BetaFileListParams{ScopeID: anthropic.String(s.ID)})
+	pager := e.client.Beta.Files.ListAutoPaging(ctx, anthropic.BetaFileListParams{ScopeID: anthropic.String(sessionID)})
 	for pager.Next() {
 		if f := pager.Current(); f.Downloadable {
 			again = append(again, f)
