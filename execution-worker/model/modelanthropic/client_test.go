@@ -110,17 +110,58 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// recordedStream is a recorded SSE stream and what Stream must make of it.
+type recordedStream struct {
+	file       string
+	wantResp   *model.Response
+	wantEvents []model.StreamEvent
+	// wantJSON is the content as it would be sent back, when Raw matters.
+	wantJSON string
+	// wantUsage, when set, is the response's usage.
+	wantUsage *model.Usage
+}
+
 func TestStreamRecorded(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		file       string
-		wantResp   *model.Response
-		wantEvents []model.StreamEvent
-		// wantJSON is the content as it would be sent back, when Raw matters.
-		wantJSON string
-		// wantUsage, when set, is the response's usage.
-		wantUsage *model.Usage
-	}{
+	for _, tt := range recordedStreams() {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := newServer(t, replaySSE(testdata(t, tt.file)))
+			c := newClient(t, modelanthropic.Config{BaseURL: srv.URL})
+			var events []model.StreamEvent
+			resp, err := c.Stream(t.Context(), simpleRequest(), func(e model.StreamEvent) { events = append(events, e) })
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			if tt.wantResp != nil && !reflect.DeepEqual(resp, tt.wantResp) {
+				t.Errorf("response\n%s\nwant\n%s", mustJSON(t, resp), mustJSON(t, tt.wantResp))
+			}
+			if tt.wantResp != nil {
+				for i := range resp.Content {
+					if string(resp.Content[i].Raw) != string(tt.wantResp.Content[i].Raw) {
+						t.Errorf("block %d Raw %s, want %s", i, resp.Content[i].Raw, tt.wantResp.Content[i].Raw)
+					}
+				}
+			}
+			if tt.wantJSON != "" {
+				if got := mustJSON(t, resp.Content); got != tt.wantJSON {
+					t.Errorf("content sent back as\n%s\nwant\n%s", got, tt.wantJSON)
+				}
+			}
+			if !reflect.DeepEqual(events, tt.wantEvents) {
+				t.Errorf("events\n%+v\nwant\n%+v", events, tt.wantEvents)
+			}
+			if tt.wantUsage != nil && resp.Usage != *tt.wantUsage {
+				t.Errorf("usage %+v, want %+v", resp.Usage, *tt.wantUsage)
+			}
+		})
+	}
+}
+
+// recordedStreams are the recorded streams in testdata TestStreamRecorded
+// replays: text, tool use, thinking and server tools.
+func recordedStreams() []recordedStream {
+	return []recordedStream{
 		{
 			file: "text.sse",
 			wantResp: &model.Response{
@@ -185,39 +226,6 @@ func TestStreamRecorded(t *testing.T) {
 			// message_delta's server_tool_use counts the searches.
 			wantUsage: &model.Usage{InputTokens: 2679, OutputTokens: 510, WebSearchRequests: 1},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			t.Parallel()
-			srv, _ := newServer(t, replaySSE(testdata(t, tt.file)))
-			c := newClient(t, modelanthropic.Config{BaseURL: srv.URL})
-			var events []model.StreamEvent
-			resp, err := c.Stream(t.Context(), simpleRequest(), func(e model.StreamEvent) { events = append(events, e) })
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			if tt.wantResp != nil && !reflect.DeepEqual(resp, tt.wantResp) {
-				t.Errorf("response\n%s\nwant\n%s", mustJSON(t, resp), mustJSON(t, tt.wantResp))
-			}
-			if tt.wantResp != nil {
-				for i := range resp.Content {
-					if string(resp.Content[i].Raw) != string(tt.wantResp.Content[i].Raw) {
-						t.Errorf("block %d Raw %s, want %s", i, resp.Content[i].Raw, tt.wantResp.Content[i].Raw)
-					}
-				}
-			}
-			if tt.wantJSON != "" {
-				if got := mustJSON(t, resp.Content); got != tt.wantJSON {
-					t.Errorf("content sent back as\n%s\nwant\n%s", got, tt.wantJSON)
-				}
-			}
-			if !reflect.DeepEqual(events, tt.wantEvents) {
-				t.Errorf("events\n%+v\nwant\n%+v", events, tt.wantEvents)
-			}
-			if tt.wantUsage != nil && resp.Usage != *tt.wantUsage {
-				t.Errorf("usage %+v, want %+v", resp.Usage, *tt.wantUsage)
-			}
-		})
 	}
 }
 
