@@ -70,40 +70,8 @@ func TestLimitedEgressLifecycle(t *testing.T) {
 	// managers in use, installs under that, then enforces exactly the
 	// allowed hosts.
 	widened := sandbox.SortHosts(append(slices.Clone(final), "pypi.org", "files.pythonhosted.org", "registry.npmjs.org"))
-	pols := fake.Policies(id)
-	if len(pols) < 2 {
-		t.Fatalf("policies = %+v, want the creation policy then the final one", pols)
-	}
-	for i, p := range pols {
-		if p.DefaultAction != "deny" {
-			t.Errorf("policy %d default = %q, want deny", i, p.DefaultAction)
-		}
-	}
-	if got := pols[0].Allowed(); !slices.Equal(got, widened) {
-		t.Errorf("creation policy allows %v, want %v (allowed hosts + registries)", got, widened)
-	}
-	last := pols[len(pols)-1]
-	if got := last.Allowed(); !slices.Equal(got, sandbox.SortHosts(final)) {
-		t.Errorf("final policy allows %v, want exactly %v", got, sandbox.SortHosts(final))
-	}
-	var installs, tools int
-	for _, c := range fake.Commands(id) {
-		switch {
-		case strings.Contains(c.Command, "MARKER"):
-			installs++
-			if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), widened) {
-				t.Errorf("install %q ran under %+v, want the widened policy", c.Command, c.Policy)
-			}
-		case strings.Contains(c.Command, "echo tool"):
-			tools++
-			if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), sandbox.SortHosts(final)) {
-				t.Errorf("tool command ran under %+v, want the final policy", c.Policy)
-			}
-		}
-	}
-	if installs != 2 || tools != 1 {
-		t.Errorf("ran %d install and %d tool commands, want 2 and 1", installs, tools)
-	}
+	pols := checkCreationPolicies(t, fake, id, widened, final)
+	checkCommandPolicies(t, fake, id, widened, final)
 	log, err := sb.ReadFile(ctx, "installed.log")
 	if err != nil || !strings.Contains(string(log), "pip install") || !strings.Contains(string(log), "'requests==2.32.3'") ||
 		!strings.Contains(string(log), "npm install -g") {
@@ -145,7 +113,7 @@ func TestLimitedEgressLifecycle(t *testing.T) {
 	if len(pols) != before+1 || !slices.Equal(pols[len(pols)-1].Allowed(), withMCP.Network.AllowedHosts) {
 		t.Errorf("after restart: %d policies (want %d), last allows %v", len(pols), before+1, pols[len(pols)-1].Allowed())
 	}
-	installs = 0
+	installs := 0
 	for _, c := range fake.Commands(id) {
 		if strings.Contains(c.Command, "MARKER") {
 			installs++
@@ -153,6 +121,54 @@ func TestLimitedEgressLifecycle(t *testing.T) {
 	}
 	if installs != 2 {
 		t.Errorf("packages installed %d times after the restart, want still 2", installs)
+	}
+}
+
+// checkCreationPolicies checks that every policy of sandbox id denies by
+// default, the first allows widened (the allowed hosts and the
+// registries), and the last exactly final. It returns the policies.
+func checkCreationPolicies(t *testing.T, fake *opensandboxfake.Server, id string, widened, final []string) []opensandboxfake.Policy {
+	t.Helper()
+	pols := fake.Policies(id)
+	if len(pols) < 2 {
+		t.Fatalf("policies = %+v, want the creation policy then the final one", pols)
+	}
+	for i, p := range pols {
+		if p.DefaultAction != "deny" {
+			t.Errorf("policy %d default = %q, want deny", i, p.DefaultAction)
+		}
+	}
+	if got := pols[0].Allowed(); !slices.Equal(got, widened) {
+		t.Errorf("creation policy allows %v, want %v (allowed hosts + registries)", got, widened)
+	}
+	last := pols[len(pols)-1]
+	if got := last.Allowed(); !slices.Equal(got, sandbox.SortHosts(final)) {
+		t.Errorf("final policy allows %v, want exactly %v", got, sandbox.SortHosts(final))
+	}
+	return pols
+}
+
+// checkCommandPolicies checks that the two installs of sandbox id ran
+// under the widened policy and the one tool command under the final one.
+func checkCommandPolicies(t *testing.T, fake *opensandboxfake.Server, id string, widened, final []string) {
+	t.Helper()
+	var installs, tools int
+	for _, c := range fake.Commands(id) {
+		switch {
+		case strings.Contains(c.Command, "MARKER"):
+			installs++
+			if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), widened) {
+				t.Errorf("install %q ran under %+v, want the widened policy", c.Command, c.Policy)
+			}
+		case strings.Contains(c.Command, "echo tool"):
+			tools++
+			if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), sandbox.SortHosts(final)) {
+				t.Errorf("tool command ran under %+v, want the final policy", c.Policy)
+			}
+		}
+	}
+	if installs != 2 || tools != 1 {
+		t.Errorf("ran %d install and %d tool commands, want 2 and 1", installs, tools)
 	}
 }
 

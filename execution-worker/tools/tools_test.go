@@ -248,13 +248,18 @@ func lines(n int) string {
 	return b.String()
 }
 
+// cases are the tool cases runSuite runs against every sandbox, tool by
+// tool.
 func cases() []toolCase {
-	goTree := map[string]string{
-		"a.go": "package a\n", "sub/b.go": "package b\n", "sub/deep/c.go": "package c\n",
-		"sub/x.txt": "x\n", ".hidden/h.go": "package h\n",
+	var cs []toolCase
+	for _, part := range [][]toolCase{bashCases(), readCases(), writeAndEditCases(), globCases(), grepAndDispatchCases()} {
+		cs = append(cs, part...)
 	}
+	return cs
+}
+
+func bashCases() []toolCase {
 	return []toolCase{
-		// bash
 		{name: "bash_stdout", tool: "bash", input: `{"command":"echo hello"}`, want: exactly("hello\n")},
 		{name: "bash_stderr_only", tool: "bash", input: `{"command":"echo oops >&2"}`, want: exactly("oops\n")},
 		{name: "bash_both_streams", tool: "bash", input: `{"command":"echo out; echo err >&2"}`, want: exactly("out\n[stderr]\nerr\n")},
@@ -279,8 +284,11 @@ func cases() []toolCase {
 		{name: "bash_bad_timeout_type", tool: "bash", input: `{"command":"true","timeout_ms":"5"}`, wantErr: true, has: []string{"timeout_ms must be an integer, got string"}},
 		{name: "bash_negative_timeout", tool: "bash", input: `{"command":"true","timeout_ms":-1}`, wantErr: true, has: []string{"timeout_ms must be a positive"}},
 		{name: "bash_unknown_field", tool: "bash", input: `{"command":"true","cwd":"/"}`, wantErr: true, has: []string{`unknown field "cwd"`}},
+	}
+}
 
-		// read
+func readCases() []toolCase {
+	return []toolCase{
 		{name: "read_whole", tool: "read", files: map[string]string{"a.txt": "alpha\nbeta\ngamma\n"}, input: `{"file_path":"{d}/a.txt"}`,
 			want: exactly("     1\talpha\n     2\tbeta\n     3\tgamma\n")},
 		{name: "read_no_final_newline", tool: "read", files: map[string]string{"a.txt": "alpha\nbeta"}, input: `{"file_path":"{d}/a.txt"}`,
@@ -313,7 +321,11 @@ func cases() []toolCase {
 		{name: "read_missing_path", tool: "read", input: `{"view_range":[1,2]}`, wantErr: true, want: exactly("invalid input for read: missing required field file_path")},
 		{name: "read_unknown_field", tool: "read", input: `{"file_path":"a.txt","offset":3}`, wantErr: true, want: exactly(`invalid input for read: unknown field "offset"`)},
 		{name: "read_wrong_type", tool: "read", input: `{"file_path":7}`, wantErr: true, has: []string{"file_path must be a string, got number"}},
+	}
+}
 
+func writeAndEditCases() []toolCase {
+	return []toolCase{
 		// write
 		{name: "write_new", tool: "write", input: `{"file_path":"{d}/new/sub/f.txt","content":"hi\n"}`, want: exactly("Wrote 3 bytes to {d}/new/sub/f.txt"),
 			check: fileIs("new/sub/f.txt", "hi\n")},
@@ -349,8 +361,15 @@ func cases() []toolCase {
 		{name: "edit_missing_new", tool: "edit", input: `{"file_path":"{d}/f.txt","old_string":"a"}`, wantErr: true, has: []string{"missing required field new_string"}},
 		{name: "edit_missing_file", tool: "edit", input: `{"file_path":"{d}/nope.txt","old_string":"a","new_string":"b"}`, wantErr: true, want: exactly("file not found: {d}/nope.txt")},
 		{name: "edit_escape", tool: "edit", input: `{"file_path":"/etc/hosts","old_string":"a","new_string":"b"}`, wantErr: true, has: []string{"path escapes the workspace: /etc/hosts"}},
+	}
+}
 
-		// glob
+func globCases() []toolCase {
+	goTree := map[string]string{
+		"a.go": "package a\n", "sub/b.go": "package b\n", "sub/deep/c.go": "package c\n",
+		"sub/x.txt": "x\n", ".hidden/h.go": "package h\n",
+	}
+	return []toolCase{
 		{name: "glob_doublestar", tool: "glob", files: goTree, input: `{"pattern":"**/*.go","path":"{d}"}`,
 			want: exactly("{d}/.hidden/h.go\n{d}/a.go\n{d}/sub/b.go\n{d}/sub/deep/c.go\n")},
 		{name: "glob_single_level", tool: "glob", files: goTree, input: `{"pattern":"*.go","path":"{d}"}`, want: exactly("{d}/a.go\n")},
@@ -369,7 +388,11 @@ func cases() []toolCase {
 		{name: "glob_missing_pattern", tool: "glob", input: `{"path":"."}`, wantErr: true, want: exactly("invalid input for glob: missing required field pattern")},
 		{name: "glob_quoting", tool: "glob", files: map[string]string{"it's dir/$x `y`.go": "x"}, input: `{"pattern":"**/*.go","path":"{d}"}`,
 			want: exactly("{d}/it's dir/$x `y`.go\n")},
+	}
+}
 
+func grepAndDispatchCases() []toolCase {
+	return []toolCase{
 		// grep
 		{name: "grep_match", tool: "grep", files: map[string]string{"a.txt": "one\nneedle here\n", "sub/b.txt": "needle\nnope\n", "c.txt": "nothing\n"},
 			input: `{"pattern":"ne+dle","path":"{d}"}`, has: []string{"{d}/a.txt:2:needle here\n", "{d}/sub/b.txt:1:needle\n"}, hasNot: []string{"nope", "nothing", "{root}"}},

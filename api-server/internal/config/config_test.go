@@ -11,17 +11,53 @@ import (
 	"github.com/mangohq/mango/internal/tlsconf/tlsconftest"
 )
 
+// loadCase is one environment for Load: either the error it must name
+// (wantErr) or the checks on the Config it must yield.
+type loadCase struct {
+	name    string
+	env     map[string]string
+	wantErr string
+	check   func(t *testing.T, c *Config)
+}
+
 func TestLoad(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{"MANGO_DATABASE_URL": "postgres://u@127.0.0.1:5432/mango"}
 	pki := tlsconftest.New(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	tests := []struct {
-		name    string
-		env     map[string]string
-		wantErr string
-		check   func(t *testing.T, c *Config)
-	}{
+	tests := append(loadGeneralCases(base), loadTLSCases(pki, missing)...)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			if tc.name == "missing database" {
+				delete(env, "MANGO_DATABASE_URL")
+			}
+			c, err := Load(func(k string) string { return env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+// loadGeneralCases cover the defaults, addresses, durations, sandbox
+// providers and pprof.
+func loadGeneralCases(base map[string]string) []loadCase {
+	return []loadCase{
 		{name: "defaults", env: base, check: func(t *testing.T, c *Config) {
 			if c.HTTPAddr != "127.0.0.1:8080" || c.TemporalNamespace != "default" || c.DefaultSandbox != "local" || c.MaxBodyBytes != 32<<20 || c.ShutdownTimeout != 30*time.Second {
 				t.Errorf("defaults = %+v", c)
@@ -63,6 +99,12 @@ func TestLoad(t *testing.T) {
 			}
 		}},
 		{name: "several errors at once", env: map[string]string{"MANGO_HTTP_ADDR": "x", "MANGO_GRPC_ADDR": "y"}, wantErr: "MANGO_GRPC_ADDR"},
+	}
+}
+
+// loadTLSCases cover the gRPC server and Temporal client TLS settings.
+func loadTLSCases(pki *tlsconftest.PKI, missing string) []loadCase {
+	return []loadCase{
 		{name: "grpc tls", env: map[string]string{"MANGO_GRPC_TLS_CERT_FILE": pki.Server.CertFile, "MANGO_GRPC_TLS_KEY_FILE": pki.Server.KeyFile},
 			check: func(t *testing.T, c *Config) {
 				want := &tlsconf.Server{CertFile: pki.Server.CertFile, KeyFile: pki.Server.KeyFile}
@@ -115,32 +157,6 @@ func TestLoad(t *testing.T) {
 		{name: "temporal CA unreadable", env: map[string]string{"MANGO_TEMPORAL_TLS_CA_FILE": missing}, wantErr: "MANGO_TEMPORAL_TLS_CA_FILE: read certificates"},
 		{name: "temporal key without cert", env: map[string]string{"MANGO_TEMPORAL_TLS": "1", "MANGO_TEMPORAL_TLS_KEY_FILE": pki.Client.KeyFile},
 			wantErr: "MANGO_TEMPORAL_TLS_CERT_FILE: is required with MANGO_TEMPORAL_TLS_KEY_FILE"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			env := map[string]string{}
-			for k, v := range base {
-				env[k] = v
-			}
-			for k, v := range tc.env {
-				env[k] = v
-			}
-			if tc.name == "missing database" {
-				delete(env, "MANGO_DATABASE_URL")
-			}
-			c, err := Load(func(k string) string { return env[k] })
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			tc.check(t, c)
-		})
 	}
 }
 

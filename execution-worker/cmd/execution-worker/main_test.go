@@ -42,6 +42,14 @@ func workerCmd(ctx context.Context, bin string, env map[string]string) *exec.Cmd
 	return cmd
 }
 
+// startupFailure is a configuration the worker must refuse, with the
+// substrings its error must contain.
+type startupFailure struct {
+	name string
+	env  map[string]string
+	want []string
+}
+
 // TestStartupFailures runs the real binary with configurations that must be
 // refused. Temporal points at a port nothing listens on: each case must fail
 // on configuration, before dialing, with status 1 and a one-line error that
@@ -49,11 +57,43 @@ func workerCmd(ctx context.Context, bin string, env map[string]string) *exec.Cmd
 func TestStartupFailures(t *testing.T) {
 	t.Parallel()
 	bin := buildWorker(t)
-	tests := []struct {
-		name string
-		env  map[string]string
-		want []string
-	}{
+	for _, tt := range startupFailures() {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.env["MANGO_TEMPORAL_HOSTPORT"] = "127.0.0.1:1"
+			tt.env["MANGO_TEMPORAL_CONNECT_TIMEOUT"] = "1s"
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := workerCmd(ctx, bin, tt.env)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+				t.Fatalf("exit = %v, want exit status 1; stderr:\n%s", err, stderr.String())
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing", stdout.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "execution-worker: ") {
+				t.Errorf("stderr = %q, want exactly one line starting with %q", msg, "execution-worker: ")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("stderr = %q, want it to contain %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "connect to Temporal") {
+				t.Errorf("stderr = %q: the worker dialed Temporal before rejecting its configuration", msg)
+			}
+		})
+	}
+}
+
+// startupFailures are the refused configurations of TestStartupFailures.
+func startupFailures() []startupFailure {
+	return []startupFailure{
 		{
 			name: "unknown provider",
 			env:  map[string]string{"MANGO_SANDBOX": "nonsense"},
@@ -134,38 +174,6 @@ func TestStartupFailures(t *testing.T) {
 			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "soon"},
 			want: []string{`MANGO_SHUTDOWN_TIMEOUT: invalid duration "soon"`},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.env["MANGO_TEMPORAL_HOSTPORT"] = "127.0.0.1:1"
-			tt.env["MANGO_TEMPORAL_CONNECT_TIMEOUT"] = "1s"
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := workerCmd(ctx, bin, tt.env)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			var exitErr *exec.ExitError
-			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
-				t.Fatalf("exit = %v, want exit status 1; stderr:\n%s", err, stderr.String())
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout = %q, want nothing", stdout.String())
-			}
-			msg := stderr.String()
-			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "execution-worker: ") {
-				t.Errorf("stderr = %q, want exactly one line starting with %q", msg, "execution-worker: ")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("stderr = %q, want it to contain %q", msg, w)
-				}
-			}
-			if strings.Contains(msg, "connect to Temporal") {
-				t.Errorf("stderr = %q: the worker dialed Temporal before rejecting its configuration", msg)
-			}
-		})
 	}
 }
 

@@ -25,61 +25,123 @@ import (
 // same environment on docker or local is refused with 422.
 func TestLimitedEgressEndToEnd(t *testing.T) {
 	t.Parallel()
+	e, stop := startEgressWorkers(t)
+	e.createAgent(t)
+	e.checkRefusals(t)
+
+	var sess struct{ ID string }
+	e.srv.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": e.agentID, "environment_id": e.limited(t, "opensandbox", false)}, &sess)
+	e.sessID = sess.ID
+	e.turn(t, 1, "echo one")
+	e.checkPolicies(t, "echo one", "api.example.com", "mcp-one.example.com")
+
+	// An MCP-affecting session update: the next turn's policy follows.
+	e.srv.Do(t, http.MethodPost, "/v1/sessions/"+e.sessID, map[string]any{"agent": egressTools("https://mcp-two.example.com/mcp")}, nil)
+	e.turn(t, 2, "echo two")
+	pols := e.checkPolicies(t, "echo two", "api.example.com", "mcp-two.example.com")
+
+	// A restarted worker applies the policy again before any command.
+	stop()
+	e.worker(t, "egress-osb-2", e.osb)
+	e.turn(t, 3, "echo three")
+	if after := e.checkPolicies(t, "echo three", "api.example.com", "mcp-two.example.com"); len(after) != len(pols)+1 {
+		t.Errorf("policies after the restart = %d, want %d (applied once more)", len(after), len(pols)+1)
+	}
+}
+
+// egressE2E is the state TestLimitedEgressEndToEnd's steps share: the
+// control plane, the OpenSandbox fake, the workers' environment, and the
+// agent and session once created.
+type egressE2E struct {
+	srv      *cptest.Server
+	fake     *opensandboxfake.Server
+	base     map[string]string
+	osb      map[string]string
+	dockerUp bool
+	agentID  string
+	sessID   string
+}
+
+// startEgressWorkers starts the control plane, the OpenSandbox fake and
+// the opensandbox, docker (when up) and local workers, and waits until
+// they have reported. stop stops the opensandbox worker.
+func startEgressWorkers(t *testing.T) (e *egressE2E, stop func()) {
+	t.Helper()
 	hostPort := temporaltest.HostPort(t)
 	srv := cptest.Start(t, "MANGO_SANDBOX_PROVIDERS=local,docker,opensandbox")
 	fake := opensandboxfake.New(t)
-	base := map[string]string{
+	e = &egressE2E{srv: srv, fake: fake, base: map[string]string{
 		"MANGO_TEMPORAL_HOSTPORT":  hostPort,
 		"MANGO_CONTROLPLANE_ADDR":  srv.GRPCAddr,
 		"MANGO_WORKER_TOKEN":       srv.WorkerToken,
 		"MANGO_TASK_QUEUE_PREFIX":  srv.TaskQueuePrefix,
 		"MANGO_SHUTDOWN_TIMEOUT":   "10s",
 		"MANGO_RECONCILE_INTERVAL": "1h",
-	}
-	worker := func(id string, extra map[string]string) func() {
-		env := maps.Clone(base)
-		maps.Copy(env, extra)
-		env["MANGO_WORKER_ID"] = id
-		return runWorker(t, env)
-	}
-	osb := map[string]string{"MANGO_SANDBOX": "opensandbox", "OPEN_SANDBOX_DOMAIN": fake.Host()}
-	stop := worker("egress-osb-1", osb)
-	dockerUp := exec.Command("docker", "info").Run() == nil
-	if !dockerUp && testenv.Required() {
+	}}
+	e.osb = map[string]string{"MANGO_SANDBOX": "opensandbox", "OPEN_SANDBOX_DOMAIN": fake.Host()}
+	stop = e.worker(t, "egress-osb-1", e.osb)
+	e.dockerUp = exec.Command("docker", "info").Run() == nil
+	if !e.dockerUp && testenv.Required() {
 		t.Fatal("no Docker daemon")
 	}
-	if dockerUp {
+	if e.dockerUp {
 		// Labelled apart, so that its reconciler never touches the
 		// containers of tests running beside it on the same daemon.
-		worker("egress-docker-1", map[string]string{"MANGO_SANDBOX": "docker", "MANGO_DOCKER_LABELS": "mango.test=" + srv.TaskQueuePrefix})
+		e.worker(t, "egress-docker-1", map[string]string{"MANGO_SANDBOX": "docker", "MANGO_DOCKER_LABELS": "mango.test=" + srv.TaskQueuePrefix})
 	}
-	worker("egress-local-1", map[string]string{"MANGO_SANDBOX": "local", "MANGO_LOCAL_SANDBOX_ROOT": t.TempDir()})
-	waitWorkers(t, srv, dockerUp)
+	e.worker(t, "egress-local-1", map[string]string{"MANGO_SANDBOX": "local", "MANGO_LOCAL_SANDBOX_ROOT": t.TempDir()})
+	waitWorkers(t, srv, e.dockerUp)
+	return e, stop
+}
 
-	tools := func(mcpURL string) map[string]any {
-		return map[string]any{
-			"tools": []any{map[string]any{"type": "agent_toolset_20260401"},
-				map[string]any{"type": "mcp_toolset", "mcp_server_name": "docs"}},
-			"mcp_servers": []any{map[string]any{"type": "url", "name": "docs", "url": mcpURL}},
-		}
+// worker runs a worker with the base environment, extra and the id.
+func (e *egressE2E) worker(t *testing.T, id string, extra map[string]string) func() {
+	t.Helper()
+	env := maps.Clone(e.base)
+	maps.Copy(env, extra)
+	env["MANGO_WORKER_ID"] = id
+	return runWorker(t, env)
+}
+
+// egressTools are the agent's tools: the built-in toolset and an MCP
+// server at mcpURL.
+func egressTools(mcpURL string) map[string]any {
+	return map[string]any{
+		"tools": []any{map[string]any{"type": "agent_toolset_20260401"},
+			map[string]any{"type": "mcp_toolset", "mcp_server_name": "docs"}},
+		"mcp_servers": []any{map[string]any{"type": "url", "name": "docs", "url": mcpURL}},
 	}
-	agentBody := tools("https://mcp-one.example.com/mcp")
+}
+
+// createAgent creates the agent, with its MCP server at mcp-one.
+func (e *egressE2E) createAgent(t *testing.T) {
+	t.Helper()
+	agentBody := egressTools("https://mcp-one.example.com/mcp")
 	agentBody["name"], agentBody["model"] = "egress", "fake"
-	var agent, sess struct{ ID string }
-	srv.Do(t, http.MethodPost, "/v1/agents", agentBody, &agent)
-	limited := func(provider string, packages bool) string {
-		cfg := map[string]any{"type": "cloud", "networking": map[string]any{"type": "limited",
-			"allowed_hosts": []string{"api.example.com"}, "allow_mcp_servers": true}}
-		if packages {
-			cfg = map[string]any{"type": "cloud", "packages": map[string]any{"pip": []string{"requests"}}}
-		}
-		var env struct{ ID string }
-		srv.Do(t, http.MethodPost, "/v1/environments", map[string]any{"name": fmt.Sprintf("egress-%s-%v-%d", provider, packages, time.Now().UnixNano()),
-			"config": cfg, "metadata": map[string]string{"mango.sandbox": provider}}, &env)
-		return env.ID
-	}
+	var agent struct{ ID string }
+	e.srv.Do(t, http.MethodPost, "/v1/agents", agentBody, &agent)
+	e.agentID = agent.ID
+}
 
-	// Refused where it cannot be enforced.
+// limited creates an environment on provider with limited networking (or,
+// with packages, one that installs packages) and returns its id.
+func (e *egressE2E) limited(t *testing.T, provider string, packages bool) string {
+	t.Helper()
+	cfg := map[string]any{"type": "cloud", "networking": map[string]any{"type": "limited",
+		"allowed_hosts": []string{"api.example.com"}, "allow_mcp_servers": true}}
+	if packages {
+		cfg = map[string]any{"type": "cloud", "packages": map[string]any{"pip": []string{"requests"}}}
+	}
+	var env struct{ ID string }
+	e.srv.Do(t, http.MethodPost, "/v1/environments", map[string]any{"name": fmt.Sprintf("egress-%s-%v-%d", provider, packages, time.Now().UnixNano()),
+		"config": cfg, "metadata": map[string]string{"mango.sandbox": provider}}, &env)
+	return env.ID
+}
+
+// checkRefusals checks that a session is refused with 422 where the
+// environment cannot be enforced: local, and docker when up.
+func (e *egressE2E) checkRefusals(t *testing.T) {
+	t.Helper()
 	refusals := []struct {
 		provider string
 		packages bool
@@ -88,7 +150,7 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 		{"local", false, "cannot enforce egress rules"},
 		{"local", true, "does not install packages"},
 	}
-	if dockerUp {
+	if e.dockerUp {
 		refusals = append(refusals, struct {
 			provider string
 			packages bool
@@ -96,68 +158,54 @@ func TestLimitedEgressEndToEnd(t *testing.T) {
 		}{"docker", false, "cannot enforce egress rules"})
 	}
 	for _, r := range refusals {
-		status, body := srv.Request(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": limited(r.provider, r.packages)})
+		status, body := e.srv.Request(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": e.agentID, "environment_id": e.limited(t, r.provider, r.packages)})
 		if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), r.want) {
 			t.Errorf("session on %s (packages %v) = %d %s, want 422 containing %q", r.provider, r.packages, status, body, r.want)
 		}
 	}
+}
 
-	srv.Do(t, http.MethodPost, "/v1/sessions", map[string]any{"agent": agent.ID, "environment_id": limited("opensandbox", false)}, &sess)
-	turn := func(n int, command string) {
-		t.Helper()
-		sendMessage(t, srv, sess.ID, `#tool bash {"command":"`+command+`"}`)
-		evs := waitFor(t, srv, sess.ID, func(e []listedEvent) bool { return idleCount(e) == n })
-		if r := lastOf(evs, "agent.tool_result"); r == nil || r.IsError {
-			t.Fatalf("turn %d: tool result %v; events %s", n, r, types(evs))
+// turn runs command with the bash tool as the session's nth turn and
+// waits until it is idle with a successful tool result.
+func (e *egressE2E) turn(t *testing.T, n int, command string) {
+	t.Helper()
+	sendMessage(t, e.srv, e.sessID, `#tool bash {"command":"`+command+`"}`)
+	evs := waitFor(t, e.srv, e.sessID, func(got []listedEvent) bool { return idleCount(got) == n })
+	if r := lastOf(evs, "agent.tool_result"); r == nil || r.IsError {
+		t.Fatalf("turn %d: tool result %v; events %s", n, r, types(evs))
+	}
+}
+
+// checkPolicies asserts every policy denies by default, the last allows
+// exactly want, and command ran under it.
+func (e *egressE2E) checkPolicies(t *testing.T, command string, want ...string) []opensandboxfake.Policy {
+	t.Helper()
+	ids := e.fake.IDs()
+	if len(ids) != 1 {
+		t.Fatalf("sandboxes = %v, want one", ids)
+	}
+	pols := e.fake.Policies(ids[0])
+	for i, p := range pols {
+		if p.DefaultAction != "deny" {
+			t.Errorf("policy %d = %+v, want deny by default", i, p)
 		}
 	}
-	// check asserts every policy denies by default, the last allows exactly
-	// want, and command ran under it.
-	check := func(command string, want ...string) []opensandboxfake.Policy {
-		t.Helper()
-		ids := fake.IDs()
-		if len(ids) != 1 {
-			t.Fatalf("sandboxes = %v, want one", ids)
-		}
-		pols := fake.Policies(ids[0])
-		for i, p := range pols {
-			if p.DefaultAction != "deny" {
-				t.Errorf("policy %d = %+v, want deny by default", i, p)
+	if len(pols) == 0 || !slices.Equal(pols[len(pols)-1].Allowed(), want) {
+		t.Fatalf("policies = %+v, want the last to allow exactly %v", pols, want)
+	}
+	ran := false
+	for _, c := range e.fake.Commands(ids[0]) {
+		if strings.Contains(c.Command, command) {
+			ran = true
+			if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), want) {
+				t.Errorf("%q ran under %+v, want allow exactly %v", command, c.Policy, want)
 			}
 		}
-		if len(pols) == 0 || !slices.Equal(pols[len(pols)-1].Allowed(), want) {
-			t.Fatalf("policies = %+v, want the last to allow exactly %v", pols, want)
-		}
-		ran := false
-		for _, c := range fake.Commands(ids[0]) {
-			if strings.Contains(c.Command, command) {
-				ran = true
-				if c.Policy == nil || !slices.Equal(c.Policy.Allowed(), want) {
-					t.Errorf("%q ran under %+v, want allow exactly %v", command, c.Policy, want)
-				}
-			}
-		}
-		if !ran {
-			t.Errorf("%q did not run in the sandbox", command)
-		}
-		return pols
 	}
-
-	turn(1, "echo one")
-	check("echo one", "api.example.com", "mcp-one.example.com")
-
-	// An MCP-affecting session update: the next turn's policy follows.
-	srv.Do(t, http.MethodPost, "/v1/sessions/"+sess.ID, map[string]any{"agent": tools("https://mcp-two.example.com/mcp")}, nil)
-	turn(2, "echo two")
-	pols := check("echo two", "api.example.com", "mcp-two.example.com")
-
-	// A restarted worker applies the policy again before any command.
-	stop()
-	worker("egress-osb-2", osb)
-	turn(3, "echo three")
-	if after := check("echo three", "api.example.com", "mcp-two.example.com"); len(after) != len(pols)+1 {
-		t.Errorf("policies after the restart = %d, want %d (applied once more)", len(after), len(pols)+1)
+	if !ran {
+		t.Errorf("%q did not run in the sandbox", command)
 	}
+	return pols
 }
 
 // waitWorkers waits until the opensandbox, local and (when up) docker

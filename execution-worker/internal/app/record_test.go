@@ -31,126 +31,186 @@ func TestRecordHistories(t *testing.T) {
 		t.Skip("MANGO_RECORD_HISTORIES is not set")
 	}
 	srv, env := startStack(t)
-	stop := runWorker(t, env)
+	r := &historyRecorder{srv: srv, env: env, dir: dir}
+	r.stop = runWorker(t, env)
 	temporalBin, err := filepath.Abs("../../../bin/temporal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	export := func(name, workflowID string, runID ...string) {
-		t.Helper()
-		args := []string{"workflow", "show", "--address", env["MANGO_TEMPORAL_HOSTPORT"], "-w", workflowID, "--output", "json"}
-		if len(runID) > 0 {
-			args = append(args, "--run-id", runID[0])
-		}
-		out, err := exec.Command(temporalBin, args...).Output()
-		if err != nil {
-			t.Fatalf("export %s: %v", workflowID, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitIdle := func(session string, n int) []listedEvent {
-		return waitFor(t, srv, session, func(e []listedEvent) bool { return idleCount(e) >= n })
-	}
+	r.temporalBin = temporalBin
 
-	// turn: one bash round, then a plain reply in a second turn.
-	turn := srv.NewSession(t, "local")
-	sendMessage(t, srv, turn, `#tool bash {"command":"echo hi"}`)
-	waitIdle(turn, 1)
-	sendMessage(t, srv, turn, "#reply second")
-	waitIdle(turn, 2)
+	turn := r.recordTurn(t)
+	park := r.recordParkResume(t)
+	pushed, intr := r.recordInterrupts(t)
+	retry, exhausted := r.recordRetries(t)
+	del := r.recordDeletion(t)
+	can, canRun := r.recordContinueAsNew(t)
+	gone := r.recordLocalityGone(t)
 
-	// park/resume: a custom tool.
+	r.stop() // settle: histories of running workflows end at a stable point
+	r.export(t, "turn", turn)
+	r.export(t, "park_resume", park)
+	r.export(t, "interrupt", intr)
+	r.export(t, "interrupt_pushed", pushed)
+	r.export(t, "retry", retry)
+	r.export(t, "retries_exhausted", exhausted)
+	r.export(t, "session_deleted", del)
+	r.export(t, "deletion", "delete/"+del)
+	r.export(t, "continue_as_new", can, canRun)
+	r.export(t, "locality_gone", gone)
+}
+
+// historyRecorder is the state TestRecordHistories' steps share: the
+// stack, the worker's environment, how to stop the running worker, and
+// where the histories go.
+type historyRecorder struct {
+	srv         *cptest.Server
+	env         map[string]string
+	stop        func()
+	dir         string
+	temporalBin string
+}
+
+// export writes the history of the workflow (of its run, if given) as
+// name.json.
+func (r *historyRecorder) export(t *testing.T, name, workflowID string, runID ...string) {
+	t.Helper()
+	args := []string{"workflow", "show", "--address", r.env["MANGO_TEMPORAL_HOSTPORT"], "-w", workflowID, "--output", "json"}
+	if len(runID) > 0 {
+		args = append(args, "--run-id", runID[0])
+	}
+	out, err := exec.Command(r.temporalBin, args...).Output()
+	if err != nil {
+		t.Fatalf("export %s: %v", workflowID, err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, name+".json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *historyRecorder) waitIdle(t *testing.T, session string, n int) []listedEvent {
+	t.Helper()
+	return waitFor(t, r.srv, session, func(e []listedEvent) bool { return idleCount(e) >= n })
+}
+
+// recordTurn: one bash round, then a plain reply in a second turn.
+func (r *historyRecorder) recordTurn(t *testing.T) string {
+	t.Helper()
+	turn := r.srv.NewSession(t, "local")
+	sendMessage(t, r.srv, turn, `#tool bash {"command":"echo hi"}`)
+	r.waitIdle(t, turn, 1)
+	sendMessage(t, r.srv, turn, "#reply second")
+	r.waitIdle(t, turn, 2)
+	return turn
+}
+
+// recordParkResume: a custom tool.
+func (r *historyRecorder) recordParkResume(t *testing.T) string {
+	t.Helper()
+	srv := r.srv
 	park := newAgentSession(t, srv, []any{map[string]any{"type": "custom", "name": "lookup", "description": "d",
 		"input_schema": map[string]any{"type": "object"}}})
 	sendMessage(t, srv, park, `#tool lookup {}`)
-	evs := waitIdle(park, 1)
+	evs := r.waitIdle(t, park, 1)
 	sendEvent(t, srv, park, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": lastOf(evs, "agent.custom_tool_use").ID,
 		"content": []any{map[string]any{"type": "text", "text": "found"}}})
-	waitIdle(park, 2)
+	r.waitIdle(t, park, 2)
+	return park
+}
 
-	// interrupt: a long bash command interrupted, stopped by the pushed
-	// interrupt (the activity completes with outcome interrupted)...
-	interrupt := func() string {
-		id := srv.NewSession(t, "local")
-		sendMessage(t, srv, id, `#tool bash {"command":"sleep 30"}`)
-		waitFor(t, srv, id, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
-		sendEvent(t, srv, id, map[string]any{"type": "user.interrupt"})
-		waitIdle(id, 1)
-		sendMessage(t, srv, id, "#reply after")
-		waitIdle(id, 2)
-		return id
-	}
-	pushed := interrupt()
+// interrupt: a long bash command interrupted, then a reply.
+func (r *historyRecorder) interrupt(t *testing.T) string {
+	t.Helper()
+	srv := r.srv
+	id := srv.NewSession(t, "local")
+	sendMessage(t, srv, id, `#tool bash {"command":"sleep 30"}`)
+	waitFor(t, srv, id, func(e []listedEvent) bool { return countType(e, "agent.tool_use") == 1 })
+	sendEvent(t, srv, id, map[string]any{"type": "user.interrupt"})
+	r.waitIdle(t, id, 1)
+	sendMessage(t, srv, id, "#reply after")
+	r.waitIdle(t, id, 2)
+	return id
+}
+
+// recordInterrupts: the interrupt stopped by the pushed interrupt (the
+// activity completes with outcome interrupted)...
+func (r *historyRecorder) recordInterrupts(t *testing.T) (pushed, intr string) {
+	t.Helper()
+	pushed = r.interrupt(t)
 	// (interrupt_pushed_late_signal.json, recorded before
 	// pushedInterruptChange, keeps a late interrupt signal cancelling the
 	// next turn under replay: keep it.)
 	// ... and by Temporal's cancellation alone (the activity is cancelled).
-	stop()
-	noPush := maps.Clone(env)
+	r.stop()
+	noPush := maps.Clone(r.env)
 	noPush["MANGO_INTERRUPT_PUSH"] = "false"
-	stop = runWorker(t, noPush)
-	intr := interrupt()
-	stop()
-	stop = runWorker(t, env)
+	r.stop = runWorker(t, noPush)
+	intr = r.interrupt(t)
+	r.stop()
+	r.stop = runWorker(t, r.env)
+	return pushed, intr
+}
 
-	// retry and exhaustion.
-	retry := srv.NewSession(t, "local")
-	sendMessage(t, srv, retry, "#error server 1\n#reply ok")
-	waitIdle(retry, 1)
-	exhausted := srv.NewSession(t, "local")
-	sendMessage(t, srv, exhausted, "#error server 3\n#reply never")
-	waitIdle(exhausted, 1)
+// recordRetries: retry and exhaustion.
+func (r *historyRecorder) recordRetries(t *testing.T) (retry, exhausted string) {
+	t.Helper()
+	retry = r.srv.NewSession(t, "local")
+	sendMessage(t, r.srv, retry, "#error server 1\n#reply ok")
+	r.waitIdle(t, retry, 1)
+	exhausted = r.srv.NewSession(t, "local")
+	sendMessage(t, r.srv, exhausted, "#error server 3\n#reply never")
+	r.waitIdle(t, exhausted, 1)
+	return retry, exhausted
+}
 
-	// deletion of a session with a sandbox.
+// recordDeletion: deletion of a session with a sandbox.
+func (r *historyRecorder) recordDeletion(t *testing.T) string {
+	t.Helper()
+	srv := r.srv
 	del := srv.NewSession(t, "local")
 	sendMessage(t, srv, del, `#tool bash {"command":"true"}`)
-	waitIdle(del, 1)
+	r.waitIdle(t, del, 1)
 	srv.Do(t, http.MethodDelete, "/v1/sessions/"+del, nil, nil)
 	cp := dialControlPlane(t, srv)
 	poll.Until(t, 30*time.Second, "the deleted session to go (append answers NotFound)", func() (bool, string) {
 		st := deletionState(t, cp, del)
 		return st.Code() == codes.NotFound, fmt.Sprintf("append %v", st.Err())
 	})
+	return del
+}
 
-	// continue-as-new: a small history limit.
-	can := srv.NewSession(t, "local")
-	canRun := startSessionWorkflow(t, env, can, 20)
+// recordContinueAsNew: a small history limit.
+func (r *historyRecorder) recordContinueAsNew(t *testing.T) (can, canRun string) {
+	t.Helper()
+	can = r.srv.NewSession(t, "local")
+	canRun = startSessionWorkflow(t, r.env, can, 20)
 	for i := 1; i <= 3; i++ {
-		sendMessage(t, srv, can, "#reply again")
-		waitIdle(can, i)
+		sendMessage(t, r.srv, can, "#reply again")
+		r.waitIdle(t, can, i)
 	}
+	return can, canRun
+}
 
-	// locality gone: every worker of the sandbox's locality stops; the
-	// next turn is not picked up, CheckLocality fails it, and once the
-	// locality is back the turn after runs. (host_gone.json, recorded
-	// before CheckLocality, keeps the older branch under replay.)
+// recordLocalityGone: every worker of the sandbox's locality stops; the
+// next turn is not picked up, CheckLocality fails it, and once the
+// locality is back the turn after runs. (host_gone.json, recorded
+// before CheckLocality, keeps the older branch under replay.)
+func (r *historyRecorder) recordLocalityGone(t *testing.T) string {
+	t.Helper()
+	srv, env := r.srv, r.env
 	gone := srv.NewSession(t, "local")
 	startSessionWorkflowWith(t, env, gone, &sessionv1.SessionWorkflowInput{SessionId: gone, Provider: "local", HostQueueTimeoutSeconds: 2})
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
-	waitIdle(gone, 1)
-	stop()
+	r.waitIdle(t, gone, 1)
+	r.stop()
 	other := maps.Clone(env)
 	other["MANGO_LOCAL_SANDBOX_ROOT"] = t.TempDir() // another locality: cannot reach the sandbox
 	stopOther := runWorker(t, other)
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
-	waitIdle(gone, 2)
-	stop = runWorker(t, env)
+	r.waitIdle(t, gone, 2)
+	r.stop = runWorker(t, env)
 	sendMessage(t, srv, gone, `#tool bash {"command":"true"}`)
-	waitIdle(gone, 3)
+	r.waitIdle(t, gone, 3)
 	stopOther()
-
-	stop() // settle: histories of running workflows end at a stable point
-	export("turn", turn)
-	export("park_resume", park)
-	export("interrupt", intr)
-	export("interrupt_pushed", pushed)
-	export("retry", retry)
-	export("retries_exhausted", exhausted)
-	export("session_deleted", del)
-	export("deletion", "delete/"+del)
-	export("continue_as_new", can, canRun)
-	export("locality_gone", gone)
-	_ = cptest.Server{}
+	return gone
 }

@@ -94,86 +94,111 @@ func TestFromEnvDefaults(t *testing.T) {
 	}
 }
 
+// validCase is one environment FromEnv accepts and what it must yield.
+type validCase struct {
+	name  string
+	env   map[string]string
+	check func(t *testing.T, c *config.Config)
+}
+
 func TestFromEnvValid(t *testing.T) {
 	t.Parallel()
 	pki := tlsconftest.New(t)
-	tests := []struct {
-		name  string
-		env   map[string]string
-		check func(t *testing.T, c *config.Config)
-	}{
-		{
-			name: "all variables set",
-			env: map[string]string{
-				"MANGO_TEMPORAL_HOSTPORT":          "temporal.internal:7233",
-				"MANGO_TEMPORAL_NAMESPACE":         "mango",
-				"MANGO_TEMPORAL_CONNECT_TIMEOUT":   "3s",
-				"MANGO_SANDBOX":                    "docker",
-				"MANGO_MODEL":                      "anthropic",
-				"MANGO_MODEL_BASE_URL":             "http://proxy.internal:8080/",
-				"MANGO_MODEL_API_KEY":              "sk-test",
-				"MANGO_MODEL_AUTH":                 "bearer",
-				"MANGO_MODEL_ID":                   "claude-test",
-				"MANGO_MODEL_CONTEXT_WINDOW":       "150000",
-				"MANGO_COMPACTION_MODEL":           "claude-haiku-4-5",
-				"MANGO_COMPACTION_THRESHOLD":       "0.75",
-				"MANGO_OUTPUTS_MAX_FILES":          "7",
-				"MANGO_OUTPUTS_MAX_BYTES":          "1048576",
-				"MANGO_TRANSCRIPT_CACHE_BYTES":     "2097152",
-				"MANGO_MCP_ALLOW_PRIVATE":          "1",
-				"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
-				"MANGO_CONTROLPLANE_ADDR":          "api:8081",
-				"MANGO_WORKER_TOKEN":               "tok",
-				"MANGO_WORKER_ID":                  "w-1",
-				"MANGO_LOG_LEVEL":                  "debug",
-				"MANGO_LOG_FORMAT":                 "json",
-				"MANGO_SHUTDOWN_GRACE":             "1m30s",
-				"MANGO_SANDBOX_LOCALITY":           "rack-7",
-				"MANGO_CONTROLPLANE_RETRY":         "45s",
-				"MANGO_TASK_QUEUE_PREFIX":          "prod-2",
-				"MANGO_RECONCILE_INTERVAL":         "30s",
-				"MANGO_RECONCILE_GRACE":            "2m",
-				"MANGO_INTERRUPT_PUSH":             "false",
-			},
-			check: func(t *testing.T, c *config.Config) {
-				want := config.Config{
-					TemporalHostPort:       "temporal.internal:7233",
-					TemporalNamespace:      "mango",
-					TemporalConnectTimeout: 3 * time.Second,
-					Sandbox:                "docker",
-					SandboxVar:             "MANGO_SANDBOX",
-					Model:                  config.ModelAnthropic,
-					ModelBaseURL:           "http://proxy.internal:8080",
-					ModelAPIKey:            "sk-test",
-					ModelAuth:              config.AuthBearer,
-					ModelID:                "claude-test",
-					ModelContextWindow:     150_000,
-					CompactionModel:        "claude-haiku-4-5",
-					CompactionThreshold:    0.75,
-					OutputsMaxFiles:        7,
-					OutputsMaxBytes:        1 << 20,
-					TranscriptCacheBytes:   2 << 20,
-					MCPAllowPrivate:        true,
-					ControlPlaneAddr:       "api:8081",
-					WorkerToken:            "tok",
-					WorkerID:               "w-1",
-					WorkerIDSet:            true,
-					SandboxLocality:        "rack-7",
-					ControlPlaneRetry:      45 * time.Second,
-					LogLevel:               slog.LevelDebug,
-					LogFormat:              config.LogJSON,
-					ShutdownGrace:          90 * time.Second,
-					TaskQueuePrefix:        "prod-2",
-					ReconcileInterval:      30 * time.Second,
-					ReconcileGrace:         2 * time.Minute,
-				}
-				got := *c
-				got.SandboxFactory = sandbox.Factory{}
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("FromEnv =\n%+v\nwant\n%+v", got, want)
-				}
-			},
+	tests := []validCase{validAllVariablesCase()}
+	tests = append(tests, validSandboxAndModelCases()...)
+	tests = append(tests, validTLSAndLogCases(pki)...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.FromEnv(envFunc(tt.env), registry())
+			if err != nil {
+				t.Fatalf("FromEnv(%v) = %v, want no error", tt.env, err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+// validAllVariablesCase sets every variable and checks the whole Config.
+func validAllVariablesCase() validCase {
+	return validCase{
+		name: "all variables set",
+		env: map[string]string{
+			"MANGO_TEMPORAL_HOSTPORT":          "temporal.internal:7233",
+			"MANGO_TEMPORAL_NAMESPACE":         "mango",
+			"MANGO_TEMPORAL_CONNECT_TIMEOUT":   "3s",
+			"MANGO_SANDBOX":                    "docker",
+			"MANGO_MODEL":                      "anthropic",
+			"MANGO_MODEL_BASE_URL":             "http://proxy.internal:8080/",
+			"MANGO_MODEL_API_KEY":              "sk-test",
+			"MANGO_MODEL_AUTH":                 "bearer",
+			"MANGO_MODEL_ID":                   "claude-test",
+			"MANGO_MODEL_CONTEXT_WINDOW":       "150000",
+			"MANGO_COMPACTION_MODEL":           "claude-haiku-4-5",
+			"MANGO_COMPACTION_THRESHOLD":       "0.75",
+			"MANGO_OUTPUTS_MAX_FILES":          "7",
+			"MANGO_OUTPUTS_MAX_BYTES":          "1048576",
+			"MANGO_TRANSCRIPT_CACHE_BYTES":     "2097152",
+			"MANGO_MCP_ALLOW_PRIVATE":          "1",
+			"MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "0",
+			"MANGO_CONTROLPLANE_ADDR":          "api:8081",
+			"MANGO_WORKER_TOKEN":               "tok",
+			"MANGO_WORKER_ID":                  "w-1",
+			"MANGO_LOG_LEVEL":                  "debug",
+			"MANGO_LOG_FORMAT":                 "json",
+			"MANGO_SHUTDOWN_GRACE":             "1m30s",
+			"MANGO_SANDBOX_LOCALITY":           "rack-7",
+			"MANGO_CONTROLPLANE_RETRY":         "45s",
+			"MANGO_TASK_QUEUE_PREFIX":          "prod-2",
+			"MANGO_RECONCILE_INTERVAL":         "30s",
+			"MANGO_RECONCILE_GRACE":            "2m",
+			"MANGO_INTERRUPT_PUSH":             "false",
 		},
+		check: func(t *testing.T, c *config.Config) {
+			want := config.Config{
+				TemporalHostPort:       "temporal.internal:7233",
+				TemporalNamespace:      "mango",
+				TemporalConnectTimeout: 3 * time.Second,
+				Sandbox:                "docker",
+				SandboxVar:             "MANGO_SANDBOX",
+				Model:                  config.ModelAnthropic,
+				ModelBaseURL:           "http://proxy.internal:8080",
+				ModelAPIKey:            "sk-test",
+				ModelAuth:              config.AuthBearer,
+				ModelID:                "claude-test",
+				ModelContextWindow:     150_000,
+				CompactionModel:        "claude-haiku-4-5",
+				CompactionThreshold:    0.75,
+				OutputsMaxFiles:        7,
+				OutputsMaxBytes:        1 << 20,
+				TranscriptCacheBytes:   2 << 20,
+				MCPAllowPrivate:        true,
+				ControlPlaneAddr:       "api:8081",
+				WorkerToken:            "tok",
+				WorkerID:               "w-1",
+				WorkerIDSet:            true,
+				SandboxLocality:        "rack-7",
+				ControlPlaneRetry:      45 * time.Second,
+				LogLevel:               slog.LevelDebug,
+				LogFormat:              config.LogJSON,
+				ShutdownGrace:          90 * time.Second,
+				TaskQueuePrefix:        "prod-2",
+				ReconcileInterval:      30 * time.Second,
+				ReconcileGrace:         2 * time.Minute,
+			}
+			got := *c
+			got.SandboxFactory = sandbox.Factory{}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("FromEnv =\n%+v\nwant\n%+v", got, want)
+			}
+		},
+	}
+}
+
+// validSandboxAndModelCases cover the shutdown grace, the sandbox names and
+// the unsafe local sandbox override.
+func validSandboxAndModelCases() []validCase {
+	return []validCase{
 		{
 			name: "the older MANGO_SHUTDOWN_TIMEOUT still sets the grace",
 			env:  map[string]string{"MANGO_SHUTDOWN_TIMEOUT": "7s"},
@@ -252,6 +277,13 @@ func TestFromEnvValid(t *testing.T) {
 				}
 			},
 		},
+	}
+}
+
+// validTLSAndLogCases cover the control plane and Temporal TLS settings and
+// the log level.
+func validTLSAndLogCases(pki *tlsconftest.PKI) []validCase {
+	return []validCase{
 		{
 			name: "control plane TLS with the system roots",
 			env:  map[string]string{"MANGO_CONTROLPLANE_TLS": "true"},
@@ -310,30 +342,56 @@ func TestFromEnvValid(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := config.FromEnv(envFunc(tt.env), registry())
-			if err != nil {
-				t.Fatalf("FromEnv(%v) = %v, want no error", tt.env, err)
-			}
-			tt.check(t, c)
-		})
-	}
+}
+
+// invalidCase is one environment FromEnv refuses.
+type invalidCase struct {
+	name string
+	env  map[string]string
+	// want are substrings the error message must contain.
+	want []string
+	// is, if set, must match errors.Is.
+	is error
 }
 
 func TestFromEnvInvalid(t *testing.T) {
 	t.Parallel()
 	pki := tlsconftest.New(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	tests := []struct {
-		name string
-		env  map[string]string
-		// want are substrings the error message must contain.
-		want []string
-		// is, if set, must match errors.Is.
-		is error
-	}{
+	tests := invalidSandboxModelAndDurationCases()
+	tests = append(tests, invalidAddressLogAndIDCases()...)
+	tests = append(tests, invalidTLSAndValueCases(pki, missing)...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.FromEnv(envFunc(tt.env), registry())
+			if err == nil {
+				t.Fatalf("FromEnv(%v) = %+v, want an error", tt.env, c)
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("FromEnv(%v) error = %q, want it to contain %q", tt.env, msg, w)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error message %q spans several lines, want one", msg)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) = false, want true", err, tt.is)
+			}
+			var ve *config.ValidationError
+			if !errors.As(err, &ve) {
+				t.Errorf("error %T is not a *config.ValidationError", err)
+			}
+		})
+	}
+}
+
+// invalidSandboxModelAndDurationCases cover the sandbox provider, the model
+// settings, booleans and durations.
+func invalidSandboxModelAndDurationCases() []invalidCase {
+	return []invalidCase{
 		{
 			name: "unknown provider",
 			env:  map[string]string{"MANGO_SANDBOX": "nonsense"},
@@ -405,6 +463,13 @@ func TestFromEnvInvalid(t *testing.T) {
 			env:  map[string]string{"MANGO_SHUTDOWN_GRACE": "soon", "MANGO_SHUTDOWN_TIMEOUT": "10s"},
 			want: []string{`MANGO_SHUTDOWN_GRACE: invalid duration "soon"`},
 		},
+	}
+}
+
+// invalidAddressLogAndIDCases cover addresses, the model endpoint, logging,
+// worker ids and several problems at once.
+func invalidAddressLogAndIDCases() []invalidCase {
+	return []invalidCase{
 		{
 			name: "locality with a dot",
 			env:  map[string]string{"MANGO_SANDBOX_LOCALITY": "host.example"},
@@ -473,6 +538,12 @@ func TestFromEnvInvalid(t *testing.T) {
 			want: []string{"MANGO_SANDBOX: unknown", "; MANGO_LOG_LEVEL: invalid", "MANGO_SHUTDOWN_TIMEOUT: invalid"},
 			is:   sandbox.ErrUnknownProvider,
 		},
+	}
+}
+
+// invalidTLSAndValueCases cover the TLS settings, counts and a misspelt model.
+func invalidTLSAndValueCases(pki *tlsconftest.PKI, missing string) []invalidCase {
+	return []invalidCase{
 		{
 			name: "control plane CA unreadable",
 			env:  map[string]string{"MANGO_CONTROLPLANE_TLS_CA_FILE": missing},
@@ -542,31 +613,6 @@ func TestFromEnvInvalid(t *testing.T) {
 			env:  map[string]string{"MANGO_MODEL": "anthropik"},
 			want: []string{`MANGO_MODEL: invalid value "anthropik"`},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := config.FromEnv(envFunc(tt.env), registry())
-			if err == nil {
-				t.Fatalf("FromEnv(%v) = %+v, want an error", tt.env, c)
-			}
-			msg := err.Error()
-			for _, w := range tt.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("FromEnv(%v) error = %q, want it to contain %q", tt.env, msg, w)
-				}
-			}
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error message %q spans several lines, want one", msg)
-			}
-			if tt.is != nil && !errors.Is(err, tt.is) {
-				t.Errorf("errors.Is(%v, %v) = false, want true", err, tt.is)
-			}
-			var ve *config.ValidationError
-			if !errors.As(err, &ve) {
-				t.Errorf("error %T is not a *config.ValidationError", err)
-			}
-		})
 	}
 }
 

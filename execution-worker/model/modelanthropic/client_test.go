@@ -110,17 +110,58 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// recordedStream is a recorded SSE stream and what Stream must make of it.
+type recordedStream struct {
+	file       string
+	wantResp   *model.Response
+	wantEvents []model.StreamEvent
+	// wantJSON is the content as it would be sent back, when Raw matters.
+	wantJSON string
+	// wantUsage, when set, is the response's usage.
+	wantUsage *model.Usage
+}
+
 func TestStreamRecorded(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		file       string
-		wantResp   *model.Response
-		wantEvents []model.StreamEvent
-		// wantJSON is the content as it would be sent back, when Raw matters.
-		wantJSON string
-		// wantUsage, when set, is the response's usage.
-		wantUsage *model.Usage
-	}{
+	for _, tt := range recordedStreams() {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := newServer(t, replaySSE(testdata(t, tt.file)))
+			c := newClient(t, modelanthropic.Config{BaseURL: srv.URL})
+			var events []model.StreamEvent
+			resp, err := c.Stream(t.Context(), simpleRequest(), func(e model.StreamEvent) { events = append(events, e) })
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			if tt.wantResp != nil && !reflect.DeepEqual(resp, tt.wantResp) {
+				t.Errorf("response\n%s\nwant\n%s", mustJSON(t, resp), mustJSON(t, tt.wantResp))
+			}
+			if tt.wantResp != nil {
+				for i := range resp.Content {
+					if string(resp.Content[i].Raw) != string(tt.wantResp.Content[i].Raw) {
+						t.Errorf("block %d Raw %s, want %s", i, resp.Content[i].Raw, tt.wantResp.Content[i].Raw)
+					}
+				}
+			}
+			if tt.wantJSON != "" {
+				if got := mustJSON(t, resp.Content); got != tt.wantJSON {
+					t.Errorf("content sent back as\n%s\nwant\n%s", got, tt.wantJSON)
+				}
+			}
+			if !reflect.DeepEqual(events, tt.wantEvents) {
+				t.Errorf("events\n%+v\nwant\n%+v", events, tt.wantEvents)
+			}
+			if tt.wantUsage != nil && resp.Usage != *tt.wantUsage {
+				t.Errorf("usage %+v, want %+v", resp.Usage, *tt.wantUsage)
+			}
+		})
+	}
+}
+
+// recordedStreams are the recorded streams in testdata TestStreamRecorded
+// replays: text, tool use, thinking and server tools.
+func recordedStreams() []recordedStream {
+	return []recordedStream{
 		{
 			file: "text.sse",
 			wantResp: &model.Response{
@@ -185,39 +226,6 @@ func TestStreamRecorded(t *testing.T) {
 			// message_delta's server_tool_use counts the searches.
 			wantUsage: &model.Usage{InputTokens: 2679, OutputTokens: 510, WebSearchRequests: 1},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			t.Parallel()
-			srv, _ := newServer(t, replaySSE(testdata(t, tt.file)))
-			c := newClient(t, modelanthropic.Config{BaseURL: srv.URL})
-			var events []model.StreamEvent
-			resp, err := c.Stream(t.Context(), simpleRequest(), func(e model.StreamEvent) { events = append(events, e) })
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			if tt.wantResp != nil && !reflect.DeepEqual(resp, tt.wantResp) {
-				t.Errorf("response\n%s\nwant\n%s", mustJSON(t, resp), mustJSON(t, tt.wantResp))
-			}
-			if tt.wantResp != nil {
-				for i := range resp.Content {
-					if string(resp.Content[i].Raw) != string(tt.wantResp.Content[i].Raw) {
-						t.Errorf("block %d Raw %s, want %s", i, resp.Content[i].Raw, tt.wantResp.Content[i].Raw)
-					}
-				}
-			}
-			if tt.wantJSON != "" {
-				if got := mustJSON(t, resp.Content); got != tt.wantJSON {
-					t.Errorf("content sent back as\n%s\nwant\n%s", got, tt.wantJSON)
-				}
-			}
-			if !reflect.DeepEqual(events, tt.wantEvents) {
-				t.Errorf("events\n%+v\nwant\n%+v", events, tt.wantEvents)
-			}
-			if tt.wantUsage != nil && resp.Usage != *tt.wantUsage {
-				t.Errorf("usage %+v, want %+v", resp.Usage, *tt.wantUsage)
-			}
-		})
 	}
 }
 
@@ -367,98 +375,23 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
+// errorCase is a failing response from the API and the *model.Error the
+// client must turn it into.
+type errorCase struct {
+	name      string
+	handler   http.HandlerFunc
+	create    bool
+	status    int
+	typ       string
+	retryable bool
+	after     time.Duration // minimum RetryAfter; exact unless afterMax set
+	afterMax  time.Duration
+	inMessage string
+}
+
 func TestErrorClassification(t *testing.T) {
 	t.Parallel()
-	envelope := func(typ, msg string) string {
-		return fmt.Sprintf(`{"type":"error","error":{"type":%q,"message":%q},"request_id":"req_011"}`, typ, msg)
-	}
-	respond := func(status int, header map[string]string, body string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			for k, v := range header {
-				w.Header().Set(k, v)
-			}
-			w.Header().Set("content-type", "application/json")
-			w.WriteHeader(status)
-			_, _ = io.WriteString(w, body)
-		}
-	}
-	hang := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-	hangMidStream := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("content-type", "text/event-stream")
-		_, _ = w.Write(testdata(t, "truncated.sse"))
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}
-	reset := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("content-type", "text/event-stream")
-		w.Header().Set("content-length", "100000")
-		_, _ = w.Write(testdata(t, "truncated.sse"))
-		w.(http.Flusher).Flush()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
-		}
-	}
-	big := strings.Repeat(" ", 5000)
-	date := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
-
-	tests := []struct {
-		name      string
-		handler   http.HandlerFunc
-		create    bool
-		status    int
-		typ       string
-		retryable bool
-		after     time.Duration // minimum RetryAfter; exact unless afterMax set
-		afterMax  time.Duration
-		inMessage string
-	}{
-		{name: "429 retry-after seconds", handler: respond(429, map[string]string{"retry-after": "7"}, envelope("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")),
-			status: 429, typ: "rate_limit_error", retryable: true, after: 7 * time.Second, inMessage: "per-minute"},
-		{name: "429 retry-after date", handler: respond(429, map[string]string{"retry-after": date}, envelope("rate_limit_error", "slow down")),
-			status: 429, typ: "rate_limit_error", retryable: true, after: 25 * time.Second, afterMax: 31 * time.Second},
-		{name: "429 retry-after-ms", handler: respond(429, map[string]string{"retry-after-ms": "1500", "retry-after": "2"}, envelope("rate_limit_error", "slow down")),
-			status: 429, typ: "rate_limit_error", retryable: true, after: 1500 * time.Millisecond},
-		{name: "529", handler: respond(529, nil, envelope("overloaded_error", "Overloaded")),
-			status: 529, typ: "overloaded_error", retryable: true, inMessage: "Overloaded"},
-		{name: "500", handler: respond(500, map[string]string{"request-id": "req_abc"}, envelope("api_error", "Internal server error")),
-			status: 500, typ: "api_error", retryable: true, inMessage: "request-id req_abc"},
-		{name: "502 html", handler: respond(502, nil, "<html>Bad Gateway</html>"),
-			status: 502, typ: "api_error", retryable: true, inMessage: "Bad Gateway"},
-		{name: "500 x-should-retry false", handler: respond(500, map[string]string{"x-should-retry": "false"}, envelope("api_error", "no")),
-			status: 500, typ: "api_error", retryable: false},
-		{name: "400", handler: respond(400, nil, envelope("invalid_request_error", "messages: roles must alternate")),
-			status: 400, typ: "invalid_request_error", retryable: false, inMessage: "alternate"},
-		{name: "401 key redacted", handler: respond(401, nil, envelope("authentication_error", "invalid x-api-key "+testKey)),
-			status: 401, typ: "authentication_error", retryable: false, inMessage: "[redacted]"},
-		{name: "403 no body", handler: respond(403, nil, ""),
-			status: 403, typ: "permission_error", retryable: false, inMessage: "Forbidden"},
-		{name: "408", handler: respond(408, nil, envelope("timeout_error", "timed out")),
-			status: 408, typ: "timeout", retryable: true},
-		{name: "redirect not followed", handler: func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusTemporaryRedirect)
-		}, status: 307, typ: "invalid_response", retryable: false, inMessage: "redirect"},
-		{name: "error event mid-stream", handler: replaySSE(testdata(t, "error_midstream.sse")),
-			status: 529, typ: "overloaded_error", retryable: true, inMessage: "Overloaded"},
-		{name: "truncated stream", handler: replaySSE(testdata(t, "truncated.sse")),
-			typ: "network", retryable: true, inMessage: "message_stop"},
-		{name: "connection reset mid-stream", handler: reset,
-			typ: "network", retryable: true},
-		{name: "hang before headers", handler: hang,
-			typ: "timeout", retryable: true},
-		{name: "hang mid-stream", handler: hangMidStream,
-			typ: "timeout", retryable: true},
-		{name: "hang create", handler: hang, create: true,
-			typ: "timeout", retryable: true},
-		{name: "oversized stream", handler: replaySSE([]byte(strings.Replace(testdataString(t, "text.sse"), `"Hello"`, `"`+big+`"`, 1))),
-			typ: "response_too_large", retryable: false, inMessage: "4096 byte cap"},
-		{name: "oversized create", handler: respond(200, nil, `{"id":"msg","content":[{"type":"text","text":"`+big+`"}]}`), create: true,
-			typ: "response_too_large", retryable: false, inMessage: "4096 byte cap"},
-		{name: "malformed event", handler: replaySSE([]byte("event: message_start\ndata: {nope\n\n")),
-			typ: "invalid_response", retryable: false},
-		{name: "broken tool input", handler: replaySSE([]byte(strings.ReplaceAll(testdataString(t, "tool_use.sse"), `30}`, `30`))),
-			typ: "invalid_response", retryable: false, inMessage: "input_json_delta"},
-	}
+	tests := append(errorStatusCases(), errorStreamCases(t)...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -487,6 +420,100 @@ func TestErrorClassification(t *testing.T) {
 				t.Errorf("error %q contains the API key", me.Error())
 			}
 		})
+	}
+}
+
+// errorEnvelope is the API's JSON error body.
+func errorEnvelope(typ, msg string) string {
+	return fmt.Sprintf(`{"type":"error","error":{"type":%q,"message":%q},"request_id":"req_011"}`, typ, msg)
+}
+
+// respondWith answers with status, the headers and body, as JSON.
+func respondWith(status int, header map[string]string, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("content-type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// errorStatusCases are the HTTP error statuses, their headers and bodies.
+func errorStatusCases() []errorCase {
+	date := time.Now().Add(30 * time.Second).UTC().Format(http.TimeFormat)
+	return []errorCase{
+		{name: "429 retry-after seconds", handler: respondWith(429, map[string]string{"retry-after": "7"}, errorEnvelope("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")),
+			status: 429, typ: "rate_limit_error", retryable: true, after: 7 * time.Second, inMessage: "per-minute"},
+		{name: "429 retry-after date", handler: respondWith(429, map[string]string{"retry-after": date}, errorEnvelope("rate_limit_error", "slow down")),
+			status: 429, typ: "rate_limit_error", retryable: true, after: 25 * time.Second, afterMax: 31 * time.Second},
+		{name: "429 retry-after-ms", handler: respondWith(429, map[string]string{"retry-after-ms": "1500", "retry-after": "2"}, errorEnvelope("rate_limit_error", "slow down")),
+			status: 429, typ: "rate_limit_error", retryable: true, after: 1500 * time.Millisecond},
+		{name: "529", handler: respondWith(529, nil, errorEnvelope("overloaded_error", "Overloaded")),
+			status: 529, typ: "overloaded_error", retryable: true, inMessage: "Overloaded"},
+		{name: "500", handler: respondWith(500, map[string]string{"request-id": "req_abc"}, errorEnvelope("api_error", "Internal server error")),
+			status: 500, typ: "api_error", retryable: true, inMessage: "request-id req_abc"},
+		{name: "502 html", handler: respondWith(502, nil, "<html>Bad Gateway</html>"),
+			status: 502, typ: "api_error", retryable: true, inMessage: "Bad Gateway"},
+		{name: "500 x-should-retry false", handler: respondWith(500, map[string]string{"x-should-retry": "false"}, errorEnvelope("api_error", "no")),
+			status: 500, typ: "api_error", retryable: false},
+		{name: "400", handler: respondWith(400, nil, errorEnvelope("invalid_request_error", "messages: roles must alternate")),
+			status: 400, typ: "invalid_request_error", retryable: false, inMessage: "alternate"},
+		{name: "401 key redacted", handler: respondWith(401, nil, errorEnvelope("authentication_error", "invalid x-api-key "+testKey)),
+			status: 401, typ: "authentication_error", retryable: false, inMessage: "[redacted]"},
+		{name: "403 no body", handler: respondWith(403, nil, ""),
+			status: 403, typ: "permission_error", retryable: false, inMessage: "Forbidden"},
+		{name: "408", handler: respondWith(408, nil, errorEnvelope("timeout_error", "timed out")),
+			status: 408, typ: "timeout", retryable: true},
+		{name: "redirect not followed", handler: func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusTemporaryRedirect)
+		}, status: 307, typ: "invalid_response", retryable: false, inMessage: "redirect"},
+	}
+}
+
+// errorStreamCases are the failures of the stream and the connection: error
+// events, truncation, resets, hangs, oversized and malformed responses.
+func errorStreamCases(t *testing.T) []errorCase {
+	hang := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	hangMidStream := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("content-type", "text/event-stream")
+		_, _ = w.Write(testdata(t, "truncated.sse"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}
+	reset := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("content-type", "text/event-stream")
+		w.Header().Set("content-length", "100000")
+		_, _ = w.Write(testdata(t, "truncated.sse"))
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}
+	big := strings.Repeat(" ", 5000)
+	return []errorCase{
+		{name: "error event mid-stream", handler: replaySSE(testdata(t, "error_midstream.sse")),
+			status: 529, typ: "overloaded_error", retryable: true, inMessage: "Overloaded"},
+		{name: "truncated stream", handler: replaySSE(testdata(t, "truncated.sse")),
+			typ: "network", retryable: true, inMessage: "message_stop"},
+		{name: "connection reset mid-stream", handler: reset,
+			typ: "network", retryable: true},
+		{name: "hang before headers", handler: hang,
+			typ: "timeout", retryable: true},
+		{name: "hang mid-stream", handler: hangMidStream,
+			typ: "timeout", retryable: true},
+		{name: "hang create", handler: hang, create: true,
+			typ: "timeout", retryable: true},
+		{name: "oversized stream", handler: replaySSE([]byte(strings.Replace(testdataString(t, "text.sse"), `"Hello"`, `"`+big+`"`, 1))),
+			typ: "response_too_large", retryable: false, inMessage: "4096 byte cap"},
+		{name: "oversized create", handler: respondWith(200, nil, `{"id":"msg","content":[{"type":"text","text":"`+big+`"}]}`), create: true,
+			typ: "response_too_large", retryable: false, inMessage: "4096 byte cap"},
+		{name: "malformed event", handler: replaySSE([]byte("event: message_start\ndata: {nope\n\n")),
+			typ: "invalid_response", retryable: false},
+		{name: "broken tool input", handler: replaySSE([]byte(strings.ReplaceAll(testdataString(t, "tool_use.sse"), `30}`, `30`))),
+			typ: "invalid_response", retryable: false, inMessage: "input_json_delta"},
 	}
 }
 

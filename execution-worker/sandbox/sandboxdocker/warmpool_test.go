@@ -120,33 +120,7 @@ func TestWarmPoolAdoption(t *testing.T) {
 		sb, ref := create(t, p, key)
 		warmTook = append(warmTook, time.Since(start))
 		keys, refs = append(keys, key), append(refs, ref)
-		if !slices.Contains(pool, ref.ID) {
-			t.Fatalf("Create returned container %s, not one of the pool's %v", ref.ID, pool)
-		}
-		c := inspect(t, cli, ref.ID).Container
-		started, err := time.Parse(time.RFC3339Nano, c.State.StartedAt)
-		if err != nil || !started.Before(start) || !c.State.Running || c.State.Paused {
-			t.Errorf("adopted container: started %v (Create called %v), running %v, paused %v; want started before, running, not paused",
-				started, start, c.State.Running, c.State.Paused)
-		}
-		if c.Name != "/"+sandboxdocker.ContainerName(key) {
-			t.Errorf("adopted container name %q, want %q", c.Name, "/"+sandboxdocker.ContainerName(key))
-		}
-		// Its shells were started before the pause, by the pool: the
-		// session's first command costs no exec.
-		top, err := cli.ContainerTop(t.Context(), ref.ID, client.ContainerTopOptions{Arguments: []string{"-o", "pid,args"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := shellProcesses(top.Processes); n < 2 {
-			t.Errorf("adopted container runs %d shells before its first command (%v), want the pool's persistent and pooled shells", n, top.Processes)
-		}
-		if res, err := sb.(sandbox.Shell).ShellExec(t.Context(), sandbox.ExecRequest{Command: "cd /tmp && echo $PWD"}); err != nil || string(res.Stdout) != "/tmp\n" || res.NewShell {
-			t.Errorf("first command in the adopted container's shell: %+v, %v", res, err)
-		}
-		if got := mustExec(t, sb, "echo adopted > f && cat f"); got != "adopted\n" {
-			t.Errorf("Exec in the adopted container: %q", got)
-		}
+		checkAdopted(t, cli, sb, ref, key, pool, start)
 	}
 	if w, c := median(warmTook), median(coldTook); 2*w >= c {
 		t.Errorf("Create from the warm pool took %v (median of %v), creating took %v (%v): want adoption at least twice as fast", w, warmTook, c, coldTook)
@@ -174,24 +148,7 @@ func TestWarmPoolAdoption(t *testing.T) {
 		}
 	}
 
-	refilled := waitReady(t, cli, p.WarmKey(), size)
-	if len(refilled) != size {
-		t.Errorf("%d ready warm containers after refilling, want %d", len(refilled), size)
-	}
-	for _, c := range refilled {
-		if slices.Contains(pool, c.ID) {
-			t.Errorf("container %s adopted but still in the pool", c.ID)
-		}
-	}
-	owned, err = p.List(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range refilled {
-		if o, found := findOwned(owned, sandbox.Ref{Provider: sandboxdocker.Name, ID: c.ID}); !found || !o.Spare || o.KeyHash != "" {
-			t.Errorf("List entry of ready %s = %+v (found %v), want a spare of no session", c.ID, o, found)
-		}
-	}
+	checkRefilled(t, cli, p, pool, size)
 
 	// A session the pool does not fit (environment variables set at
 	// creation) gets a container of its own.
@@ -201,6 +158,64 @@ func TestWarmPoolAdoption(t *testing.T) {
 	}
 	if l := inspect(t, cli, ref.ID).Container.Config.Labels; l[sandboxdocker.LabelWarm] != "" {
 		t.Errorf("a session with environment variables adopted warm container %s (labels %v)", ref.ID, l)
+	}
+}
+
+// checkAdopted checks the container sb (ref) that Create for key, called
+// at start, adopted: one of pool, started before, running, renamed to the
+// session's name, its shells started by the pool, and usable.
+func checkAdopted(t *testing.T, cli *client.Client, sb sandbox.Sandbox, ref sandbox.Ref, key string, pool []string, start time.Time) {
+	t.Helper()
+	if !slices.Contains(pool, ref.ID) {
+		t.Fatalf("Create returned container %s, not one of the pool's %v", ref.ID, pool)
+	}
+	c := inspect(t, cli, ref.ID).Container
+	started, err := time.Parse(time.RFC3339Nano, c.State.StartedAt)
+	if err != nil || !started.Before(start) || !c.State.Running || c.State.Paused {
+		t.Errorf("adopted container: started %v (Create called %v), running %v, paused %v; want started before, running, not paused",
+			started, start, c.State.Running, c.State.Paused)
+	}
+	if c.Name != "/"+sandboxdocker.ContainerName(key) {
+		t.Errorf("adopted container name %q, want %q", c.Name, "/"+sandboxdocker.ContainerName(key))
+	}
+	// Its shells were started before the pause, by the pool: the
+	// session's first command costs no exec.
+	top, err := cli.ContainerTop(t.Context(), ref.ID, client.ContainerTopOptions{Arguments: []string{"-o", "pid,args"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := shellProcesses(top.Processes); n < 2 {
+		t.Errorf("adopted container runs %d shells before its first command (%v), want the pool's persistent and pooled shells", n, top.Processes)
+	}
+	if res, err := sb.(sandbox.Shell).ShellExec(t.Context(), sandbox.ExecRequest{Command: "cd /tmp && echo $PWD"}); err != nil || string(res.Stdout) != "/tmp\n" || res.NewShell {
+		t.Errorf("first command in the adopted container's shell: %+v, %v", res, err)
+	}
+	if got := mustExec(t, sb, "echo adopted > f && cat f"); got != "adopted\n" {
+		t.Errorf("Exec in the adopted container: %q", got)
+	}
+}
+
+// checkRefilled waits until p's pool is refilled to size with containers
+// other than the adopted pool, each listed as a spare of no session.
+func checkRefilled(t *testing.T, cli *client.Client, p *sandboxdocker.Provider, pool []string, size int) {
+	t.Helper()
+	refilled := waitReady(t, cli, p.WarmKey(), size)
+	if len(refilled) != size {
+		t.Errorf("%d ready warm containers after refilling, want %d", len(refilled), size)
+	}
+	for _, c := range refilled {
+		if slices.Contains(pool, c.ID) {
+			t.Errorf("container %s adopted but still in the pool", c.ID)
+		}
+	}
+	owned, err := p.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range refilled {
+		if o, found := findOwned(owned, sandbox.Ref{Provider: sandboxdocker.Name, ID: c.ID}); !found || !o.Spare || o.KeyHash != "" {
+			t.Errorf("List entry of ready %s = %+v (found %v), want a spare of no session", c.ID, o, found)
+		}
 	}
 }
 
