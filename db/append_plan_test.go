@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -74,47 +75,57 @@ func (te *turnEnd) fn(cur *Session) *NewEvent {
 	return &NewEvent{ID: "sevt_usage", Type: "session.usage", Key: "end/session_usage"}
 }
 
-func TestPlanAppend(t *testing.T) {
-	t.Parallel()
-	idle := Session{ID: "sesn_1", Status: StatusIdle, StopReason: json.RawMessage(`{"type":"end_turn"}`), LastSeq: 4}
-	running := Session{ID: "sesn_1", Status: StatusRunning, ActiveMicros: 1_000_000, RunningSince: at(planNow.Add(-2 * time.Second)), LastSeq: 4}
-	rescheduling := Session{ID: "sesn_1", Status: StatusRescheduling, ActiveMicros: 1_000_000, LastSeq: 4}
-	msg := func(id, key string) NewEvent { return NewEvent{ID: id, Type: "agent.message", Key: key} }
-	requiresAction := json.RawMessage(`{"type":"requires_action","event_ids":["sevt_x"]}`)
-	tests := []struct {
-		name    string
-		cur     Session
-		events  []NewEvent
-		change  *Change
-		stored  map[string]Event
-		turnEnd *turnEnd
-		want    planSummary
-		// wantTurnEnd is the status TurnEnd saw, empty when it must not
-		// be called.
-		wantTurnEnd Status
-	}{{
+// planCase is one case of TestPlanAppend: the session and request an
+// append plans from, and the plan it must make.
+type planCase struct {
+	name    string
+	cur     Session
+	events  []NewEvent
+	change  *Change
+	stored  map[string]Event
+	turnEnd *turnEnd
+	want    planSummary
+	// wantTurnEnd is the status TurnEnd saw, empty when it must not
+	// be called.
+	wantTurnEnd Status
+}
+
+// The sessions the cases start from, and a stop reason they use.
+var (
+	planIdle           = Session{ID: "sesn_1", Status: StatusIdle, StopReason: json.RawMessage(`{"type":"end_turn"}`), LastSeq: 4}
+	planRunning        = Session{ID: "sesn_1", Status: StatusRunning, ActiveMicros: 1_000_000, RunningSince: at(planNow.Add(-2 * time.Second)), LastSeq: 4}
+	planRescheduling   = Session{ID: "sesn_1", Status: StatusRescheduling, ActiveMicros: 1_000_000, LastSeq: 4}
+	planRequiresAction = json.RawMessage(`{"type":"requires_action","event_ids":["sevt_x"]}`)
+)
+
+func planMsg(id, key string) NewEvent { return NewEvent{ID: id, Type: "agent.message", Key: key} }
+
+// planEventCases: what an append of events writes without a status move:
+// numbering, answers from stored keys, queued messages, usage.
+func planEventCases() []planCase {
+	return []planCase{{
 		name:   "events only: numbered, no status, no wake",
-		cur:    idle,
-		events: []NewEvent{msg("sevt_a", "k/a"), msg("sevt_b", "")},
+		cur:    planIdle,
+		events: []NewEvent{planMsg("sevt_a", "k/a"), planMsg("sevt_b", "")},
 		want: planSummary{Fresh: []string{"agent.message sevt_a k/a", "agent.message sevt_b "}, Status: StatusIdle,
 			WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true},
 	}, {
 		name:   "dedupe hit: a stored event is answered, a change already made is skipped",
-		cur:    running,
-		events: []NewEvent{msg("sevt_a", "k/a"), msg("sevt_b", "k/b")},
+		cur:    planRunning,
+		events: []NewEvent{planMsg("sevt_a", "k/a"), planMsg("sevt_b", "k/b")},
 		change: &Change{To: StatusIdle, EventID: "sevt_idle", Key: "k/end", Wake: true},
 		stored: map[string]Event{"k/a": {ID: "sevt_a", Seq: 3}, "k/end": {ID: "sevt_idle", Seq: 4}},
 		want: planSummary{Kept: []string{"sevt_a+existed"}, Fresh: []string{"agent.message sevt_b k/b"}, Status: StatusRunning,
 			WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, ActiveMicros: 1_000_000, Running: true},
 	}, {
 		name:   "retry of a whole request: nothing to number",
-		cur:    idle,
-		events: []NewEvent{msg("sevt_a", "k/a")},
+		cur:    planIdle,
+		events: []NewEvent{planMsg("sevt_a", "k/a")},
 		stored: map[string]Event{"k/a": {ID: "sevt_a", Seq: 3}},
 		want:   planSummary{Kept: []string{"sevt_a+existed"}, Status: StatusIdle, WakeKind: "wakeup", CommitsWithAppend: true},
 	}, {
 		name:   "queued message: stored outside the log, not numbered",
-		cur:    running,
+		cur:    planRunning,
 		events: []NewEvent{{ID: "sevt_q", Type: "user.message", Queued: true}},
 		want: planSummary{Kept: []string{"sevt_q"}, Queued: []string{"sevt_q"}, Status: StatusRunning, WakeKind: "wakeup",
 			CommitsWithAppend: true, ActiveMicros: 1_000_000, Running: true},
@@ -131,9 +142,15 @@ func TestPlanAppend(t *testing.T) {
 			Fresh:  []string{"span.model_request_end sevt_a k/a", "span.model_request_end sevt_c k/c"},
 			Status: StatusRunning, SetUsage: true, Usage: Usage{InputTokens: 15, OutputTokens: 3, ListCostNanos: 150},
 			WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true},
-	}, {
+	}}
+}
+
+// planTurnCases: status moves that start or end a turn, and when TurnEnd
+// runs.
+func planTurnCases() []planCase {
+	return []planCase{{
 		name:    "idle to running: status event, clock started, workflow woken",
-		cur:     idle,
+		cur:     planIdle,
 		events:  []NewEvent{{ID: "sevt_m", Type: "user.message"}},
 		change:  &Change{To: StatusRunning, EventID: "sevt_run", Wake: true},
 		turnEnd: &turnEnd{},
@@ -141,7 +158,7 @@ func TestPlanAppend(t *testing.T) {
 			Status: StatusRunning, Wake: true, WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, Running: true},
 	}, {
 		name:    "running to idle ends the turn: turn-end event, end_turn by default, clock stopped",
-		cur:     running,
+		cur:     planRunning,
 		events:  []NewEvent{{ID: "sevt_a", Type: "span.model_request_end", Key: "k/a", Usage: &Usage{OutputTokens: 4}}},
 		change:  &Change{To: StatusIdle, EventID: "sevt_idle", Key: "k/end"},
 		turnEnd: &turnEnd{},
@@ -154,22 +171,22 @@ func TestPlanAppend(t *testing.T) {
 		wantTurnEnd: StatusRunning,
 	}, {
 		name:    "running to idle requiring action, TurnEnd without an event",
-		cur:     running,
-		change:  &Change{To: StatusIdle, EventID: "sevt_idle", StopReason: requiresAction},
+		cur:     planRunning,
+		change:  &Change{To: StatusIdle, EventID: "sevt_idle", StopReason: planRequiresAction},
 		turnEnd: &turnEnd{none: true},
 		want: planSummary{Fresh: []string{"session.status_idle sevt_idle "}, SetStatus: true, Status: StatusIdle,
-			StopReason: string(requiresAction), WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, ActiveMicros: 3_000_000},
+			StopReason: string(planRequiresAction), WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, ActiveMicros: 3_000_000},
 		wantTurnEnd: StatusRunning,
 	}, {
 		name:    "running to rescheduling does not end the turn",
-		cur:     running,
-		change:  &Change{To: StatusRescheduling, EventID: "sevt_resched", StopReason: requiresAction},
+		cur:     planRunning,
+		change:  &Change{To: StatusRescheduling, EventID: "sevt_resched", StopReason: planRequiresAction},
 		turnEnd: &turnEnd{},
 		want: planSummary{Fresh: []string{"session.status_rescheduled sevt_resched "}, SetStatus: true, Status: StatusRescheduling,
 			WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, ActiveMicros: 3_000_000},
 	}, {
 		name:    "running to terminated ends the turn",
-		cur:     running,
+		cur:     planRunning,
 		change:  &Change{To: StatusTerminated, EventID: "sevt_term"},
 		turnEnd: &turnEnd{},
 		want: planSummary{Fresh: []string{"session.usage sevt_usage end/session_usage", "session.status_terminated sevt_term "},
@@ -177,7 +194,7 @@ func TestPlanAppend(t *testing.T) {
 		wantTurnEnd: StatusRunning,
 	}, {
 		name:    "rescheduling to idle ends the turn",
-		cur:     rescheduling,
+		cur:     planRescheduling,
 		change:  &Change{To: StatusIdle, EventID: "sevt_idle"},
 		turnEnd: &turnEnd{},
 		want: planSummary{Fresh: []string{"session.usage sevt_usage end/session_usage", "session.status_idle sevt_idle "},
@@ -186,57 +203,74 @@ func TestPlanAppend(t *testing.T) {
 		wantTurnEnd: StatusRescheduling,
 	}, {
 		name:    "rescheduling to running restarts the clock and wakes",
-		cur:     rescheduling,
+		cur:     planRescheduling,
 		change:  &Change{To: StatusRunning, EventID: "sevt_run", Wake: true, WakeKind: "wakeup"},
 		turnEnd: &turnEnd{},
 		want: planSummary{Fresh: []string{"session.status_running sevt_run "}, SetStatus: true, Status: StatusRunning,
 			Wake: true, WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true, ActiveMicros: 1_000_000, Running: true},
-	}, {
+	}}
+}
+
+// planStatusCases: status moves outside a turn, and changes that move
+// nothing.
+func planStatusCases() []planCase {
+	return []planCase{{
 		name:   "idle to terminated",
-		cur:    idle,
+		cur:    planIdle,
 		change: &Change{To: StatusTerminated, EventID: "sevt_term"},
 		want: planSummary{Fresh: []string{"session.status_terminated sevt_term "}, SetStatus: true, Status: StatusTerminated,
 			WakeKind: "wakeup", Numbers: true, CommitsWithAppend: true},
 	}, {
 		name:   "still idle with a new stop reason: a new idle event",
-		cur:    idle,
+		cur:    planIdle,
 		events: []NewEvent{{ID: "sevt_answer", Type: "user.tool_confirmation"}},
-		change: &Change{To: StatusIdle, StopReason: requiresAction, EventID: "sevt_idle2", Key: "k/idle2"},
+		change: &Change{To: StatusIdle, StopReason: planRequiresAction, EventID: "sevt_idle2", Key: "k/idle2"},
 		want: planSummary{Fresh: []string{"user.tool_confirmation sevt_answer ", "session.status_idle sevt_idle2 k/idle2"},
-			SetStatus: true, Status: StatusIdle, StopReason: string(requiresAction), WakeKind: "wakeup", Numbers: true,
+			SetStatus: true, Status: StatusIdle, StopReason: string(planRequiresAction), WakeKind: "wakeup", Numbers: true,
 			CommitsWithAppend: true},
 	}, {
 		name:   "still idle with a new stop reason and no event id: only the status is written",
-		cur:    idle,
-		change: &Change{To: StatusIdle, StopReason: requiresAction},
-		want: planSummary{SetStatus: true, Status: StatusIdle, StopReason: string(requiresAction), WakeKind: "wakeup",
+		cur:    planIdle,
+		change: &Change{To: StatusIdle, StopReason: planRequiresAction},
+		want: planSummary{SetStatus: true, Status: StatusIdle, StopReason: string(planRequiresAction), WakeKind: "wakeup",
 			CommitsWithAppend: true},
 	}, {
 		name:   "a change to the current status moves nothing but may wake",
-		cur:    running,
+		cur:    planRunning,
 		change: &Change{To: StatusRunning, EventID: "sevt_run", Wake: true},
 		want: planSummary{Status: StatusRunning, Wake: true, WakeKind: "wakeup", CommitsWithAppend: true,
 			ActiveMicros: 1_000_000, Running: true},
-	}, {
+	}}
+}
+
+// planInterruptCases: when an interrupt is announced and COMMIT waits for
+// it.
+func planInterruptCases() []planCase {
+	return []planCase{{
 		name:   "an interrupt that wakes the workflow is announced; COMMIT waits for the announcement",
-		cur:    running,
+		cur:    planRunning,
 		events: []NewEvent{{ID: "sevt_int", Type: InterruptEventType}, {ID: "sevt_other", Type: "user.message"}},
 		change: &Change{Wake: true, WakeKind: "interrupt"},
 		want: planSummary{Fresh: []string{"user.interrupt sevt_int ", "user.message sevt_other "}, Status: StatusRunning,
 			Wake: true, WakeKind: "interrupt", Numbers: true, Announced: []string{"sevt_int"}, ActiveMicros: 1_000_000, Running: true},
 	}, {
 		name:   "an interrupt without an interrupt wake is not announced",
-		cur:    running,
+		cur:    planRunning,
 		events: []NewEvent{{ID: "sevt_int", Type: InterruptEventType}},
 		change: &Change{Wake: true},
 		want: planSummary{Fresh: []string{"user.interrupt sevt_int "}, Status: StatusRunning, Wake: true, WakeKind: "wakeup",
 			Numbers: true, CommitsWithAppend: true, ActiveMicros: 1_000_000, Running: true},
 	}, {
 		name:   "an interrupt wake without an event: outbox row only",
-		cur:    running,
+		cur:    planRunning,
 		change: &Change{Wake: true, WakeKind: "interrupt"},
 		want:   planSummary{Status: StatusRunning, Wake: true, WakeKind: "interrupt", ActiveMicros: 1_000_000, Running: true},
 	}}
+}
+
+func TestPlanAppend(t *testing.T) {
+	t.Parallel()
+	tests := slices.Concat(planEventCases(), planTurnCases(), planStatusCases(), planInterruptCases())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
 	"github.com/mangohq/mango/db/internal/dbsqlc"
 )
@@ -18,21 +19,44 @@ import (
 // its connection idle for reuse.
 func TestTransactions(t *testing.T) {
 	t.Parallel()
-	store := dbtest.Store(t)
-	ctx := context.Background()
-	if _, err := store.Pool().Exec(ctx, `CREATE TABLE tx_probe (k text PRIMARY KEY, v int NOT NULL)`); err != nil {
+	p := &txProbe{store: dbtest.Store(t), ctx: context.Background()}
+	if _, err := p.store.Pool().Exec(p.ctx, `CREATE TABLE tx_probe (k text PRIMARY KEY, v int NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	rows := func() int {
-		t.Helper()
-		var n int
-		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM tx_probe`).Scan(&n); err != nil {
-			t.Fatal(err)
+	for name, stmt := range p.firstStatements() {
+		for _, outcome := range []string{"fails", "panics", "commits", "commits with its last", "fails in its last"} {
+			p.checkOutcome(t, name, stmt, outcome)
 		}
-		return n
 	}
-	errFn := errors.New("fn failed")
-	first := map[string]func(tx dbsqlc.DBTX) error{
+	p.checkFailingFirst(t)
+	p.checkFailedStatementRollsBack(t)
+	p.checkRowLockHeld(t)
+}
+
+// txProbe is the table tx_probe that TestTransactions's transactions write.
+type txProbe struct {
+	store *db.Store
+	ctx   context.Context
+}
+
+// errTxFn is what fn returns when it fails.
+var errTxFn = errors.New("fn failed")
+
+// rows is how many rows tx_probe holds.
+func (p *txProbe) rows(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := p.store.Pool().QueryRow(p.ctx, `SELECT count(*) FROM tx_probe`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// firstStatements are the ways a transaction's first statement inserts
+// the row 'a', by name.
+func (p *txProbe) firstStatements() map[string]func(tx dbsqlc.DBTX) error {
+	ctx := p.ctx
+	return map[string]func(tx dbsqlc.DBTX) error{
 		"exec": func(tx dbsqlc.DBTX) error {
 			_, err := tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('a', 1)`)
 			return err
@@ -52,90 +76,109 @@ func TestTransactions(t *testing.T) {
 			return tx.QueryRow(ctx, `INSERT INTO tx_probe VALUES ('a', 1) RETURNING v`).Scan(&v)
 		},
 	}
-	for name, stmt := range first {
-		for _, outcome := range []string{"fails", "panics", "commits", "commits with its last", "fails in its last"} {
-			if _, err := store.Pool().Exec(ctx, `DELETE FROM tx_probe`); err != nil {
-				t.Fatal(err)
+}
+
+// checkOutcome runs, on an empty tx_probe, a transaction whose first
+// statement is stmt and whose fn ends as outcome says, and checks the rows
+// it left, its error and that its connection can be reused.
+func (p *txProbe) checkOutcome(t *testing.T, name string, stmt func(tx dbsqlc.DBTX) error, outcome string) {
+	t.Helper()
+	ctx := p.ctx
+	if _, err := p.store.Pool().Exec(ctx, `DELETE FROM tx_probe`); err != nil {
+		t.Fatal(err)
+	}
+	var reusable bool
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil && outcome != "panics" {
+				t.Fatalf("%s, %s: panic %v", name, outcome, r)
 			}
-			var reusable bool
-			var err error
-			func() {
-				defer func() {
-					if p := recover(); p != nil && outcome != "panics" {
-						t.Fatalf("%s, %s: panic %v", name, outcome, p)
-					}
-				}()
-				reusable, err = store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
-					if err := stmt(tx); err != nil {
-						return err
-					}
-					second := `INSERT INTO tx_probe VALUES ('b', 2)`
-					switch outcome {
-					case "commits with its last":
-						last()
-					case "fails in its last":
-						last()
-						second = `INSERT INTO tx_probe VALUES ('a', 2)` // the key is taken
-					}
-					if _, err := tx.Exec(ctx, second); err != nil {
-						return err
-					}
-					switch outcome {
-					case "fails":
-						return errFn
-					case "panics":
-						panic("fn panicked")
-					}
-					return nil
-				})
-			}()
-			want := 0
-			if strings.HasPrefix(outcome, "commits") {
-				want = 2
+		}()
+		reusable, err = p.store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
+			if err := stmt(tx); err != nil {
+				return err
 			}
-			if got := rows(); got != want {
-				t.Errorf("first statement %s, fn %s: %d rows after, want %d", name, outcome, got, want)
+			second := `INSERT INTO tx_probe VALUES ('b', 2)`
+			switch outcome {
+			case "commits with its last":
+				last()
+			case "fails in its last":
+				last()
+				second = `INSERT INTO tx_probe VALUES ('a', 2)` // the key is taken
 			}
-			if outcome == "fails" && !errors.Is(err, errFn) {
-				t.Errorf("first statement %s, fn fails: err %v, want fn's", name, err)
+			if _, err := tx.Exec(ctx, second); err != nil {
+				return err
 			}
-			if outcome != "panics" {
-				wantErr := !strings.HasPrefix(outcome, "commits")
-				if (err != nil) != wantErr || !reusable {
-					t.Errorf("first statement %s, fn %s: err %v, connection reusable %v; want an error %v, reusable", name, outcome, err, reusable, wantErr)
-				}
+			switch outcome {
+			case "fails":
+				return errTxFn
+			case "panics":
+				panic("fn panicked")
 			}
+			return nil
+		})
+	}()
+	want := 0
+	if strings.HasPrefix(outcome, "commits") {
+		want = 2
+	}
+	if got := p.rows(t); got != want {
+		t.Errorf("first statement %s, fn %s: %d rows after, want %d", name, outcome, got, want)
+	}
+	if outcome == "fails" && !errors.Is(err, errTxFn) {
+		t.Errorf("first statement %s, fn fails: err %v, want fn's", name, err)
+	}
+	if outcome != "panics" {
+		wantErr := !strings.HasPrefix(outcome, "commits")
+		if (err != nil) != wantErr || !reusable {
+			t.Errorf("first statement %s, fn %s: err %v, connection reusable %v; want an error %v, reusable", name, outcome, err, reusable, wantErr)
 		}
 	}
+}
 
-	// A failing first statement fails the transaction; nothing stays.
-	reusable, err := store.RawTx(ctx, func(tx dbsqlc.DBTX, _ func()) error {
+// checkFailingFirst: a failing first statement fails the transaction;
+// nothing stays.
+func (p *txProbe) checkFailingFirst(t *testing.T) {
+	t.Helper()
+	reusable, err := p.store.RawTx(p.ctx, func(tx dbsqlc.DBTX, _ func()) error {
 		var v int
-		return tx.QueryRow(ctx, `SELECT v FROM tx_probe_missing`).Scan(&v)
+		return tx.QueryRow(p.ctx, `SELECT v FROM tx_probe_missing`).Scan(&v)
 	})
 	if err == nil || !reusable {
 		t.Errorf("a failing first statement: err %v, reusable %v; want an error and a reusable connection", err, reusable)
 	}
-	// A statement that failed inside fn, which went on regardless, makes
-	// the commit a rollback: reported, not silent.
-	if _, err := store.Pool().Exec(ctx, `DELETE FROM tx_probe; INSERT INTO tx_probe VALUES ('a', 1), ('b', 2)`); err != nil {
+}
+
+// checkFailedStatementRollsBack: a statement that failed inside fn, which
+// went on regardless, makes the commit a rollback: reported, not silent.
+// It leaves tx_probe holding ('a', 1) and ('b', 2).
+func (p *txProbe) checkFailedStatementRollsBack(t *testing.T) {
+	t.Helper()
+	ctx := p.ctx
+	if _, err := p.store.Pool().Exec(ctx, `DELETE FROM tx_probe; INSERT INTO tx_probe VALUES ('a', 1), ('b', 2)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = store.RawTx(ctx, func(tx dbsqlc.DBTX, _ func()) error {
+	_, err := p.store.RawTx(ctx, func(tx dbsqlc.DBTX, _ func()) error {
 		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
 		_, _ = tx.Exec(ctx, `INSERT INTO tx_probe VALUES ('c', 3)`)
 		return nil
 	})
-	if err == nil || rows() != 2 {
-		t.Errorf("commit after a failed statement: err %v, %d rows; want an error and the 2 rows from before", err, rows())
+	if err == nil || p.rows(t) != 2 {
+		t.Errorf("commit after a failed statement: err %v, %d rows; want an error and the 2 rows from before", err, p.rows(t))
 	}
+}
 
-	// The row lock taken by the first statement holds until the end.
+// checkRowLockHeld: the row lock taken by the first statement holds until
+// the end. Row 'a' must hold v = 1 before.
+func (p *txProbe) checkRowLockHeld(t *testing.T) {
+	t.Helper()
+	ctx := p.ctx
 	locked := make(chan struct{})
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
+		_, err := p.store.RawTx(ctx, func(tx dbsqlc.DBTX, last func()) error {
 			var v int
 			if err := tx.QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a' FOR UPDATE`).Scan(&v); err != nil {
 				return err
@@ -153,7 +196,7 @@ func TestTransactions(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the locking transaction ended early: %v", err)
 	}
-	free, err := store.Pool().Query(ctx, `SELECT k FROM tx_probe WHERE k = 'a' FOR UPDATE SKIP LOCKED`)
+	free, err := p.store.Pool().Query(ctx, `SELECT k FROM tx_probe WHERE k = 'a' FOR UPDATE SKIP LOCKED`)
 	skipped := 0
 	if err == nil {
 		for free.Next() {
@@ -173,7 +216,7 @@ func TestTransactions(t *testing.T) {
 		t.Errorf("the row locked by the transaction's first statement was free to another (%d rows)", skipped)
 	}
 	var v int
-	if err := store.Pool().QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a'`).Scan(&v); err != nil || v != 11 {
+	if err := p.store.Pool().QueryRow(ctx, `SELECT v FROM tx_probe WHERE k = 'a'`).Scan(&v); err != nil || v != 11 {
 		t.Errorf("after the locked update: v %d, %v; want 11", v, err)
 	}
 }

@@ -468,103 +468,128 @@ func checkWorkers(t *testing.T, r *rendered, vals map[string]any, api apiServerF
 		}
 		c := spec.Containers[0]
 		env := effectiveEnv(t, r, c)
-		if env["MANGO_SANDBOX"] != p.Provider {
-			t.Errorf("%s: MANGO_SANDBOX = %q, want the pool's provider %q", name, env["MANGO_SANDBOX"], p.Provider)
-		}
-		if env["MANGO_CONTROLPLANE_ADDR"] != api.ControlPlaneAddr {
-			t.Errorf("%s: MANGO_CONTROLPLANE_ADDR = %q, want the api-server gRPC Service %q", name, env["MANGO_CONTROLPLANE_ADDR"], api.ControlPlaneAddr)
-		}
-		if env["MANGO_WORKER_TOKEN"] != api.WorkerTokenRef {
-			t.Errorf("%s: MANGO_WORKER_TOKEN = %q, want the api-server's %q", name, env["MANGO_WORKER_TOKEN"], api.WorkerTokenRef)
-		}
-		for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_TASK_QUEUE_PREFIX"} {
-			if env[k] != api.Env[k] {
-				t.Errorf("%s: %s = %q, want the api-server's %q", name, k, env[k], api.Env[k])
-			}
-		}
-		if env["MANGO_METRICS_ADDR"] != "0.0.0.0:9090" {
-			t.Errorf("%s: MANGO_METRICS_ADDR = %q, want 0.0.0.0:9090", name, env["MANGO_METRICS_ADDR"])
-		}
-		checkPorts(t, name, c, map[string]int32{"metrics": 9090})
-		checkProbe(t, name+" liveness", c.LivenessProbe, "/healthz", "metrics")
-		checkGrace(t, name, d, env["MANGO_SHUTDOWN_GRACE"])
+		checkWorkerEnv(t, name, d, c, env, p, api)
+		checkWorkerNoDatabase(t, name, spec, c, env, api)
+		checkWorkerSecrets(t, name, d, c, env, p, tls)
+		checkWorkerServiceAccount(t, r, name, spec, p)
+	}
+}
 
-		// No database credential of any kind.
-		for k, v := range env {
-			if k == "MANGO_DATABASE_URL" || strings.Contains(v, "postgres://") || strings.Contains(v, "postgresql://") ||
-				v == api.DatabaseRef || (strings.HasPrefix(v, "secret:") && strings.Contains(strings.ToLower(v), "database")) {
-				t.Errorf("%s: %s=%q reaches the database credential", name, k, v)
-			}
+// checkWorkerEnv: the worker of pool p runs its provider, dials the
+// api-server's gRPC Service and Temporal as the api-server does, and
+// serves metrics and liveness on 9090, with a grace period over its drain
+// time.
+func checkWorkerEnv(t *testing.T, name string, d *appsv1.Deployment, c corev1.Container, env map[string]string, p pool, api apiServerFacts) {
+	t.Helper()
+	if env["MANGO_SANDBOX"] != p.Provider {
+		t.Errorf("%s: MANGO_SANDBOX = %q, want the pool's provider %q", name, env["MANGO_SANDBOX"], p.Provider)
+	}
+	if env["MANGO_CONTROLPLANE_ADDR"] != api.ControlPlaneAddr {
+		t.Errorf("%s: MANGO_CONTROLPLANE_ADDR = %q, want the api-server gRPC Service %q", name, env["MANGO_CONTROLPLANE_ADDR"], api.ControlPlaneAddr)
+	}
+	if env["MANGO_WORKER_TOKEN"] != api.WorkerTokenRef {
+		t.Errorf("%s: MANGO_WORKER_TOKEN = %q, want the api-server's %q", name, env["MANGO_WORKER_TOKEN"], api.WorkerTokenRef)
+	}
+	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_TASK_QUEUE_PREFIX"} {
+		if env[k] != api.Env[k] {
+			t.Errorf("%s: %s = %q, want the api-server's %q", name, k, env[k], api.Env[k])
 		}
-		// Neither the database Secret nor its key, under any name.
-		dbName, dbKey, _ := strings.Cut(strings.TrimPrefix(api.DatabaseRef, "secret:"), "/")
-		for _, e := range c.Env {
-			if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && (ref.SecretKeyRef.Name == dbName || ref.SecretKeyRef.Key == dbKey) {
-				t.Errorf("%s: env %s reads %s/%s, the database Secret's name or key (%s/%s)", name, e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key, dbName, dbKey)
-			}
-		}
-		for _, ef := range c.EnvFrom {
-			if ef.SecretRef != nil && ef.SecretRef.Name == dbName {
-				t.Errorf("%s: envFrom the database Secret %s", name, dbName)
-			}
-		}
-		for _, v := range spec.Volumes {
-			if v.Secret != nil && v.Secret.SecretName == dbName {
-				t.Errorf("%s: mounts the database Secret %s", name, dbName)
-			}
-		}
-		// Chart-supplied secrets: the worker token, the model key with a
-		// real model, the router token of a k8s pool. Nothing else.
-		for _, e := range c.Env {
-			if e.ValueFrom == nil {
-				continue
-			}
-			ok := false
-			switch e.Name {
-			case "MANGO_WORKER_TOKEN":
-				ok = true
-			case "MANGO_MODEL_API_KEY":
-				ok = env["MANGO_MODEL"] != "fake"
-			case "MANGO_K8S_ROUTER_TOKEN":
-				ok = p.Provider == "k8s"
-			default:
-				ok = poolEnvHas(p, e.Name)
-			}
-			if !ok {
-				t.Errorf("%s: env %s from %+v is not a credential a worker of provider %s may get", name, e.Name, e.ValueFrom, p.Provider)
-			}
-		}
-		ownEnvFrom := poolSecretRefs(p)
-		for _, ef := range c.EnvFrom {
-			if ef.SecretRef != nil && !slices.Contains(ownEnvFrom, ef.SecretRef.Name) {
-				t.Errorf("%s: envFrom Secret %q is not one of the pool's own %v", name, ef.SecretRef.Name, ownEnvFrom)
-			}
-			if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name != name && !poolConfigMapRef(p, ef.ConfigMapRef.Name) {
-				t.Errorf("%s: envFrom ConfigMap %q is neither the pool's nor in its envFrom", name, ef.ConfigMapRef.Name)
-			}
-		}
-		allowedVolumes := append(slices.Clone(tls), poolVolumeSecrets(p)...)
-		for _, v := range spec.Volumes {
-			if v.Secret != nil && !slices.Contains(allowedVolumes, v.Secret.SecretName) {
-				t.Errorf("%s: volume of Secret %q is neither a TLS Secret %v nor the pool's", name, v.Secret.SecretName, allowedVolumes)
-			}
-		}
-		for _, m := range c.VolumeMounts {
-			if strings.HasPrefix(mountedAt(&d.Spec.Template, c, m.MountPath), "secret:") && !m.ReadOnly {
-				t.Errorf("%s: Secret mounted read-write at %s", name, m.MountPath)
-			}
-		}
+	}
+	if env["MANGO_METRICS_ADDR"] != "0.0.0.0:9090" {
+		t.Errorf("%s: MANGO_METRICS_ADDR = %q, want 0.0.0.0:9090", name, env["MANGO_METRICS_ADDR"])
+	}
+	checkPorts(t, name, c, map[string]int32{"metrics": 9090})
+	checkProbe(t, name+" liveness", c.LivenessProbe, "/healthz", "metrics")
+	checkGrace(t, name, d, env["MANGO_SHUTDOWN_GRACE"])
+}
 
-		// A token only where the provider calls the Kubernetes API.
-		wantToken := p.Provider == "k8s"
-		if got := spec.AutomountServiceAccountToken; got == nil || *got != wantToken {
-			t.Errorf("%s: automountServiceAccountToken = %s, want %v", name, deref(got), wantToken)
+// checkWorkerNoDatabase: a worker gets no database credential of any
+// kind, and neither the database Secret nor its key, under any name.
+func checkWorkerNoDatabase(t *testing.T, name string, spec corev1.PodSpec, c corev1.Container, env map[string]string, api apiServerFacts) {
+	t.Helper()
+	for k, v := range env {
+		if k == "MANGO_DATABASE_URL" || strings.Contains(v, "postgres://") || strings.Contains(v, "postgresql://") ||
+			v == api.DatabaseRef || (strings.HasPrefix(v, "secret:") && strings.Contains(strings.ToLower(v), "database")) {
+			t.Errorf("%s: %s=%q reaches the database credential", name, k, v)
 		}
-		if has[*corev1.ServiceAccount](r, spec.ServiceAccountName) {
-			sa := find[*corev1.ServiceAccount](t, r, spec.ServiceAccountName)
-			if got := sa.AutomountServiceAccountToken; got == nil || *got != wantToken {
-				t.Errorf("ServiceAccount %s: automountServiceAccountToken = %s, want %v", sa.Name, deref(got), wantToken)
-			}
+	}
+	dbName, dbKey, _ := strings.Cut(strings.TrimPrefix(api.DatabaseRef, "secret:"), "/")
+	for _, e := range c.Env {
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && (ref.SecretKeyRef.Name == dbName || ref.SecretKeyRef.Key == dbKey) {
+			t.Errorf("%s: env %s reads %s/%s, the database Secret's name or key (%s/%s)", name, e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key, dbName, dbKey)
+		}
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef != nil && ef.SecretRef.Name == dbName {
+			t.Errorf("%s: envFrom the database Secret %s", name, dbName)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == dbName {
+			t.Errorf("%s: mounts the database Secret %s", name, dbName)
+		}
+	}
+}
+
+// checkWorkerSecrets: chart-supplied secrets are the worker token, the
+// model key with a real model, the router token of a k8s pool, nothing
+// else; envFrom and Secret volumes are the pool's own (and the TLS
+// Secrets), Secrets mounted read-only.
+func checkWorkerSecrets(t *testing.T, name string, d *appsv1.Deployment, c corev1.Container, env map[string]string, p pool, tls []string) {
+	t.Helper()
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		ok := false
+		switch e.Name {
+		case "MANGO_WORKER_TOKEN":
+			ok = true
+		case "MANGO_MODEL_API_KEY":
+			ok = env["MANGO_MODEL"] != "fake"
+		case "MANGO_K8S_ROUTER_TOKEN":
+			ok = p.Provider == "k8s"
+		default:
+			ok = poolEnvHas(p, e.Name)
+		}
+		if !ok {
+			t.Errorf("%s: env %s from %+v is not a credential a worker of provider %s may get", name, e.Name, e.ValueFrom, p.Provider)
+		}
+	}
+	ownEnvFrom := poolSecretRefs(p)
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef != nil && !slices.Contains(ownEnvFrom, ef.SecretRef.Name) {
+			t.Errorf("%s: envFrom Secret %q is not one of the pool's own %v", name, ef.SecretRef.Name, ownEnvFrom)
+		}
+		if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name != name && !poolConfigMapRef(p, ef.ConfigMapRef.Name) {
+			t.Errorf("%s: envFrom ConfigMap %q is neither the pool's nor in its envFrom", name, ef.ConfigMapRef.Name)
+		}
+	}
+	allowedVolumes := append(slices.Clone(tls), poolVolumeSecrets(p)...)
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && !slices.Contains(allowedVolumes, v.Secret.SecretName) {
+			t.Errorf("%s: volume of Secret %q is neither a TLS Secret %v nor the pool's", name, v.Secret.SecretName, allowedVolumes)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(mountedAt(&d.Spec.Template, c, m.MountPath), "secret:") && !m.ReadOnly {
+			t.Errorf("%s: Secret mounted read-write at %s", name, m.MountPath)
+		}
+	}
+}
+
+// checkWorkerServiceAccount: a token only where the provider calls the
+// Kubernetes API.
+func checkWorkerServiceAccount(t *testing.T, r *rendered, name string, spec corev1.PodSpec, p pool) {
+	t.Helper()
+	wantToken := p.Provider == "k8s"
+	if got := spec.AutomountServiceAccountToken; got == nil || *got != wantToken {
+		t.Errorf("%s: automountServiceAccountToken = %s, want %v", name, deref(got), wantToken)
+	}
+	if has[*corev1.ServiceAccount](r, spec.ServiceAccountName) {
+		sa := find[*corev1.ServiceAccount](t, r, spec.ServiceAccountName)
+		if got := sa.AutomountServiceAccountToken; got == nil || *got != wantToken {
+			t.Errorf("ServiceAccount %s: automountServiceAccountToken = %s, want %v", sa.Name, deref(got), wantToken)
 		}
 	}
 }

@@ -41,12 +41,23 @@ func num(v any) string {
 // credentials from a Secret; every pool has its outputs limits.
 func checkVaultAndFiles(t *testing.T, r *rendered, vals map[string]any, api apiServerFacts) {
 	t.Helper()
+	vaultName, vaultValue := checkVaultKeys(t, r, vals, api)
+	checkConfigMapsHoldNoSecret(t, r, vaultValue)
+	checkNoVaultOutsideAPIServer(t, r, vals, vaultName)
+	checkFilesSettings(t, vals, api)
+}
+
+// checkVaultKeys: the api-server reads the vault keys from their Secret,
+// optional only without existingSecret and value. It returns the Secret's
+// name and the keys' value (empty when not in the values).
+func checkVaultKeys(t *testing.T, r *rendered, vals map[string]any, api apiServerFacts) (vaultName, vaultValue string) {
+	t.Helper()
 	vault, _ := vals["vaultKeys"].(map[string]any)
-	vaultName := "mango-vault-keys"
+	vaultName = "mango-vault-keys"
 	if s := dig(vals, "vaultKeys", "existingSecret"); s != "" {
 		vaultName = s
 	}
-	vaultValue := dig(vals, "vaultKeys", "value")
+	vaultValue = dig(vals, "vaultKeys", "value")
 	wantRef := "secret:" + vaultName + "/" + dig(vals, "vaultKeys", "existingSecretKey")
 	if api.Env["MANGO_VAULT_KEYS"] != wantRef {
 		t.Errorf("api-server MANGO_VAULT_KEYS = %q, want %q", api.Env["MANGO_VAULT_KEYS"], wantRef)
@@ -61,8 +72,13 @@ func checkVaultAndFiles(t *testing.T, r *rendered, vals map[string]any, api apiS
 			t.Errorf("api-server MANGO_VAULT_KEYS optional = %s, want %v (optional only without existingSecret and value)", deref(got), wantOptional)
 		}
 	}
+	return vaultName, vaultValue
+}
 
-	// No secret in a ConfigMap, under its name or as a value.
+// checkConfigMapsHoldNoSecret: no secret in a ConfigMap, under its name or
+// as a value.
+func checkConfigMapsHoldNoSecret(t *testing.T, r *rendered, vaultValue string) {
+	t.Helper()
 	for _, cm := range all[*corev1.ConfigMap](r) {
 		for _, k := range secretVars {
 			if _, ok := cm.Data[k]; ok {
@@ -75,29 +91,15 @@ func checkVaultAndFiles(t *testing.T, r *rendered, vals map[string]any, api apiS
 			}
 		}
 	}
+}
 
-	// Neither the workers nor the migration Job get the keys or the Files settings.
-	noVault := func(what string, c corev1.Container, spec corev1.PodSpec) {
-		t.Helper()
-		for k, v := range effectiveEnv(t, r, c) {
-			if k == "MANGO_VAULT_KEYS" || strings.HasPrefix(k, "MANGO_FILES_") || strings.HasPrefix(v, "secret:"+vaultName+"/") {
-				t.Errorf("%s: %s=%q, want no vault keys and no Files settings", what, k, v)
-			}
-		}
-		for _, ef := range c.EnvFrom {
-			if ef.SecretRef != nil && ef.SecretRef.Name == vaultName {
-				t.Errorf("%s: envFrom the vault keys Secret %s", what, vaultName)
-			}
-		}
-		for _, v := range spec.Volumes {
-			if v.Secret != nil && v.Secret.SecretName == vaultName {
-				t.Errorf("%s: mounts the vault keys Secret %s", what, vaultName)
-			}
-		}
-	}
+// checkNoVaultOutsideAPIServer: neither the workers nor the migration Job
+// get the keys or the Files settings; every worker has its outputs limits.
+func checkNoVaultOutsideAPIServer(t *testing.T, r *rendered, vals map[string]any, vaultName string) {
+	t.Helper()
 	for _, p := range expectedPools(t, vals) {
 		w := find[*appsv1.Deployment](t, r, "mango-worker-"+p.Name)
-		noVault(w.Name, w.Spec.Template.Spec.Containers[0], w.Spec.Template.Spec)
+		checkNoVault(t, r, w.Name, vaultName, w.Spec.Template.Spec.Containers[0], w.Spec.Template.Spec)
 		env := effectiveEnv(t, r, w.Spec.Template.Spec.Containers[0])
 		for _, k := range []string{"MANGO_OUTPUTS_MAX_FILES", "MANGO_OUTPUTS_MAX_BYTES"} {
 			if n, err := strconv.ParseInt(env[k], 10, 64); err != nil || n < 1 {
@@ -106,10 +108,35 @@ func checkVaultAndFiles(t *testing.T, r *rendered, vals map[string]any, api apiS
 		}
 	}
 	for _, j := range all[*batchv1.Job](r) {
-		noVault("Job "+j.Name, j.Spec.Template.Spec.Containers[0], j.Spec.Template.Spec)
+		checkNoVault(t, r, "Job "+j.Name, vaultName, j.Spec.Template.Spec.Containers[0], j.Spec.Template.Spec)
 	}
+}
 
-	// Files settings of the api-server.
+// checkNoVault: container c of a pod (what) gets neither the vault keys,
+// by env, envFrom or volume, nor the Files settings.
+func checkNoVault(t *testing.T, r *rendered, what, vaultName string, c corev1.Container, spec corev1.PodSpec) {
+	t.Helper()
+	for k, v := range effectiveEnv(t, r, c) {
+		if k == "MANGO_VAULT_KEYS" || strings.HasPrefix(k, "MANGO_FILES_") || strings.HasPrefix(v, "secret:"+vaultName+"/") {
+			t.Errorf("%s: %s=%q, want no vault keys and no Files settings", what, k, v)
+		}
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef != nil && ef.SecretRef.Name == vaultName {
+			t.Errorf("%s: envFrom the vault keys Secret %s", what, vaultName)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == vaultName {
+			t.Errorf("%s: mounts the vault keys Secret %s", what, vaultName)
+		}
+	}
+}
+
+// checkFilesSettings: the Files settings of the api-server, S3 ones only
+// with files.s3 enabled, its credentials from their Secret.
+func checkFilesSettings(t *testing.T, vals map[string]any, api apiServerFacts) {
+	t.Helper()
 	files, _ := vals["files"].(map[string]any)
 	if got, want := api.Env["MANGO_FILES_MAX_BYTES"], num(files["maxBytes"]); got != want {
 		t.Errorf("api-server MANGO_FILES_MAX_BYTES = %q, want %q", got, want)

@@ -126,8 +126,38 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 		t.Fatalf("EventList() = %+v, %v; want the user.message then session.status_running", events, err)
 	}
 
-	// The direct delivery fails and leaves the row, with the attempt
-	// counted.
+	rows := checkDirectDeliveryDown(t, ctx, store, relay, reg, id)
+	runRelay(t, ctx, relay)
+	// The relay tries too, fails against the stopped server and keeps the
+	// row.
+	waitFor(t, 30*time.Second, "a relay delivery to fail against the stopped server", func() bool {
+		return testutil.ToFloat64(deliveries(t, reg, "error", "relay")) >= 1
+	})
+	if rows := outboxRows(t, store); len(rows) != 1 {
+		t.Fatalf("outbox while Temporal is down = %+v; want the row kept", rows)
+	}
+
+	dev.Start(t)
+	up := time.Now()
+
+	waitFor(t, 60*time.Second, "the outbox to drain", func() bool { return len(outboxRows(t, store)) == 0 })
+	t.Logf("outbox drained %v after Temporal came up", time.Since(up))
+
+	checkRelayStartedWorkflow(t, ctx, temporaltest.Dial(t, hostPort), id, rows[0].id)
+	if got := testutil.ToFloat64(deliveries(t, reg, "ok", "relay")); got != 1 {
+		t.Errorf("relay ok deliveries = %v, want 1", got)
+	}
+	waitFor(t, 5*time.Second, "the depth gauge to read 0", func() bool {
+		return gauge(t, reg, "mango_outbox_depth") == 0 && gauge(t, reg, "mango_outbox_oldest_age_seconds") == 0
+	})
+}
+
+// checkDirectDeliveryDown: with Temporal down, the direct delivery of
+// session id fails and leaves the row, with the attempt counted; within
+// the cooldown a second one leaves the row alone. It returns the outbox
+// rows after the first.
+func checkDirectDeliveryDown(t *testing.T, ctx context.Context, store *db.Store, relay *outbox.Relay, reg *prometheus.Registry, id string) []outboxRow {
+	t.Helper()
 	start := time.Now()
 	relay.Deliver(ctx, id)
 	t.Logf("direct delivery with Temporal down returned after %v", time.Since(start))
@@ -147,7 +177,13 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 	if again := outboxRows(t, store); len(again) != 1 || again[0].attempts != rows[0].attempts {
 		t.Fatalf("outbox after a Deliver within the cooldown = %+v; want %+v untouched", again, rows)
 	}
+	return rows
+}
 
+// runRelay runs relay until the test ends, then checks that it returns
+// nil soon after cancellation.
+func runRelay(t *testing.T, ctx context.Context, relay *outbox.Relay) {
+	t.Helper()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
@@ -162,22 +198,13 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 			t.Error("Run did not return within 10s of cancellation")
 		}
 	})
-	// The relay tries too, fails against the stopped server and keeps the
-	// row.
-	waitFor(t, 30*time.Second, "a relay delivery to fail against the stopped server", func() bool {
-		return testutil.ToFloat64(deliveries(t, reg, "error", "relay")) >= 1
-	})
-	if rows := outboxRows(t, store); len(rows) != 1 {
-		t.Fatalf("outbox while Temporal is down = %+v; want the row kept", rows)
-	}
+}
 
-	dev.Start(t)
-	up := time.Now()
-
-	waitFor(t, 60*time.Second, "the outbox to drain", func() bool { return len(outboxRows(t, store)) == 0 })
-	t.Logf("outbox drained %v after Temporal came up", time.Since(up))
-
-	admin := temporaltest.Dial(t, hostPort)
+// checkRelayStartedWorkflow: the workflow of session id runs on
+// mango.local with the session's input, signalled once with a WAKEUP for
+// outbox row outboxID.
+func checkRelayStartedWorkflow(t *testing.T, ctx context.Context, admin client.Client, id string, outboxID int64) {
+	t.Helper()
 	desc, err := admin.DescribeWorkflow(ctx, sessionwf.WorkflowID(id), "")
 	if err != nil {
 		t.Fatalf("DescribeWorkflow(%s): %v", id, err)
@@ -199,15 +226,9 @@ func TestDeliveryAfterTemporalOutage(t *testing.T) {
 	if len(signals) != 1 {
 		t.Fatalf("wakeup signals in history = %d, want 1", len(signals))
 	}
-	if s := signals[0]; s.GetSessionId() != id || s.GetKind() != sessionv1.WakeupKind_WAKEUP_KIND_WAKEUP || s.GetOutboxId() != rows[0].id {
-		t.Errorf("signal = %v, want a WAKEUP for session %s, outbox row %d", s, id, rows[0].id)
+	if s := signals[0]; s.GetSessionId() != id || s.GetKind() != sessionv1.WakeupKind_WAKEUP_KIND_WAKEUP || s.GetOutboxId() != outboxID {
+		t.Errorf("signal = %v, want a WAKEUP for session %s, outbox row %d", s, id, outboxID)
 	}
-	if got := testutil.ToFloat64(deliveries(t, reg, "ok", "relay")); got != 1 {
-		t.Errorf("relay ok deliveries = %v, want 1", got)
-	}
-	waitFor(t, 5*time.Second, "the depth gauge to read 0", func() bool {
-		return gauge(t, reg, "mango_outbox_depth") == 0 && gauge(t, reg, "mango_outbox_oldest_age_seconds") == 0
-	})
 }
 
 // TestDirectDelivery checks the path taken when Temporal is up: the

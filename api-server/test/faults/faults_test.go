@@ -73,87 +73,23 @@ func TestFaults(t *testing.T) {
 		t.Skip("the fault-injection suite runs with MANGO_FAULTS=1 (make test-faults)")
 	}
 	sys := startSystem(t, dockerReady(t))
-	api, local, dockerWorker, temporal, pg := sys.api, sys.local, sys.dockerWorker, sys.temporal, sys.pg
-	withDocker, sandboxes, runID, cli := sys.withDocker, sys.sandboxes, sys.runID, sys.cli
-	startAPI, startWorker, temporalAddr := sys.startAPI, sys.startWorker, sys.temporalAddr
 	ctx := context.Background()
-	agent, err := cli.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "faults",
+	agent, err := sys.cli.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "faults",
 		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"},
 		Tools: []anthropic.BetaAgentNewParamsToolUnion{{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	newSessions := func(n int, docker bool) []*sess {
-		meta := map[string]string{}
-		if docker {
-			meta["mango.sandbox"] = "docker"
-		}
-		env, err := cli.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "faults-" + randHex(4), Metadata: meta})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]*sess, n)
-		for i := range out {
-			s, err := cli.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-				Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[i] = &sess{id: s.ID, docker: docker, done: make(chan struct{})}
-		}
-		return out
-	}
 
 	const groups = 4
-	localSess := newSessions(groups*groupSize, false)
+	localSess := newFaultSessions(t, ctx, sys.cli, agent.ID, groups*groupSize, false)
 	var dockerSess []*sess
-	if withDocker {
-		dockerSess = newSessions(groupSize, true)
+	if sys.withDocker {
+		dockerSess = newFaultSessions(t, ctx, sys.cli, agent.ID, groupSize, true)
 	}
-	d := &driver{t: t, cli: cli}
-	var faults []*fault
-	inject := func(name string, group []*sess, workerDie bool, do func()) {
-		f := &fault{name: name, workerDie: workerDie}
-		d.waitToolsRunning(group, 2)
-		f.busy = d.busy(append(slices.Clone(localSess), dockerSess...))
-		f.at = time.Now()
-		do()
-		faults = append(faults, f)
-		t.Logf("fault %-34s injected with %d turns in flight", name, len(f.busy))
-	}
-
+	d := &driver{t: t, cli: sys.cli}
 	start := time.Now()
-	d.start(localSess[0:groupSize])
-	inject("SIGKILL worker, restart after 2s", localSess[0:groupSize], true, func() {
-		local.kill(t)
-		time.Sleep(2 * time.Second)
-		startWorker(local)
-	})
-	d.start(localSess[groupSize : 2*groupSize])
-	inject("SIGKILL api-server, restart", localSess[groupSize:2*groupSize], false, func() {
-		api.kill(t)
-		startAPI()
-	})
-	d.start(localSess[2*groupSize : 3*groupSize])
-	inject("PostgreSQL immediate stop for 3s", localSess[2*groupSize:3*groupSize], false, func() {
-		pg.crash(t)
-		time.Sleep(3 * time.Second)
-		pg.start(t)
-	})
-	d.start(localSess[3*groupSize:])
-	inject("SIGKILL Temporal, restart", localSess[3*groupSize:], false, func() {
-		temporal.kill(t)
-		temporal.start(t)
-		waitTemporal(t, temporal, temporalAddr)
-	})
-	if withDocker {
-		d.start(dockerSess)
-		inject("SIGKILL docker worker, restart after 2s", dockerSess, true, func() {
-			dockerWorker.kill(t)
-			time.Sleep(2 * time.Second)
-			startWorker(dockerWorker)
-		})
-	}
+	faults := injectFaults(t, sys, d, localSess, dockerSess)
 	last := faults[len(faults)-1].at
 	all := append(slices.Clone(localSess), dockerSess...)
 	for _, s := range all {
@@ -170,30 +106,118 @@ func TestFaults(t *testing.T) {
 	took := time.Since(start)
 
 	// Every session, as the client sees it now.
-	markers := localMarkers(t, sandboxes)
-	if withDocker {
-		got, containers := dockerMarkers(t, runID)
+	markers := sessionMarkers(t, sys, len(dockerSess))
+	ambiguous := map[string]map[int]bool{} // session -> turns with an ambiguous result
+	for _, s := range all {
+		evs := d.list(s.id)
+		ambiguous[s.id] = checkSession(t, s, evs, markers)
+		checkReplay(t, sys.cli, s.id, evs)
+	}
+	for _, f := range faults {
+		f.recovered = d.recovery(f)
+	}
+	t.Logf("fault injection: %d sessions x %d one-tool turns in %s", len(all), turnsPerSess, took.Round(time.Millisecond))
+	attributeAmbiguous(t, faults, ambiguous)
+}
+
+// newFaultSessions creates n sessions of agent in a new environment, in
+// docker sandboxes or local ones.
+func newFaultSessions(t *testing.T, ctx context.Context, cli anthropic.Client, agent string, n int, docker bool) []*sess {
+	t.Helper()
+	meta := map[string]string{}
+	if docker {
+		meta["mango.sandbox"] = "docker"
+	}
+	env, err := cli.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "faults-" + randHex(4), Metadata: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*sess, n)
+	for i := range out {
+		s, err := cli.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+			Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent)}, EnvironmentID: env.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = &sess{id: s.ID, docker: docker, done: make(chan struct{})}
+	}
+	return out
+}
+
+// injectFaults starts the groups one after another, injecting fault k
+// while tools of group k run, and returns the faults in order.
+func injectFaults(t *testing.T, sys *system, d *driver, localSess, dockerSess []*sess) []*fault {
+	t.Helper()
+	var faults []*fault
+	inject := func(name string, group []*sess, workerDie bool, do func()) {
+		f := &fault{name: name, workerDie: workerDie}
+		d.waitToolsRunning(group, 2)
+		f.busy = d.busy(append(slices.Clone(localSess), dockerSess...))
+		f.at = time.Now()
+		do()
+		faults = append(faults, f)
+		t.Logf("fault %-34s injected with %d turns in flight", name, len(f.busy))
+	}
+
+	d.start(localSess[0:groupSize])
+	inject("SIGKILL worker, restart after 2s", localSess[0:groupSize], true, func() {
+		sys.local.kill(t)
+		time.Sleep(2 * time.Second)
+		sys.startWorker(sys.local)
+	})
+	d.start(localSess[groupSize : 2*groupSize])
+	inject("SIGKILL api-server, restart", localSess[groupSize:2*groupSize], false, func() {
+		sys.api.kill(t)
+		sys.startAPI()
+	})
+	d.start(localSess[2*groupSize : 3*groupSize])
+	inject("PostgreSQL immediate stop for 3s", localSess[2*groupSize:3*groupSize], false, func() {
+		sys.pg.crash(t)
+		time.Sleep(3 * time.Second)
+		sys.pg.start(t)
+	})
+	d.start(localSess[3*groupSize:])
+	inject("SIGKILL Temporal, restart", localSess[3*groupSize:], false, func() {
+		sys.temporal.kill(t)
+		sys.temporal.start(t)
+		waitTemporal(t, sys.temporal, sys.temporalAddr)
+	})
+	if sys.withDocker {
+		d.start(dockerSess)
+		inject("SIGKILL docker worker, restart after 2s", dockerSess, true, func() {
+			sys.dockerWorker.kill(t)
+			time.Sleep(2 * time.Second)
+			sys.startWorker(sys.dockerWorker)
+		})
+	}
+	return faults
+}
+
+// sessionMarkers counts the turns' markers in every sandbox, local and
+// docker, and checks that each of the dockerSessions docker sessions kept
+// one container.
+func sessionMarkers(t *testing.T, sys *system, dockerSessions int) map[string]int {
+	t.Helper()
+	markers := localMarkers(t, sys.sandboxes)
+	if sys.withDocker {
+		got, containers := dockerMarkers(t, sys.runID)
 		for k, v := range got {
 			markers[k] += v
 		}
 		// One container per session, kept across the worker's death: the
 		// restarted worker resumed in it rather than starting over.
-		if containers != len(dockerSess) {
-			t.Errorf("%d containers for %d docker sessions, want one each", containers, len(dockerSess))
+		if containers != dockerSessions {
+			t.Errorf("%d containers for %d docker sessions, want one each", containers, dockerSessions)
 		}
 	}
-	ambiguous := map[string]map[int]bool{} // session -> turns with an ambiguous result
-	for _, s := range all {
-		evs := d.list(s.id)
-		ambiguous[s.id] = checkSession(t, s, evs, markers)
-		checkReplay(t, cli, s.id, evs)
-	}
-	// Attribute each ambiguous result to the fault it was in flight
-	// during; only a worker dying mid-call may leave one.
-	for _, f := range faults {
-		f.recovered = d.recovery(f)
-	}
-	t.Logf("fault injection: %d sessions x %d one-tool turns in %s", len(all), turnsPerSess, took.Round(time.Millisecond))
+	return markers
+}
+
+// attributeAmbiguous attributes each ambiguous result to the fault it was
+// in flight during, and reports each fault's count and recovery; only a
+// worker dying mid-call may leave one.
+func attributeAmbiguous(t *testing.T, faults []*fault, ambiguous map[string]map[int]bool) {
+	t.Helper()
 	t.Logf("%-40s %10s %12s", "fault", "ambiguous", "recovery")
 	for _, f := range faults {
 		n := 0

@@ -43,6 +43,57 @@ func TestSoak(t *testing.T) {
 	sys := startSystem(t, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	s := newSoak(t, ctx, sys)
+
+	// The idle streams, opened first: raw HTTP, as a dashboard's would be.
+	idleIDs, idle := s.openIdleStreams(t)
+	// The active sessions, each watched by a stream recording ids.
+	act := s.openActive(t)
+	// Memory, sampled every second.
+	mem := s.sampleMemory()
+
+	run := s.startTurns(act, time.Now().Add(d))
+	// Halfway through, a few new sessions start under the load: their
+	// first turns must not wait behind the busy sessions (they did, for a
+	// minute, while the worker polled only its sticky queue).
+	time.Sleep(d / 2)
+	late := s.lateFirstTurns(t)
+	run.wg.Wait()
+	samples := mem.stop()
+	checkSoakTurns(t, act, run, late, d)
+
+	// Every active stream saw exactly the session's events.
+	for _, a := range act {
+		want := listIDs(t, sys.cli, a.id)
+		if got := a.seen.waitIDs(len(want), 30*time.Second); !slices.Equal(got, want) {
+			t.Errorf("session %s: the stream delivered %d events, the session lists %d; first difference at %d", a.id, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	s.checkIdleStreams(t, idleIDs, idle)
+	checkSoakMemory(t, samples)
+}
+
+// soak is what TestSoak's steps share: the running system, the agent and
+// environment its sessions use, and the HTTP client of its raw streams.
+type soak struct {
+	sys          *system
+	ctx          context.Context
+	agent, env   string
+	hc           *http.Client
+	base, apiKey string
+}
+
+// soakSession is an active session of the soak, watched by a stream.
+type soakSession struct {
+	id    string
+	seen  *rawStream
+	turns int
+	err   error
+}
+
+// newSoak creates the soak's agent and environment.
+func newSoak(t *testing.T, ctx context.Context, sys *system) *soak {
+	t.Helper()
 	agent, err := sys.cli.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "soak",
 		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"},
 		Tools: []anthropic.BetaAgentNewParamsToolUnion{{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{}}}})
@@ -53,118 +104,159 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newSession := func() string {
-		s, err := sys.cli.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-			Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.ID
-	}
+	return &soak{sys: sys, ctx: ctx, agent: agent.ID, env: env.ID, base: sys.apiURL, apiKey: sys.apiKey,
+		hc: &http.Client{Transport: &http.Transport{MaxConnsPerHost: soakIdleStreams + 64, MaxIdleConnsPerHost: soakIdleStreams + 64}}}
+}
 
-	// The idle streams, opened first: raw HTTP, as a dashboard's would be.
-	base, key := sys.apiURL, sys.apiKey
-	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: soakIdleStreams + 64, MaxIdleConnsPerHost: soakIdleStreams + 64}}
+// newSession creates a session of the soak's agent and returns its id.
+func (s *soak) newSession(t *testing.T) string {
+	t.Helper()
+	sess, err := s.sys.cli.Beta.Sessions.New(s.ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(s.agent)}, EnvironmentID: s.env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess.ID
+}
+
+// openIdleStreams creates soakIdleSessions sessions and opens
+// soakIdleStreams streams spread evenly on them.
+func (s *soak) openIdleStreams(t *testing.T) ([]string, []*rawStream) {
+	t.Helper()
 	idleIDs := make([]string, soakIdleSessions)
 	for i := range idleIDs {
-		idleIDs[i] = newSession()
+		idleIDs[i] = s.newSession(t)
 	}
 	idle := make([]*rawStream, soakIdleStreams)
 	for i := range idle {
-		if idle[i], err = openRawStream(ctx, hc, base, key, idleIDs[i%soakIdleSessions]); err != nil {
+		var err error
+		if idle[i], err = openRawStream(s.ctx, s.hc, s.base, s.apiKey, idleIDs[i%soakIdleSessions]); err != nil {
 			t.Fatalf("idle stream %d: %v", i, err)
 		}
 	}
+	return idleIDs, idle
+}
 
-	// The active sessions, each watched by a stream recording ids.
-	type active struct {
-		id    string
-		seen  *rawStream
-		turns int
-		err   error
-	}
-	act := make([]*active, soakActive)
+// openActive creates soakActive sessions, each with its stream.
+func (s *soak) openActive(t *testing.T) []*soakSession {
+	t.Helper()
+	act := make([]*soakSession, soakActive)
 	for i := range act {
-		a := &active{id: newSession()}
-		if a.seen, err = openRawStream(ctx, hc, base, key, a.id); err != nil {
+		a := &soakSession{id: s.newSession(t)}
+		var err error
+		if a.seen, err = openRawStream(s.ctx, s.hc, s.base, s.apiKey, a.id); err != nil {
 			t.Fatalf("stream of session %s: %v", a.id, err)
 		}
 		act[i] = a
 	}
+	return act
+}
 
-	// Memory, sampled every second.
+// soakMemory samples, every second, the api-server's and the worker's RSS
+// and the worker's transcript cache.
+type soakMemory struct {
+	samples  []rssSample
+	sampling sync.WaitGroup
+	done     chan struct{}
+}
+
+// sampleMemory starts sampling; stop ends it.
+func (s *soak) sampleMemory() *soakMemory {
+	m := &soakMemory{done: make(chan struct{})}
 	metricsClient := &http.Client{Timeout: 5 * time.Second}
-	var samples []rssSample
-	var sampling sync.WaitGroup
-	stopSampling := make(chan struct{})
-	sampling.Go(func() {
+	m.sampling.Go(func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		start := time.Now()
 		for {
-			api, apiErr := rss(sys.api.pid())
-			worker, workerErr := rss(sys.local.pid())
-			cache, cacheErr := gauge(metricsClient, sys.localMetrics, "mango_worker_transcript_cache_bytes")
+			api, apiErr := rss(s.sys.api.pid())
+			worker, workerErr := rss(s.sys.local.pid())
+			cache, cacheErr := gauge(metricsClient, s.sys.localMetrics, "mango_worker_transcript_cache_bytes")
 			if apiErr == nil && workerErr == nil && cacheErr == nil {
-				samples = append(samples, rssSample{at: time.Since(start), api: api, worker: worker, cache: cache})
+				m.samples = append(m.samples, rssSample{at: time.Since(start), api: api, worker: worker, cache: cache})
 			}
 			select {
-			case <-stopSampling:
+			case <-m.done:
 				return
 			case <-tick.C:
 			}
 		}
 	})
+	return m
+}
 
-	var turns atomic.Int64
-	var latMu sync.Mutex
-	var lat []time.Duration
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
+// stop ends the sampling and returns the samples.
+func (m *soakMemory) stop() []rssSample {
+	close(m.done)
+	m.sampling.Wait()
+	return m.samples
+}
+
+// soakRun is the active sessions' turns: wg ends when they have all
+// stopped; turns and lat count and time the turns that succeeded.
+type soakRun struct {
+	wg    sync.WaitGroup
+	turns atomic.Int64
+	latMu sync.Mutex
+	lat   []time.Duration
+}
+
+// startTurns starts, on every active session, turns back to back until
+// deadline or the session's first failure.
+func (s *soak) startTurns(act []*soakSession, deadline time.Time) *soakRun {
+	run := &soakRun{}
 	for _, a := range act {
-		wg.Go(func() {
+		run.wg.Go(func() {
 			for a.err == nil && time.Now().Before(deadline) {
 				start := time.Now()
-				if a.err = soakTurn(ctx, sys.cli, a.id, a.seen); a.err == nil {
+				if a.err = soakTurn(s.ctx, s.sys.cli, a.id, a.seen); a.err == nil {
 					a.turns++
-					turns.Add(1)
-					latMu.Lock()
-					lat = append(lat, time.Since(start))
-					latMu.Unlock()
+					run.turns.Add(1)
+					run.latMu.Lock()
+					run.lat = append(run.lat, time.Since(start))
+					run.latMu.Unlock()
 				}
 			}
 		})
 	}
-	// Halfway through, a few new sessions start under the load: their
-	// first turns must not wait behind the busy sessions (they did, for a
-	// minute, while the worker polled only its sticky queue).
-	time.Sleep(d / 2)
+	return run
+}
+
+// lateFirstTurns starts a few new sessions and returns how long each one's
+// first turn took.
+func (s *soak) lateFirstTurns(t *testing.T) []time.Duration {
+	t.Helper()
 	late := make([]time.Duration, 4)
 	var lateWG sync.WaitGroup
 	for i := range late {
-		id := newSession()
-		seen, err := openRawStream(ctx, hc, base, key, id)
+		id := s.newSession(t)
+		seen, err := openRawStream(s.ctx, s.hc, s.base, s.apiKey, id)
 		if err != nil {
 			t.Fatalf("stream of late session %s: %v", id, err)
 		}
 		lateWG.Go(func() {
 			start := time.Now()
-			if err := soakTurn(ctx, sys.cli, id, seen); err != nil {
+			if err := soakTurn(s.ctx, s.sys.cli, id, seen); err != nil {
 				t.Errorf("late session %s: first turn: %v", id, err)
 			}
 			late[i] = time.Since(start)
 		})
 	}
 	lateWG.Wait()
-	wg.Wait()
-	close(stopSampling)
-	sampling.Wait()
+	return late
+}
+
+// checkSoakTurns checks that no turn failed and that the late sessions'
+// first turns did not starve.
+func checkSoakTurns(t *testing.T, act []*soakSession, run *soakRun, late []time.Duration, d time.Duration) {
+	t.Helper()
 	for _, a := range act {
 		if a.err != nil {
 			t.Errorf("session %s: turn %d: %v", a.id, a.turns+1, a.err)
 		}
 	}
-	t.Logf("%d turns in %v (%.1f turns/s) on %d sessions beside %d idle streams", turns.Load(), d, float64(turns.Load())/d.Seconds(), soakActive, soakIdleStreams)
+	turns, lat := run.turns.Load(), run.lat
+	t.Logf("%d turns in %v (%.1f turns/s) on %d sessions beside %d idle streams", turns, d, float64(turns)/d.Seconds(), soakActive, soakIdleStreams)
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		median := lat[len(lat)/2]
@@ -174,28 +266,29 @@ func TestSoak(t *testing.T) {
 			t.Errorf("a session started under load waited %v for its first turn, over 10x the median turn (%v) + 5s: new sessions starve", slowest, median)
 		}
 	}
+}
 
-	// Every active stream saw exactly the session's events.
-	for _, a := range act {
-		want := listIDs(t, sys.cli, a.id)
-		if got := a.seen.waitIDs(len(want), 30*time.Second); !slices.Equal(got, want) {
-			t.Errorf("session %s: the stream delivered %d events, the session lists %d; first difference at %d", a.id, len(got), len(want), firstDiff(got, want))
-		}
-	}
-	// Every idle stream is alive: one more event each reaches it.
+// checkIdleStreams: every idle stream is alive: one more event each
+// reaches it.
+func (s *soak) checkIdleStreams(t *testing.T, idleIDs []string, idle []*rawStream) {
+	t.Helper()
 	for _, id := range idleIDs {
-		if _, err := sys.cli.Beta.Sessions.Events.Send(ctx, id, anthropic.BetaSessionEventSendParams{
+		if _, err := s.sys.cli.Beta.Sessions.Events.Send(s.ctx, id, anthropic.BetaSessionEventSendParams{
 			Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserInterrupt: &anthropic.BetaManagedAgentsUserInterruptEventParams{}}}}); err != nil {
 			t.Fatalf("session %s: %v", id, err)
 		}
 	}
-	for i, s := range idle {
-		if err := s.waitFor("user.interrupt", 1, 30*time.Second); err != nil {
-			t.Errorf("idle stream %d of session %s: %v", i, s.sessionID, err)
+	for i, stream := range idle {
+		if err := stream.waitFor("user.interrupt", 1, 30*time.Second); err != nil {
+			t.Errorf("idle stream %d of session %s: %v", i, stream.sessionID, err)
 		}
 	}
+}
 
-	// Memory after warm-up: the second half of the run.
+// checkSoakMemory: memory after warm-up, the second half of the run, stays
+// flat, and the worker's transcript cache within its bound.
+func checkSoakMemory(t *testing.T, samples []rssSample) {
+	t.Helper()
 	half := samples[len(samples)/2:]
 	if len(half) < 10 {
 		t.Fatalf("only %d memory samples in the second half of the run", len(half))
