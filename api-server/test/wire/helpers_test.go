@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -55,8 +54,6 @@ func apiErrorWithStatus(t *testing.T, err error, status int) *anthropic.Error {
 	}
 	return apiErr
 }
-
-var _ = http.StatusOK
 
 // waitSessionGone waits up to 60s until srv's ControlPlane no longer knows
 // the session: an append to it finds nothing (NotFound), so its row is

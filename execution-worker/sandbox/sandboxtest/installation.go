@@ -129,14 +129,7 @@ func (s *suite) checkReconciledApart(t *testing.T, pA, pB sandbox.Provider, inst
 	rA := reconciler(pA, NewBindings(bound(pA, keyA, refA)), instA)
 	rB := reconciler(pB, NewBindings(bound(pB, keyB, refB)), instB)
 	for pass := range reconcilePasses {
-		resA, err := rA.RunOnce(t.Context())
-		if err != nil {
-			t.Fatalf("installation A, pass %d: %v", pass, err)
-		}
-		resB, err := rB.RunOnce(t.Context())
-		if err != nil {
-			t.Fatalf("installation B, pass %d: %v", pass, err)
-		}
+		resA, resB := reconcileBoth(t, pass, rA, rB)
 		if want := pass == 0; slices.Contains(resA.Destroyed, refOrphan) != want {
 			t.Errorf("installation A, pass %d: destroyed %v; destroying its orphan %v: %v, want %v", pass, resA.Destroyed, refOrphan, !want, want)
 		}
@@ -188,14 +181,7 @@ func (s *suite) testInstallationsLegacy(t *testing.T) {
 	rA := reconciler(pA, bA, instA)
 	rB := reconciler(pB, NewBindings(), instB)
 	for pass := range reconcilePasses {
-		resA, err := rA.RunOnce(t.Context())
-		if err != nil {
-			t.Fatalf("installation A, pass %d: %v", pass, err)
-		}
-		resB, err := rB.RunOnce(t.Context())
-		if err != nil {
-			t.Fatalf("installation B, pass %d: %v", pass, err)
-		}
+		resA, resB := reconcileBoth(t, pass, rA, rB)
 		for _, ref := range refs {
 			if slices.Contains(resA.Destroyed, ref) || slices.Contains(resB.Destroyed, ref) {
 				t.Errorf("pass %d destroyed the legacy sandbox %v (A destroyed %v, B destroyed %v)", pass, ref, resA.Destroyed, resB.Destroyed)
@@ -224,4 +210,19 @@ func (s *suite) testInstallationsLegacy(t *testing.T) {
 			t.Errorf("echo alive in the legacy %v = %q", refs[key], got)
 		}
 	}
+}
+
+// reconcileBoth runs one pass of installation A's reconciler, then of
+// B's, and returns what each did.
+func reconcileBoth(t *testing.T, pass int, rA, rB *sandbox.Reconciler) (resA, resB sandbox.ReconcileResult) {
+	t.Helper()
+	resA, err := rA.RunOnce(t.Context())
+	if err != nil {
+		t.Fatalf("installation A, pass %d: %v", pass, err)
+	}
+	resB, err = rB.RunOnce(t.Context())
+	if err != nil {
+		t.Fatalf("installation B, pass %d: %v", pass, err)
+	}
+	return resA, resB
 }
