@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/client"
@@ -291,10 +292,21 @@ func remove(ctx context.Context, cli *client.Client, filters client.Filters) err
 	}
 	var errs []error
 	for _, c := range res.Items {
-		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		// Not found, or being removed by someone else (a test's own
-		// teardown racing this sweep): either way it is going away.
-		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "already in progress") {
+		// A daemon under load may answer that the kill got no exit event
+		// yet: that passes, so the removal is tried again (5 tries).
+		_, err := backoff.Retry(ctx, func() (struct{}, error) {
+			_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			// Not found, or being removed by someone else (a test's own
+			// teardown racing this sweep): either way it is going away.
+			if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "already in progress") {
+				return struct{}{}, nil
+			}
+			if !strings.Contains(err.Error(), "did not receive an exit event") {
+				return struct{}{}, backoff.Permanent(err)
+			}
+			return struct{}{}, err
+		}, backoff.WithBackOff(backoff.NewConstantBackOff(500*time.Millisecond)), backoff.WithMaxTries(5))
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
