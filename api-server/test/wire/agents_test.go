@@ -45,7 +45,7 @@ func researcherAgentParams() anthropic.BetaAgentNewParams {
 		System:      anthropic.String("You are careful."),
 		Model: anthropic.BetaManagedAgentsModelConfigParams{
 			ID:     "claude-sonnet-5",
-			Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigsEffortBetaManagedAgentsEffortLevel: anthropic.String("high")},
+			Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigEffortBetaManagedAgentsEffortLevel: anthropic.String("high")},
 		},
 		Metadata: map[string]string{"team": "search", "tier": "gold"},
 		MCPServers: []anthropic.BetaManagedAgentsURLMCPServerParams{

@@ -109,7 +109,7 @@ func sessionSnapshots(t *testing.T, client anthropic.Client, agent *anthropic.Be
 		t.Fatalf("update agent: %v", err)
 	}
 	pinned, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-		Agent:         anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgents: &anthropic.BetaManagedAgentsAgentParams{ID: agent.ID, Version: anthropic.Int(1)}},
+		Agent:         anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: agent.ID, Version: anthropic.Int(1)}},
 		EnvironmentID: envID,
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func sessionSnapshots(t *testing.T, client anthropic.Client, agent *anthropic.Be
 		t.Errorf("pinned snapshot = v%d %q, want v1 be brief", pinned.Agent.Version, pinned.Agent.System)
 	}
 	overridden, err = client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgentWithOverridess: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgentWithOverrides: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
 			ID: agent.ID, System: anthropic.String("override"),
 			Tools: []anthropic.BetaManagedAgentsAgentWithOverridesParamsToolUnion{},
 		}},
