@@ -1,0 +1,348 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/lib/environments"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/tools/agenttoolset"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
+)
+
+// selfHostedEnv is a server, a Mango execution worker, an SDK client with
+// the API key, and a self_hosted environment with an environment key.
+type selfHostedEnv struct {
+	turnEnv
+	envID  string
+	envKey string
+}
+
+func newSelfHostedEnv(t *testing.T, serverEnv, workerEnv map[string]string) *selfHostedEnv {
+	t.Helper()
+	var opts []testserver.Option
+	for k, v := range serverEnv {
+		opts = append(opts, testserver.WithEnv(k, v))
+	}
+	srv := testserver.Start(t, opts...)
+	e := &selfHostedEnv{turnEnv: turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}}
+	e.worker = startWorkerWith(t, srv, "sh-w1", e.root, workerEnv)
+	env, err := e.client.Beta.Environments.New(context.Background(), anthropic.BetaEnvironmentNewParams{
+		Name:   fmt.Sprintf("self-hosted-%d", time.Now().UnixNano()),
+		Config: anthropic.BetaEnvironmentNewParamsConfigUnion{OfSelfHosted: &anthropic.BetaSelfHostedConfigParams{}},
+	})
+	if err != nil {
+		t.Fatalf("create self_hosted environment: %v", err)
+	}
+	e.envID = env.ID
+	e.envKey = newEnvironmentKey(t, srv, env.ID)
+	return e
+}
+
+// newEnvironmentKey issues a key for envID through the admin route, as an
+// operator does, and returns the secret (shown once).
+func newEnvironmentKey(t *testing.T, srv *testserver.Server, envID string) string {
+	t.Helper()
+	body := strings.NewReader(`{"name":"wire test worker"}`)
+	req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/admin/environments/"+envID+"/keys", body)
+	req.Header.Set("x-api-key", srv.APIKey)
+	req.Header.Set("content-type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("create environment key: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create environment key: status %d: %s", resp.StatusCode, raw)
+	}
+	var out struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.Key == "" {
+		t.Fatalf("create environment key: no key in %s (err %v)", raw, err)
+	}
+	return out.Key
+}
+
+// sdkWorkerClient is an SDK client for a self-hosted worker: the base URL
+// only; the EnvironmentWorker sets the credential of every request itself.
+func sdkWorkerClient(srv *testserver.Server, opts ...option.RequestOption) anthropic.Client {
+	return anthropic.NewClient(append([]option.RequestOption{option.WithBaseURL(srv.BaseURL), option.WithAPIKey("")}, opts...)...)
+}
+
+// runSDKWorker runs the official SDK's EnvironmentWorker, unchanged, until
+// the test ends (or stop is called); it returns stop, which waits for Run.
+func (e *selfHostedEnv) runSDKWorker(t *testing.T, name string, client anthropic.Client, opts environments.EnvironmentWorkerOptions) (stop func()) {
+	t.Helper()
+	opts.EnvironmentID, opts.EnvironmentKey = e.envID, e.envKey
+	opts.WorkerID = name
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t, name}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- environments.NewEnvironmentWorker(client, opts).Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("SDK worker %s: Run returned %v", name, err)
+				}
+			case <-time.After(90 * time.Second):
+				t.Errorf("SDK worker %s did not stop within 90s of its cancellation", name)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// testWriter sends a worker's log lines to the test log while the test runs.
+type testWriter struct {
+	t    *testing.T
+	name string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // a line logged after the test ended
+	w.t.Logf("%s: %s", w.name, bytes.TrimRight(p, "\n"))
+	return len(p), nil
+}
+
+func (e *selfHostedEnv) session(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "self-hosted",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: e.envID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+// TestSelfHostedWorkerThroughSDK runs the SDK's EnvironmentWorker against
+// Mango: it polls, claims the session's work, runs bash, write and read in
+// its own Workdir, and posts the results, which reach the model; Mango
+// provisions no sandbox. After the session idles the worker lets the item
+// go; a later message queues new work that the worker claims again.
+func TestSelfHostedWorkerThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newSelfHostedEnv(t, nil, nil)
+	workdir := t.TempDir()
+	idle := time.Second
+	e.runSDKWorker(t, "sdk-1", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: workdir, MaxIdle: &idle})
+	id := e.session(t)
+	events := e.watch(t, id)
+
+	e.say(t, id, "#tool bash {\"command\":\"pwd; echo made-$((6*7)) > made.txt\"}\n"+
+		"#tool write {\"file_path\":\"notes.txt\",\"content\":\"written by the worker\\n\"}\n"+
+		"#tool read {\"file_path\":\"notes.txt\"}")
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	uses, results := ofType(evs, "agent.tool_use"), ofType(evs, "user.tool_result")
+	if len(uses) != 3 || len(results) != 3 {
+		t.Fatalf("got %d agent.tool_use and %d user.tool_result events, want 3 and 3: %v", len(uses), len(results), typesOf(evs))
+	}
+	if n := len(ofType(evs, "agent.tool_result")); n != 0 {
+		t.Errorf("%d agent.tool_result events: a self-hosted session's built-ins must not run on Mango", n)
+	}
+	for i, u := range uses {
+		if u["evaluated_permission"] != "allow" {
+			t.Errorf("agent.tool_use %d: evaluated_permission = %v, want allow", i, u["evaluated_permission"])
+		}
+		if results[i]["tool_use_id"] != u["id"] || results[i]["is_error"] == true {
+			t.Errorf("user.tool_result %d = %v, want a success answering %v", i, results[i], u["id"])
+		}
+	}
+	if text := resultText(results[0]); !strings.Contains(text, workdir) {
+		t.Errorf("bash ran in %q, want the worker's Workdir %q", text, workdir)
+	}
+	if b, err := os.ReadFile(filepath.Join(workdir, "made.txt")); err != nil || string(b) != "made-42\n" {
+		t.Errorf("made.txt in the worker's Workdir = %q (err %v), want made-42", b, err)
+	}
+	if msg := agentText(last(evs, "agent.message")); !strings.Contains(msg, "written by the worker") {
+		t.Errorf("the model's final message = %q: the read result (from the worker's disk) did not reach the model", msg)
+	}
+	if entries, _ := os.ReadDir(e.root); len(entries) != 0 {
+		t.Errorf("Mango's local sandbox root holds %d entries: a self-hosted session must provision no sandbox", len(entries))
+	}
+	e.workSettles(t, id)
+
+	// Dormant now: a new message queues new work, which the worker claims.
+	e.say(t, id, "#tool read {\"file_path\":\"made.txt\"}")
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if text := resultText(last(evs, "user.tool_result")); !strings.Contains(text, "made-42") {
+		t.Errorf("second turn's read = %q, want made-42 from the worker's Workdir", text)
+	}
+}
+
+// workSettles waits until the session's work items are all stopped (the
+// SDK worker force-stops its item after MaxIdle), and checks what the
+// work API reports of them to the environment key and the API key.
+func (e *selfHostedEnv) workSettles(t *testing.T, sessionID string) {
+	t.Helper()
+	ctx := context.Background()
+	keyed := sdkWorkerClient(e.srv, option.WithAuthToken(e.envKey))
+	poll.Until(t, 30*time.Second, "the session's work item to be stopped", func() (bool, string) {
+		page, err := keyed.Beta.Environments.Work.List(ctx, e.envID, anthropic.BetaEnvironmentWorkListParams{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var states []string
+		for _, w := range page.Data {
+			if w.Data.ID == sessionID {
+				states = append(states, string(w.State))
+			}
+		}
+		return len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return s != "stopped" }), fmt.Sprint(states)
+	})
+	page, _ := keyed.Beta.Environments.Work.List(ctx, e.envID, anthropic.BetaEnvironmentWorkListParams{})
+	w := page.Data[0]
+	got, err := e.client.Beta.Environments.Work.Get(ctx, w.ID, anthropic.BetaEnvironmentWorkGetParams{EnvironmentID: e.envID})
+	if err != nil {
+		t.Fatalf("get work %s with the API key: %v", w.ID, err)
+	}
+	if got.AcknowledgedAt == "" || got.StartedAt == "" || got.StoppedAt == "" || got.Secret != "" {
+		t.Errorf("work item = %s; want acknowledged, started and stopped times, and no secret outside poll", got.RawJSON())
+	}
+}
+
+// cuttable is an http.RoundTripper that fails every request once cut, as
+// a worker cut off from the network does.
+type cuttable struct{ cut atomic.Bool }
+
+func (c *cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.cut.Load() {
+		return nil, errors.New("network cut by the test")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestSelfHostedLeaseExpiresToAnotherWorker cuts the lease holder off in
+// the middle of a tool call, without it stopping the item: once the lease
+// expires another SDK worker claims the item, runs the call and finishes
+// the turn, and exactly one result is posted for the call.
+func TestSelfHostedLeaseExpiresToAnotherWorker(t *testing.T) {
+	t.Parallel()
+	e := newSelfHostedEnv(t, map[string]string{"MANGO_WORK_LEASE_TTL": "2s"}, nil)
+	started := make(chan struct{}, 1)
+	net := &cuttable{}
+	stopA := e.runSDKWorker(t, "sdk-a", sdkWorkerClient(e.srv, option.WithHTTPClient(&http.Client{Transport: net})),
+		environments.EnvironmentWorkerOptions{Workdir: t.TempDir(), ToolsFunc: func(env *agenttoolset.AgentToolContext) []anthropic.BetaTool {
+			return []anthropic.BetaTool{blockingTool{name: "bash", started: started}}
+		}})
+	id := e.session(t)
+	events := e.watch(t, id)
+	e.say(t, id, "#tool bash {\"command\":\"echo finished-by-b\"}")
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("worker A never started the bash call")
+	}
+	net.cut.Store(true)
+	idle := time.Second
+	e.runSDKWorker(t, "sdk-b", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: t.TempDir(), MaxIdle: &idle})
+	evs := until(t, events, "session.status_idle", 90*time.Second)
+	results := ofType(evs, "user.tool_result")
+	if len(results) != 1 || !strings.Contains(resultText(results[0]), "finished-by-b") {
+		t.Fatalf("user.tool_result events = %v; want exactly one, worker B's", results)
+	}
+	stopA()
+}
+
+// blockingTool stands in for a tool whose worker is lost mid-call: it
+// signals that it started and blocks until its context ends.
+type blockingTool struct {
+	name    string
+	started chan<- struct{}
+}
+
+func (b blockingTool) Name() string        { return b.name }
+func (b blockingTool) Description() string { return "blocks until cancelled" }
+func (b blockingTool) InputSchema() anthropic.BetaToolInputSchemaParam {
+	return anthropic.BetaToolInputSchemaParam{Properties: map[string]any{"command": map[string]any{"type": "string"}}}
+}
+
+func (b blockingTool) Execute(ctx context.Context, _ json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
+	select {
+	case b.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSelfHostedToolTimeout: with no worker serving the environment, a
+// built-in call gets an error result after MANGO_SELF_HOSTED_TOOL_TIMEOUT
+// and the turn goes on; a late result for it is refused and changes
+// nothing.
+func TestSelfHostedToolTimeout(t *testing.T) {
+	t.Parallel()
+	e := newSelfHostedEnv(t, nil, map[string]string{"MANGO_SELF_HOSTED_TOOL_TIMEOUT": "2s"})
+	id := e.session(t)
+	events := e.watch(t, id)
+	e.say(t, id, "#tool bash {\"command\":\"echo nobody runs me\"}")
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	r := last(evs, "agent.tool_result")
+	if r == nil || r["is_error"] != true || !strings.Contains(resultText(r), "2s") {
+		t.Fatalf("agent.tool_result = %v; want an error result naming the 2s timeout", r)
+	}
+	if msg := agentText(last(evs, "agent.message")); !strings.Contains(msg, "Tool bash returned") {
+		t.Errorf("final message = %q: the model did not get the timeout result and go on", msg)
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
+		t.Errorf("stop reason = %q, want end_turn", typ)
+	}
+	use := last(evs, "agent.tool_use")
+	_, err := e.client.Beta.Sessions.Events.Send(context.Background(), id, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserToolResult: &anthropic.BetaManagedAgentsUserToolResultEventParams{
+			ToolUseID: use["id"].(string), Content: []anthropic.BetaManagedAgentsUserToolResultEventParamsContentUnion{
+				{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: "too late"}}}}}}})
+	wantAPIError(t, err, http.StatusConflict)
+	_, err = e.client.Beta.Sessions.Events.Send(context.Background(), id, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserToolResult: &anthropic.BetaManagedAgentsUserToolResultEventParams{
+			ToolUseID: "sevt_doesnotexist000000000000", Content: []anthropic.BetaManagedAgentsUserToolResultEventParamsContentUnion{
+				{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: "who?"}}}}}}})
+	wantAPIError(t, err, http.StatusNotFound)
+}
+
+// ofType returns the decoded bodies of the events of type typ, in order.
+func ofType(evs []streamed, typ string) []map[string]any {
+	var out []map[string]any
+	for _, ev := range evs {
+		if ev.Type == typ {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(ev.Raw), &m)
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// agentText is the text of an agent.message.
+func agentText(m map[string]any) string { return resultText(m) }
