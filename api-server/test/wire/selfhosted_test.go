@@ -346,3 +346,60 @@ func ofType(evs []streamed, typ string) []map[string]any {
 
 // agentText is the text of an agent.message.
 func agentText(m map[string]any) string { return resultText(m) }
+
+// TestSelfHostedLatency measures, through the SDK's EnvironmentWorker, the
+// poll-to-claim latency (a work item's creation to its ack) and the tool
+// round trip (an agent.tool_use to its user.tool_result, server clocks).
+// It only reports figures: set MANGO_SELFHOSTED_LATENCY=<turns> to run it.
+func TestSelfHostedLatency(t *testing.T) {
+	n := 0
+	if _, err := fmt.Sscan(os.Getenv("MANGO_SELFHOSTED_LATENCY"), &n); err != nil || n <= 0 {
+		t.Skip("set MANGO_SELFHOSTED_LATENCY=<turns> to measure")
+	}
+	e := newSelfHostedEnv(t, nil, nil)
+	idle := 100 * time.Millisecond
+	e.runSDKWorker(t, "sdk-bench", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: t.TempDir(), MaxIdle: &idle,
+		Logger: slog.New(slog.DiscardHandler)})
+	id := e.session(t)
+	events := e.watch(t, id)
+	var claims, trips []time.Duration
+	ctx := context.Background()
+	keyed := sdkWorkerClient(e.srv, option.WithAuthToken(e.envKey))
+	for i := range n {
+		e.say(t, id, fmt.Sprintf("#tool bash {\"command\":\"echo %d\"}", i))
+		evs := until(t, events, "session.status_idle", 60*time.Second)
+		use, res := last(evs, "agent.tool_use"), last(evs, "user.tool_result")
+		trips = append(trips, createdAt(t, res).Sub(createdAt(t, use)))
+		e.workSettles(t, id) // the next message queues a new item
+		page, err := keyed.Beta.Environments.Work.List(ctx, e.envID, anthropic.BetaEnvironmentWorkListParams{Limit: anthropic.Int(1)})
+		if err != nil || len(page.Data) == 0 {
+			t.Fatalf("list work: %v", err)
+		}
+		w := page.Data[0]
+		created, _ := time.Parse(time.RFC3339Nano, w.CreatedAt)
+		acked, _ := time.Parse(time.RFC3339Nano, w.AcknowledgedAt)
+		claims = append(claims, acked.Sub(created))
+	}
+	t.Logf("poll-to-claim over %d items: p50 %v p99 %v max %v", n, pct(claims, 50), pct(claims, 99), pct(claims, 100))
+	t.Logf("tool round trip over %d calls: p50 %v p99 %v max %v", n, pct(trips, 50), pct(trips, 99), pct(trips, 100))
+}
+
+func createdAt(t *testing.T, m map[string]any) time.Time {
+	t.Helper()
+	s, _ := m["processed_at"].(string)
+	if c, ok := m["created_at"].(string); ok {
+		s = c
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("event %v has no time: %v", m, err)
+	}
+	return at
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, (len(s)*p+99)/100-1)
+	return s[max(i, 0)]
+}
