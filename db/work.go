@@ -232,7 +232,7 @@ func (s *Store) WorkStop(ctx context.Context, environmentID, workID string, forc
 }
 
 // workChange locks an item of the environment (after ending expired
-// leases) and writes the state decide returns. An error from decide is
+// leases) and writes the state decide returns (nil: none). An error from decide is
 // returned as is, after the leases' end commits all the same (a
 // heartbeat refused because its item went back to the queue leaves it
 // there).
@@ -250,8 +250,10 @@ func (s *Store) workChange(ctx context.Context, op, environmentID, workID string
 			refused = fmt.Errorf("%s: %w", op, err)
 			return nil
 		}
-		if row, err = q.WorkSetState(ctx, *p); err != nil {
-			return err
+		if p != nil {
+			if row, err = q.WorkSetState(ctx, *p); err != nil {
+				return err
+			}
 		}
 		out, err = workFromRow(row)
 		return err
@@ -282,7 +284,7 @@ func (s *Store) WorkHeartbeat(ctx context.Context, environmentID, workID, expect
 		switch {
 		case r.State == WorkStopping || r.State == WorkStopped:
 			out = &cur
-			return &p, nil
+			return nil, nil
 		case r.State == WorkQueued || !heartbeatMatches(cur.LastHeartbeat, expected):
 			return nil, &LeaseMismatchError{Current: cur}
 		}

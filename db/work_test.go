@@ -534,6 +534,14 @@ func TestAppendEnsureWork(t *testing.T) {
 	if w, err := store.WorkGet(ctx, "env_sh", "work_init"); err != nil || w.SessionID != "sesn_init" {
 		t.Fatalf("item of a session created with initial events = %+v, %v", w, err)
 	}
+
+	// A session's deletion stops its item.
+	if _, _, err := store.SessionFence(ctx, "sesn_init", now); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := store.WorkGet(ctx, "env_sh", "work_init"); err != nil || w.State != db.WorkStopped || w.StoppedAt == nil {
+		t.Fatalf("item of a session being deleted = %+v, %v; want stopped", w, err)
+	}
 }
 
 // toolUse appends an agent.tool_use event.
