@@ -160,6 +160,9 @@ func New(deps Deps) *API {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{})))
 
 	e.GET("/admin/providers", a.adminProviders)
+	e.POST("/admin/environments/:id/keys", a.adminEnvironmentKeyCreate)
+	e.GET("/admin/environments/:id/keys", a.adminEnvironmentKeyList)
+	e.POST("/admin/environment-keys/:id/revoke", a.adminEnvironmentKeyRevoke)
 
 	v1 := e.Group("/v1")
 	v1.POST("/agents", a.agentCreate)
