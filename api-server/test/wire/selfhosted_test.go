@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/lib/environments"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/anthropics/anthropic-sdk-go/v2/shared"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
@@ -369,4 +371,36 @@ func appendToolUse(t *testing.T, srv *testserver.Server, sid string) string {
 		t.Fatalf("append agent.tool_use: %v", err)
 	}
 	return resp.Events[0].Id
+}
+
+// TestSelfHostedSDKWorkPoller drains the queue with the SDK's own
+// WorkPoller: it polls, acks and, once done with an item, force-stops it
+// with the item's sessions token.
+func TestSelfHostedSDKWorkPoller(t *testing.T) {
+	h := newSelfHosted(t)
+	ctx := context.Background()
+	want := map[string]bool{h.session(t, true): true, h.session(t, true): true}
+	client := anthropic.NewClient(option.WithBaseURL(h.srv.BaseURL), option.WithMaxRetries(0))
+	p := environments.NewWorkPoller(ctx, client, environments.WorkPollerOptions{EnvironmentID: h.envID, EnvironmentKey: h.envKey,
+		WorkerID: "sdk-poller", Drain: true, BlockMs: param.Null[int64]()})
+	var claimed []*anthropic.BetaSelfHostedWork
+	for p.Next() {
+		w := p.Current()
+		if w.State != "queued" || !want[w.Data.ID] {
+			t.Errorf("claimed %s, want a queued item of one of %v", w.RawJSON(), want)
+		}
+		claimed = append(claimed, w)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close the poller: %v", err)
+	}
+	if err := p.Err(); err != nil || len(claimed) != 2 {
+		t.Fatalf("the poller claimed %d items (err %v), want 2", len(claimed), err)
+	}
+	for _, w := range claimed {
+		got, err := h.client.Beta.Environments.Work.Get(ctx, w.ID, anthropic.BetaEnvironmentWorkGetParams{EnvironmentID: h.envID})
+		if err != nil || got.State != "stopped" || got.AcknowledgedAt == "" {
+			t.Errorf("item %s after the poller = %v, %v; want acknowledged and stopped", w.ID, got, err)
+		}
+	}
 }
