@@ -206,8 +206,9 @@ func (a *API) pollWait(ctx context.Context, envID, worker string, reclaim, block
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
+			// The client left: nothing was handed out.
 			t.Stop()
-			return nil, "", ctx.Err()
+			return nil, "", nil
 		}
 		t.Stop()
 	}
