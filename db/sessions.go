@@ -194,7 +194,8 @@ func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*
 }
 
 // SessionFence marks a session as being deleted: from this commit on no
-// event is admitted and reads answer not found. Streams are notified, and a
+// event is admitted and reads answer not found. Streams are notified, its
+// work items (self-hosted) are stopped, and a
 // "delete" outbox row is written in the same transaction: a worker stops
 // the session's workflow, tears down its sandbox if it has one (bound
 // reports that) and finalizes the deletion. It is idempotent, so an
@@ -206,6 +207,10 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 			return err
 		}
 		if err := q.NotifySession(ctx, id+":deleted"); err != nil {
+			return err
+		}
+		// A self-hosted worker has nothing left to do for it.
+		if err := q.WorkStopForSession(ctx, dbsqlc.WorkStopForSessionParams{SessionID: &id, Now: dbTime(now)}); err != nil {
 			return err
 		}
 		if bound, err = q.SessionBindingExists(ctx, id); err != nil {

@@ -232,11 +232,14 @@ func (s *Store) WorkStop(ctx context.Context, environmentID, workID string, forc
 }
 
 // workChange locks an item of the environment (after ending expired
-// leases) and writes the state decide returns; an error from decide is
-// returned as is.
+// leases) and writes the state decide returns (nil: none). An error from decide is
+// returned as is, after the leases' end commits all the same (a
+// heartbeat refused because its item went back to the queue leaves it
+// there).
 func (s *Store) workChange(ctx context.Context, op, environmentID, workID string, now time.Time,
 	decide func(r dbsqlc.WorkItem) (*dbsqlc.WorkSetStateParams, error)) (*WorkItem, error) {
 	var out *WorkItem
+	var refused error
 	err := s.workTx(ctx, op, environmentID, now, func(q *dbsqlc.Queries) error {
 		row, err := q.WorkLock(ctx, dbsqlc.WorkLockParams{EnvironmentID: environmentID, ID: workID})
 		if err != nil {
@@ -244,16 +247,22 @@ func (s *Store) workChange(ctx context.Context, op, environmentID, workID string
 		}
 		p, err := decide(row)
 		if err != nil {
-			return &decideError{err}
+			refused = fmt.Errorf("%s: %w", op, err)
+			return nil
 		}
-		if row, err = q.WorkSetState(ctx, *p); err != nil {
-			return err
+		if p != nil {
+			if row, err = q.WorkSetState(ctx, *p); err != nil {
+				return err
+			}
 		}
 		out, err = workFromRow(row)
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	return out, nil
 }
@@ -275,7 +284,7 @@ func (s *Store) WorkHeartbeat(ctx context.Context, environmentID, workID, expect
 		switch {
 		case r.State == WorkStopping || r.State == WorkStopped:
 			out = &cur
-			return &p, nil
+			return nil, nil
 		case r.State == WorkQueued || !heartbeatMatches(cur.LastHeartbeat, expected):
 			return nil, &LeaseMismatchError{Current: cur}
 		}

@@ -1,5 +1,5 @@
 -- Environment keys: credentials bound to one self-hosted environment
--- (db/workitems.go). Only the SHA-256 of a key is stored.
+-- (db/envkeys.go). Only the SHA-256 of a key is stored.
 
 -- name: EnvironmentKeyInsert :one
 INSERT INTO environment_keys (id, environment_id, name, key_hash, created_at, expires_at)

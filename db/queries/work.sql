@@ -135,3 +135,9 @@ WHERE session_id = sqlc.arg(session_id) AND type IN ('user.tool_result', 'agent.
   AND body ->> 'tool_use_id' = sqlc.arg(tool_use_id)::text
 ORDER BY seq
 LIMIT 1;
+
+-- name: WorkStopForSession :exec
+-- Stops a session's items that are not stopped yet (its deletion began).
+UPDATE work_items SET state = 'stopped', stopped_at = sqlc.arg(now)::timestamptz,
+    stop_requested_at = COALESCE(stop_requested_at, sqlc.arg(now)::timestamptz)
+WHERE session_id = sqlc.arg(session_id) AND state <> 'stopped';

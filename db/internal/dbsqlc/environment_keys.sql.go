@@ -55,7 +55,7 @@ type EnvironmentKeyInsertParams struct {
 }
 
 // Environment keys: credentials bound to one self-hosted environment
-// (db/workitems.go). Only the SHA-256 of a key is stored.
+// (db/envkeys.go). Only the SHA-256 of a key is stored.
 func (q *Queries) EnvironmentKeyInsert(ctx context.Context, arg EnvironmentKeyInsertParams) (EnvironmentKey, error) {
 	row := q.db.QueryRow(ctx, environmentKeyInsert,
 		arg.ID,

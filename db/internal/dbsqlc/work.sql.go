@@ -585,3 +585,20 @@ func (q *Queries) WorkStats(ctx context.Context, arg WorkStatsParams) (WorkStats
 	)
 	return i, err
 }
+
+const workStopForSession = `-- name: WorkStopForSession :exec
+UPDATE work_items SET state = 'stopped', stopped_at = $1::timestamptz,
+    stop_requested_at = COALESCE(stop_requested_at, $1::timestamptz)
+WHERE session_id = $2 AND state <> 'stopped'
+`
+
+type WorkStopForSessionParams struct {
+	Now       time.Time
+	SessionID *string
+}
+
+// Stops a session's items that are not stopped yet (its deletion began).
+func (q *Queries) WorkStopForSession(ctx context.Context, arg WorkStopForSessionParams) error {
+	_, err := q.db.Exec(ctx, workStopForSession, arg.Now, arg.SessionID)
+	return err
+}
