@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // allowed in the table: the credential passes; the route answers what it
@@ -174,4 +177,52 @@ func revokedKey(t *testing.T, h *selfHosted) string {
 		t.Errorf("the revoke response repeats the key's secret")
 	}
 	return k.Key
+}
+
+// TestSelfHostedEnvironmentKeys: keys are issued only for self-hosted
+// environments, listed without their secret, and a revoked key that was
+// in use stops working within the servers' cache TTL.
+func TestSelfHostedEnvironmentKeys(t *testing.T) {
+	h := newSelfHosted(t)
+	ctx := context.Background()
+	cloud, err := h.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "cloud"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := do(t, h.srv, http.MethodPost, "/admin/environments/"+cloud.ID+"/keys", "application/json", []byte(`{}`), nil)
+	checkEnvelope(t, r, http.StatusBadRequest, "invalid_request_error", "not self-hosted")
+	r = do(t, h.srv, http.MethodPost, "/admin/environments/env_000000000000000000000000/keys", "application/json", []byte(`{}`), nil)
+	checkEnvelope(t, r, http.StatusNotFound, "not_found_error", "env_000000000000000000000000")
+	r = do(t, h.srv, http.MethodPost, "/admin/environments/"+h.envID+"/keys", "application/json", []byte(`{"expires_in_seconds":0}`), nil)
+	checkEnvelope(t, r, http.StatusBadRequest, "invalid_request_error", "expires_in_seconds")
+	r = do(t, h.srv, http.MethodPost, "/admin/environment-keys/envkey_000000000000000000000000/revoke", "", nil, nil)
+	checkEnvelope(t, r, http.StatusNotFound, "not_found_error", "envkey_000000000000000000000000")
+
+	r = do(t, h.srv, http.MethodGet, "/admin/environments/"+h.envID+"/keys", "", nil, nil)
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &list) != nil || len(list.Data) != 1 {
+		t.Fatalf("list keys: %d %s, want the one key", r.status, r.body)
+	}
+	if _, ok := list.Data[0]["key"]; ok || bytes.Contains(r.body, []byte(h.envKey)) {
+		t.Errorf("the key list shows a secret: %s", r.body)
+	}
+
+	// The key works (and is cached), is revoked, and stops working.
+	stats := func() int {
+		status, _ := authCall(t, h.srv.BaseURL, http.MethodGet, "/v1/environments/"+h.envID+"/work/stats", h.envKey, "")
+		return status
+	}
+	if s := stats(); s != http.StatusOK {
+		t.Fatalf("stats with the key: %d", s)
+	}
+	id, _ := list.Data[0]["id"].(string)
+	if r := do(t, h.srv, http.MethodPost, "/admin/environment-keys/"+id+"/revoke", "", nil, nil); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	poll.Until(t, 15*time.Second, "the revoked key to be refused", func() (bool, string) {
+		s := stats()
+		return s == http.StatusUnauthorized, fmt.Sprintf("status %d", s)
+	})
 }
