@@ -89,27 +89,27 @@ func EnvironmentKey(ctx context.Context, cfg *config.Config, args *EnvironmentKe
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "environment key %s (%q) for %s%s\n%s\nThe key is shown only now: store it in the worker's ANTHROPIC_ENVIRONMENT_KEY.\n",
+		_, err = fmt.Fprintf(out, "environment key %s (%q) for %s%s\n%s\nThe key is shown only now: store it in the worker's ANTHROPIC_ENVIRONMENT_KEY.\n",
 			k.ID, k.Name, k.EnvironmentID, expiry(k), secret)
-		return nil
+		return err
 	case "list":
 		keys, err := envkeys.List(ctx, store, args.EnvironmentID)
 		if err != nil {
 			return err
 		}
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tCREATED\tEXPIRES\tREVOKED\tLAST USED")
+		_, _ = fmt.Fprintln(w, "ID\tNAME\tCREATED\tEXPIRES\tREVOKED\tLAST USED")
 		for _, k := range keys {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.Format(time.RFC3339), orDash(k.ExpiresAt), orDash(k.RevokedAt), orDash(k.LastUsedAt))
+			_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.CreatedAt.Format(time.RFC3339), orDash(k.ExpiresAt), orDash(k.RevokedAt), orDash(k.LastUsedAt))
 		}
-		return w.Flush()
+		return w.Flush() // reports a failed write of the lines above
 	default: // revoke
 		k, err := envkeys.Revoke(ctx, store, args.KeyID, now)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "environment key %s revoked at %s\n", k.ID, k.RevokedAt.Format(time.RFC3339))
-		return nil
+		_, err = fmt.Fprintf(out, "environment key %s revoked at %s\n", k.ID, k.RevokedAt.Format(time.RFC3339))
+		return err
 	}
 }
 

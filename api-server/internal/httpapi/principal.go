@@ -41,12 +41,11 @@ func principalOf(c echo.Context) *principal {
 // routeClass groups the routes by who may call them.
 type routeClass int
 
+// Everything not listed in routeClasses is for API keys only.
 const (
-	// apiKeyOnly: everything not listed in routeClasses.
-	apiKeyOnly routeClass = iota
 	// workQueue: poll, ack, list, stats of an environment's queue
 	// (environment key of that environment).
-	workQueue
+	workQueue routeClass = iota + 1
 	// workLease: heartbeat and stop of one item (environment key of its
 	// environment, or the item's own token).
 	workLease
