@@ -177,6 +177,11 @@ func (a *API) eventSend(c echo.Context) error {
 	if err != nil {
 		return sessionError(id, err)
 	}
+	if !slices.ContainsFunc(types, func(t string) bool { return t != eventspec.UserToolResult }) {
+		// Tool results only: the turn awaiting them wakes on the events
+		// notification; the workflow owes nothing.
+		req = nil
+	}
 	a.afterAppend(ctx, id, appended, req)
 	// The response lists the client's events, not the status events the
 	// admission appended after them.
