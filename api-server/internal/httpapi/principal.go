@@ -78,7 +78,7 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		cred, ok := auth.FromRequest(c.Request())
 		if !ok {
-			return apierror.Unauthenticated("missing API key: send it in the x-api-key header or as Authorization: Bearer <key>")
+			return apierror.Unauthenticated("missing API key: send it (or a self-hosted worker's environment key or work item token) in the x-api-key header or as Authorization: Bearer <key>")
 		}
 		p, err := a.resolve(c.Request().Context(), cred)
 		if err != nil {
