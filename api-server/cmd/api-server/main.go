@@ -1,7 +1,9 @@
 // Command api-server serves Mango's public HTTP API and the internal
 // ControlPlane for execution workers. `api-server migrate` applies the
 // database migrations and exits; `api-server vault rotate` re-wraps every
-// stored secret under the first key of MANGO_VAULT_KEYS and exits.
+// stored secret under the first key of MANGO_VAULT_KEYS and exits;
+// `api-server environment-key create|list|revoke` manages the keys of
+// self-hosted environments' workers.
 package main
 
 import (
@@ -40,8 +42,14 @@ func run(args []string) error {
 		}
 		fmt.Printf("vault rotate: %d secrets re-wrapped under key %s, %d already under it\n", rep.Rewrapped, cfg.Secrets.Primary(), rep.Current)
 		return nil
+	case len(args) > 0 && args[0] == "environment-key":
+		ek, err := app.ParseEnvironmentKeyArgs(args[1:])
+		if err != nil {
+			return err
+		}
+		return app.EnvironmentKey(ctx, cfg, ek, os.Stdout)
 	case len(args) > 0:
-		return fmt.Errorf("unknown arguments %q (usage: api-server [migrate | vault rotate])", args)
+		return fmt.Errorf("unknown arguments %q (usage: api-server [migrate | vault rotate | environment-key create|list|revoke])", args)
 	}
 	log := app.NewLogger(cfg, os.Stderr)
 	if cfg.PprofAddr != "" {

@@ -38,6 +38,9 @@ type Error struct {
 	// NoRetry marks conflicts that will not clear by retrying; the response
 	// then carries x-should-retry: false.
 	NoRetry bool
+	// Details, when not nil, is the envelope's error.details: machine
+	// readable detail whose error_code names the cause.
+	Details any
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -72,6 +75,11 @@ func TooLarge(limit int64) *Error {
 // moment and the same request may succeed later (the SDKs retry it).
 func Unavailable(message string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: Overloaded, Message: message}
+}
+
+// Forbidden returns a 403 permission_error.
+func Forbidden(format string, args ...any) *Error {
+	return &Error{Status: http.StatusForbidden, Type: Permission, Message: fmt.Sprintf(format, args...)}
 }
 
 // Internal is the only error shown for failures whose cause is internal.
@@ -113,4 +121,7 @@ type Envelope struct {
 type Body struct {
 	Type    Type   `json:"type"`
 	Message string `json:"message"`
+	// Details is present only for errors that carry machine-readable
+	// detail (an error_code and its data).
+	Details any `json:"details,omitempty"`
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/broadcast"
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/eventhub"
 	"github.com/mangohq/mango/api-server/internal/filestore"
@@ -87,10 +88,12 @@ type Server struct {
 	previews *preview.Hub
 	// interrupts relays committed interrupts to the workers' streams.
 	interrupts *interrupts.Hub
-	relay      *outbox.Relay
-	cp         controlPlane
-	sweeper    *fileSweeper
-	unused     newConns
+	// work wakes long polls of a self-hosted environment's work queue.
+	work    *broadcast.Keyed
+	relay   *outbox.Relay
+	cp      controlPlane
+	sweeper *fileSweeper
+	unused  newConns
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -159,6 +162,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		Hub: s.hub, HeartbeatInterval: cfg.StreamPingInterval, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
 		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
+		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL,
 	})
 	s.http = &http.Server{
 		Handler:           api.Handler(),
@@ -203,7 +207,8 @@ func prepareStore(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool) (
 
 // buildHubs builds the hubs and the one connection that LISTENs for them:
 // commits wake event streams, previews arrive from the other replicas,
-// committed interrupts go to the workers' interrupt streams.
+// committed interrupts go to the workers' interrupt streams, new work
+// items wake the long polls of their environment's queue.
 func (s *Server) buildHubs(reg *prometheus.Registry) {
 	s.listener = pglisten.New(s.pool.Config().ConnConfig, s.log.With("component", "pg-listener"))
 	s.hub = eventhub.New(reg, s.cfg.StreamMaxLag)
@@ -212,6 +217,8 @@ func (s *Server) buildHubs(reg *prometheus.Registry) {
 	s.listener.Handle(preview.Channel, s.previews)
 	s.interrupts = interrupts.NewHub(s.log.With("component", "interrupt-hub"), reg)
 	s.listener.Handle(interrupts.Channel, s.interrupts)
+	s.work = &broadcast.Keyed{}
+	s.listener.Handle(db.WorkChannel, s.work)
 }
 
 // openFiles returns the store of File bytes: the S3 bucket of

@@ -110,6 +110,13 @@ type Config struct {
 	// bucket (MANGO_FILES_S3_*, selected by MANGO_FILES_S3_BUCKET or
 	// MANGO_FILES_S3_ENDPOINT); nil keeps them in PostgreSQL.
 	FilesS3 *filestores3.Config
+	// WorkLeaseTTL is the lease of an acknowledged work item and the TTL
+	// of a heartbeat that asks for none (MANGO_WORK_LEASE_TTL, default
+	// 300s, as the SDK's claim timeout).
+	WorkLeaseTTL time.Duration
+	// WorkMaxLeaseTTL caps the TTL a heartbeat may ask for
+	// (MANGO_WORK_MAX_LEASE_TTL, default 1h).
+	WorkMaxLeaseTTL time.Duration
 	// PprofAddr, when set, is the host:port serving the Go runtime's
 	// profiles on /debug/pprof/ (MANGO_PPROF_ADDR; empty: none).
 	PprofAddr string
@@ -153,6 +160,8 @@ func (c *Config) LogValue() slog.Value {
 		slog.Int64("files_max_bytes", c.FilesMaxBytes),
 		slog.Bool("files_download_uploads", c.FilesDownloadUploads),
 		slog.String("pprof_addr", c.PprofAddr),
+		slog.String("work_lease_ttl", c.WorkLeaseTTL.String()),
+		slog.String("work_max_lease_ttl", c.WorkMaxLeaseTTL.String()),
 	}
 	if c.FilesS3 != nil {
 		attrs = append(attrs, slog.Any("files_s3", *c.FilesS3))
@@ -191,6 +200,8 @@ type vars struct {
 	StreamPingInterval time.Duration `env:"MANGO_STREAM_PING_INTERVAL"`
 	ShutdownTimeout    time.Duration `env:"MANGO_SHUTDOWN_TIMEOUT"`
 	HostGoneAfter      time.Duration `env:"MANGO_HOST_GONE_AFTER"`
+	WorkLeaseTTL       time.Duration `env:"MANGO_WORK_LEASE_TTL"`
+	WorkMaxLeaseTTL    time.Duration `env:"MANGO_WORK_MAX_LEASE_TTL"`
 	AutoMigrate        bool          `env:"MANGO_AUTO_MIGRATE"`
 	RequireLiveWorker  bool          `env:"MANGO_REQUIRE_LIVE_WORKER"`
 	LogFormat          string        `env:"MANGO_LOG_FORMAT"`
@@ -245,6 +256,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		DefaultSandbox: "local", TaskQueuePrefix: "mango", LogFormat: "text", LogLevel: "info",
 		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
 		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute,
+		WorkLeaseTTL: 300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
 	r := reader{getenv: getenv}
 	for _, e := range envconf.Parse(&v, getenv, parsers) {
@@ -261,6 +273,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		AutoMigrate: v.AutoMigrate, RequireLiveWorker: v.RequireLiveWorker, LogFormat: v.LogFormat,
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr,
+		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
 	r.check(c, &v)
 	c.LogLevel = r.logLevel(v.LogLevel)
@@ -313,6 +326,8 @@ func (r *reader) check(c *Config, v *vars) {
 		r.fail("MANGO_TASK_QUEUE_PREFIX", "must be lowercase letters, digits and dashes, starting with a letter (at most 64)")
 	}
 	r.require("MANGO_HOST_GONE_AFTER", c.HostGoneAfter >= time.Second && c.HostGoneAfter <= 24*time.Hour, "must be between 1s and 24h")
+	r.require("MANGO_WORK_MAX_LEASE_TTL", c.WorkMaxLeaseTTL >= time.Second && c.WorkMaxLeaseTTL <= 24*time.Hour, "must be between 1s and 24h")
+	r.require("MANGO_WORK_LEASE_TTL", c.WorkLeaseTTL >= time.Second && c.WorkLeaseTTL <= c.WorkMaxLeaseTTL, "must be between 1s and MANGO_WORK_MAX_LEASE_TTL")
 	r.require("MANGO_STREAM_MAX_LAG", v.StreamMaxLag >= 16 && v.StreamMaxLag <= 1_000_000, "must be a number of events from 16 to 1000000")
 	r.require("MANGO_STREAM_PING_INTERVAL", c.StreamPingInterval >= time.Second && c.StreamPingInterval <= 5*time.Minute, "must be between 1s and 5m")
 	r.require("MANGO_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "must be at least 1024")

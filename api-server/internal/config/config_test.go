@@ -98,6 +98,18 @@ func loadGeneralCases(base map[string]string) []loadCase {
 				t.Errorf("PprofAddr = %q", c.PprofAddr)
 			}
 		}},
+		{name: "work lease defaults", env: base, check: func(t *testing.T, c *Config) {
+			if c.WorkLeaseTTL != 300*time.Second || c.WorkMaxLeaseTTL != time.Hour {
+				t.Errorf("WorkLeaseTTL, WorkMaxLeaseTTL = %v, %v; want 5m0s, 1h0m0s", c.WorkLeaseTTL, c.WorkMaxLeaseTTL)
+			}
+		}},
+		{name: "work lease", env: map[string]string{"MANGO_WORK_LEASE_TTL": "30s", "MANGO_WORK_MAX_LEASE_TTL": "10m"}, check: func(t *testing.T, c *Config) {
+			if c.WorkLeaseTTL != 30*time.Second || c.WorkMaxLeaseTTL != 10*time.Minute {
+				t.Errorf("WorkLeaseTTL, WorkMaxLeaseTTL = %v, %v; want 30s, 10m0s", c.WorkLeaseTTL, c.WorkMaxLeaseTTL)
+			}
+		}},
+		{name: "work lease above the max", env: map[string]string{"MANGO_WORK_LEASE_TTL": "2h"}, wantErr: "MANGO_WORK_LEASE_TTL: must be between 1s and MANGO_WORK_MAX_LEASE_TTL"},
+		{name: "bad work max lease", env: map[string]string{"MANGO_WORK_MAX_LEASE_TTL": "48h"}, wantErr: "MANGO_WORK_MAX_LEASE_TTL: must be between 1s and 24h"},
 		{name: "several errors at once", env: map[string]string{"MANGO_HTTP_ADDR": "x", "MANGO_GRPC_ADDR": "y"}, wantErr: "MANGO_GRPC_ADDR"},
 	}
 }

@@ -26,6 +26,15 @@ const (
 // PackageManagers lists the package managers a cloud config may name.
 var PackageManagers = []string{"apt", "cargo", "gem", "go", "npm", "pip"}
 
+// The config types of an environment.
+const (
+	// Cloud runs sessions' tools in Mango's sandboxes.
+	Cloud = "cloud"
+	// SelfHosted runs sessions' built-in tools on the client's own worker,
+	// which takes the sessions from the environment's work queue.
+	SelfHosted = "self_hosted"
+)
+
 // Config is a resolved environment configuration.
 type Config struct {
 	Type       string      `json:"type"`

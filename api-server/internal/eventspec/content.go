@@ -32,9 +32,10 @@ const (
 
 // Block types a client may send.
 const (
-	BlockText     = "text"
-	BlockImage    = "image"
-	BlockDocument = "document"
+	BlockText         = "text"
+	BlockImage        = "image"
+	BlockDocument     = "document"
+	BlockSearchResult = "search_result"
 )
 
 // ImageMediaTypes are the media types of base64 images, in the order error
@@ -44,22 +45,32 @@ var ImageMediaTypes = []string{sniff.JPEG, sniff.PNG, sniff.GIF, sniff.WebP}
 // PDFMediaType is the media type of base64 documents.
 const PDFMediaType = sniff.PDF
 
-// messageBlocks and resultBlocks are the block types user.message and
-// user.custom_tool_result accept.
+// messageBlocks, resultBlocks and toolResultBlocks are the block types
+// user.message, user.custom_tool_result and user.tool_result accept.
 var (
-	messageBlocks = []string{BlockText, BlockImage, BlockDocument}
-	resultBlocks  = []string{BlockText, BlockImage}
+	messageBlocks    = []string{BlockText, BlockImage, BlockDocument}
+	resultBlocks     = []string{BlockText, BlockImage}
+	toolResultBlocks = []string{BlockText, BlockImage, BlockDocument, BlockSearchResult}
 )
 
 // block is a validated content block as stored: exactly the members of its
 // type, in a fixed order, so that a stored block sent again validates to
 // the same bytes.
 type block struct {
-	Type    string  `json:"type"`
-	Text    *string `json:"text,omitempty"`
-	Source  *source `json:"source,omitempty"`
-	Title   *string `json:"title,omitempty"`
-	Context *string `json:"context,omitempty"`
+	Type string  `json:"type"`
+	Text *string `json:"text,omitempty"`
+	// Source is a *source (image, document) or a string (the URL of a
+	// search result).
+	Source    any        `json:"source,omitempty"`
+	Title     *string    `json:"title,omitempty"`
+	Context   *string    `json:"context,omitempty"`
+	Content   []block    `json:"content,omitempty"`
+	Citations *citations `json:"citations,omitempty"`
+}
+
+// citations are the citation settings of a search result.
+type citations struct {
+	Enabled bool `json:"enabled"`
 }
 
 // source is the source of an image or document block.
@@ -132,6 +143,8 @@ func contentBlock(raw json.RawMessage, path string, allowed []string) (*block, e
 			return nil, err
 		}
 		return &block{Type: typ, Source: src}, nil
+	case BlockSearchResult:
+		return searchResultBlock(raw, path)
 	default: // BlockDocument
 		var in struct {
 			Type    string          `json:"type"`
@@ -156,6 +169,46 @@ func contentBlock(raw json.RawMessage, path string, allowed []string) (*block, e
 		}
 		return &block{Type: typ, Source: src, Title: in.Title, Context: in.Context}, nil
 	}
+}
+
+// searchResultBlock validates a search_result block: a source URL, a
+// title, text content blocks and optional citation settings.
+func searchResultBlock(raw json.RawMessage, path string) (*block, error) {
+	var in struct {
+		Type      string            `json:"type"`
+		Source    *string           `json:"source"`
+		Title     *string           `json:"title"`
+		Content   []json.RawMessage `json:"content"`
+		Citations *struct {
+			Enabled *bool `json:"enabled"`
+		} `json:"citations"`
+	}
+	if err := jsonx.Decode(raw, &in, path); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"source", in.Source}, {"title", in.Title}} {
+		if f.v == nil || *f.v == "" {
+			return nil, jsonx.Errorf(path+"."+f.name, "is required (a non-empty string)")
+		}
+		if len(*f.v) > MaxTitleLen {
+			return nil, jsonx.Errorf(path+"."+f.name, "must be at most %d bytes", MaxTitleLen)
+		}
+	}
+	content, err := contentBlocks(in.Content, path+".content", true, []string{BlockText})
+	if err != nil {
+		return nil, err
+	}
+	b := &block{Type: BlockSearchResult, Source: *in.Source, Title: in.Title, Content: content}
+	if in.Citations != nil {
+		if in.Citations.Enabled == nil {
+			return nil, jsonx.Errorf(path+".citations.enabled", "is required (true or false)")
+		}
+		b.Citations = &citations{Enabled: *in.Citations.Enabled}
+	}
+	return b, nil
 }
 
 // sourceIn is every member a source may have; which are allowed depends on

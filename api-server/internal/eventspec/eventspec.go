@@ -1,6 +1,7 @@
 // Package eventspec validates the events clients send to a session:
-// user.message, user.interrupt, user.custom_tool_result and
-// user.tool_confirmation. Each is checked strictly and normalised into the
+// user.message, user.interrupt, user.custom_tool_result,
+// user.tool_confirmation and user.tool_result (the answer of a
+// self-hosted worker to a built-in tool call). Each is checked strictly and normalised into the
 // body stored in the event log.
 package eventspec
 
@@ -19,6 +20,7 @@ const (
 	UserInterrupt        = "user.interrupt"
 	UserCustomToolResult = "user.custom_tool_result"
 	UserToolConfirmation = "user.tool_confirmation"
+	UserToolResult       = "user.tool_result"
 )
 
 // Limits.
@@ -121,6 +123,8 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		isErr := in.IsError != nil && *in.IsError
 		return event(Event{Type: typ, ToolUseID: in.CustomToolUseID},
 			map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})
+	case UserToolResult:
+		return toolResult(raw, path)
 	case UserToolConfirmation:
 		var in struct {
 			Type        string  `json:"type"`
@@ -155,8 +159,32 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 	case "":
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}
-	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s or %s)", typ,
-		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation)
+	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s, %s or %s)", typ,
+		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation, UserToolResult)
+}
+
+// toolResult validates a user.tool_result: the result of a built-in tool
+// call that a self-hosted worker ran, as the SDK's tool runner sends it.
+func toolResult(raw json.RawMessage, path string) (*Event, error) {
+	var in struct {
+		Type      string            `json:"type"`
+		ToolUseID string            `json:"tool_use_id"`
+		Content   []json.RawMessage `json:"content"`
+		IsError   *bool             `json:"is_error"`
+	}
+	if err := jsonx.Decode(raw, &in, path); err != nil {
+		return nil, err
+	}
+	if in.ToolUseID == "" {
+		return nil, jsonx.Errorf(path+".tool_use_id", "is required (the id of the agent.tool_use event this answers)")
+	}
+	content, err := contentBlocks(in.Content, path+".content", false, toolResultBlocks)
+	if err != nil {
+		return nil, err
+	}
+	isErr := in.IsError != nil && *in.IsError
+	return event(Event{Type: UserToolResult, ToolUseID: in.ToolUseID},
+		map[string]any{"tool_use_id": in.ToolUseID, "content": content, "is_error": isErr})
 }
 
 // event returns ev with body, encoded, as its Body. An encoding failure is

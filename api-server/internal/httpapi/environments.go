@@ -44,6 +44,15 @@ func nameTaken(name string) error {
 	return apierror.Conflictf("an environment named %q already exists", name)
 }
 
+// isSelfHosted reports whether the environment's config.type is
+// self_hosted: its sessions' built-in tools run on the client's worker.
+func isSelfHosted(e *db.Environment) bool {
+	var cfg struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(e.Config, &cfg) == nil && cfg.Type == envspec.SelfHosted
+}
+
 func specOf(e *db.Environment) (*envspec.Spec, error) {
 	s := &envspec.Spec{Name: e.Name, Description: e.Description, Scope: e.Scope, Metadata: e.Metadata}
 	if err := json.Unmarshal(e.Config, &s.Config); err != nil {
@@ -112,6 +121,10 @@ func (a *API) environmentUpdate(c echo.Context) error {
 		next, err := envspec.Update(current, &in)
 		if err != nil {
 			return nil, err
+		}
+		if (current.Config.Type == envspec.SelfHosted) != (next.Config.Type == envspec.SelfHosted) {
+			return nil, apierror.Invalid("config.type: an environment cannot change between cloud and self_hosted (environment %q is %s); create a new environment instead",
+				id, current.Config.Type)
 		}
 		cfg, err := json.Marshal(next.Config)
 		if err != nil {

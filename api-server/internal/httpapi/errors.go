@@ -22,7 +22,7 @@ func (a *API) handleError(err error, c echo.Context) {
 	if pub.NoRetry {
 		c.Response().Header().Set("x-should-retry", "false")
 	}
-	env := apierror.Envelope{Type: "error", Error: apierror.Body{Type: pub.Type, Message: pub.Message}, RequestID: requestIDOf(c)}
+	env := apierror.Envelope{Type: "error", Error: apierror.Body{Type: pub.Type, Message: pub.Message, Details: pub.Details}, RequestID: requestIDOf(c)}
 	var werr error
 	if c.Request().Method == http.MethodHead {
 		werr = c.NoContent(pub.Status)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -32,11 +33,30 @@ type stopReason struct {
 //   - user.interrupt wakes a running session's workflow to stop the turn
 //     and is recorded without effect on an idle one;
 //   - user.custom_tool_result and user.tool_confirmation must answer a
-//     pending required action; once all are answered the session runs again.
+//     pending required action; once all are answered the session runs again;
+//   - user.tool_result (self-hosted sessions only) answers an agent.tool_use
+//     not answered yet (the store checks it: ToolResults), without a status
+//     change or a wake-up: the turn awaiting it wakes on the commit;
+//   - user.message and user.tool_confirmation ensure a self-hosted
+//     session's work item (EnsureWork).
 func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendRequest {
 	req := &db.AppendRequest{Now: now}
 	for _, ev := range events {
-		req.Events = append(req.Events, db.NewEvent{ID: ids.New(ids.Event), Type: ev.Type, Body: ev.Body, Pending: true})
+		ne := db.NewEvent{ID: ids.New(ids.Event), Type: ev.Type, Body: ev.Body, Pending: true}
+		switch ev.Type {
+		case eventspec.UserToolResult:
+			// The turn awaiting it is woken by the events notification;
+			// it is no trigger of its own.
+			ne.Pending = false
+			req.ToolResults = append(req.ToolResults, ev.ToolUseID)
+		case eventspec.UserMessage, eventspec.UserToolConfirmation:
+			// A self-hosted session gets a work item for its worker (the
+			// store ignores this for other sessions).
+			if req.EnsureWork == "" {
+				req.EnsureWork = ids.New(ids.Work)
+			}
+		}
+		req.Events = append(req.Events, ne)
 	}
 	req.Decide = func(cur *db.Session) (*db.Change, error) {
 		if cur.Status == db.StatusTerminated {
@@ -77,6 +97,10 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 				}
 				// An interrupt needs no processing on an idle session.
 				req.Events[i].Pending = cur.Status != db.StatusIdle
+			case eventspec.UserToolResult:
+				if !cur.SelfHosted {
+					return nil, apierror.Invalid("events[%d]: user.tool_result answers a built-in tool call run by a self-hosted worker, but session %q is not self-hosted (its environment's config.type is not self_hosted); answer custom tools with user.custom_tool_result", i, cur.ID)
+				}
 			case eventspec.UserCustomToolResult, eventspec.UserToolConfirmation:
 				if !awaiting || !slices.Contains(pending, ev.ToolUseID) {
 					return nil, apierror.Conflictf("session %q is not waiting for a response to %q", cur.ID, ev.ToolUseID)
@@ -130,14 +154,33 @@ func (a *API) eventSend(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	types := make([]string, len(events))
+	for i, ev := range events {
+		types[i] = ev.Type
+	}
+	if err := checkWorkerEvents(c, types); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	if err := a.checkFileSources(ctx, events, "events"); err != nil {
 		return err
 	}
 	req := a.admission(events, a.now())
 	_, appended, err := a.deps.Store.Append(ctx, id, req)
+	var tu *db.ToolUseError
+	if errors.As(err, &tu) {
+		if tu.Answered {
+			return apierror.Conflictf("tool use %q of session %q is already answered: a tool call takes one result", tu.ID, id)
+		}
+		return apierror.NotFoundf("tool use %q is not an agent.tool_use event of session %q", tu.ID, id)
+	}
 	if err != nil {
 		return sessionError(id, err)
+	}
+	if !slices.ContainsFunc(types, func(t string) bool { return t != eventspec.UserToolResult }) {
+		// Tool results only: the turn awaiting them wakes on the events
+		// notification; the workflow owes nothing.
+		req = nil
 	}
 	a.afterAppend(ctx, id, appended, req)
 	// The response lists the client's events, not the status events the

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -12,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
-	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/ids"
 )
 
@@ -36,27 +34,6 @@ func requestIDOf(c echo.Context) string {
 
 // public paths need no API key.
 var public = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
-
-func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if public[c.Request().URL.Path] {
-			return next(c)
-		}
-		key, ok := auth.FromRequest(c.Request())
-		if !ok {
-			return apierror.Unauthenticated("missing API key: send it in the x-api-key header or as Authorization: Bearer <key>")
-		}
-		keyID, err := a.deps.Keys.Verify(c.Request().Context(), key)
-		if errors.Is(err, auth.ErrInvalidKey) {
-			return apierror.Unauthenticated("invalid API key")
-		}
-		if err != nil {
-			return err
-		}
-		c.Set("api_key_id", keyID)
-		return next(c)
-	}
-}
 
 func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
+	"github.com/mangohq/mango/api-server/internal/broadcast"
 	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/eventhub"
@@ -82,6 +83,16 @@ type Deps struct {
 	// FilesDownloadUploads lets clients download their uploads
 	// (MANGO_FILES_DOWNLOAD_UPLOADS).
 	FilesDownloadUploads bool
+	// Work wakes long polls of an environment's work queue when an item
+	// is announced on db.WorkChannel; nil makes a poll wait its whole
+	// block_ms before looking again.
+	Work *broadcast.Keyed
+	// WorkLeaseTTL is the lease of an acknowledged work item and the TTL
+	// of a heartbeat that asks for none (MANGO_WORK_LEASE_TTL).
+	WorkLeaseTTL time.Duration
+	// WorkMaxLeaseTTL caps the TTL a heartbeat may ask for
+	// (MANGO_WORK_MAX_LEASE_TTL).
+	WorkMaxLeaseTTL time.Duration
 }
 
 // API is the HTTP API. Its Handler serves every route.
@@ -90,7 +101,14 @@ type API struct {
 	echo *echo.Echo
 
 	eventsAppended prometheus.Counter
+	// envKeys caches resolved environment keys for a few seconds: a
+	// revoked key stops working within envKeyCacheTTL.
+	envKeys *auth.Cache[*principal]
 }
+
+// envKeyCacheTTL is how long a resolved environment key is trusted
+// without a database lookup.
+const envKeyCacheTTL = 5 * time.Second
 
 // New builds the HTTP API.
 func New(deps Deps) *API {
@@ -109,6 +127,12 @@ func New(deps Deps) *API {
 	if deps.Prices == nil {
 		deps.Prices = usage.DefaultTable()
 	}
+	if deps.WorkLeaseTTL <= 0 {
+		deps.WorkLeaseTTL = 300 * time.Second
+	}
+	if deps.WorkMaxLeaseTTL <= 0 {
+		deps.WorkMaxLeaseTTL = time.Hour
+	}
 	if deps.Outbound == nil {
 		deps.Outbound = credentials.NewHTTPClient(deps.AllowPrivate)
 	}
@@ -116,7 +140,7 @@ func New(deps Deps) *API {
 	if err != nil {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
 	}
-	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended}
+	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended, envKeys: auth.NewCache[*principal](envKeyCacheTTL)}
 	if deps.Hub != nil {
 		deps.Hub.SetLogger(deps.Logger)
 	}
@@ -136,6 +160,9 @@ func New(deps Deps) *API {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{})))
 
 	e.GET("/admin/providers", a.adminProviders)
+	e.POST("/admin/environments/:id/keys", a.adminEnvironmentKeyCreate)
+	e.GET("/admin/environments/:id/keys", a.adminEnvironmentKeyList)
+	e.POST("/admin/environment-keys/:id/revoke", a.adminEnvironmentKeyRevoke)
 
 	v1 := e.Group("/v1")
 	v1.POST("/agents", a.agentCreate)
@@ -151,6 +178,14 @@ func New(deps Deps) *API {
 	v1.POST("/environments/:id", a.environmentUpdate)
 	v1.POST("/environments/:id/archive", a.environmentArchive)
 	v1.DELETE("/environments/:id", a.environmentDelete)
+	v1.GET("/environments/:id/work/poll", a.workPoll)
+	v1.GET("/environments/:id/work/stats", a.workStats)
+	v1.GET("/environments/:id/work", a.workList)
+	v1.GET("/environments/:id/work/:wid", a.workGet)
+	v1.POST("/environments/:id/work/:wid", a.workUpdate)
+	v1.POST("/environments/:id/work/:wid/ack", a.workAck)
+	v1.POST("/environments/:id/work/:wid/heartbeat", a.workHeartbeat)
+	v1.POST("/environments/:id/work/:wid/stop", a.workStop)
 
 	v1.POST("/sessions", a.sessionCreate)
 	v1.GET("/sessions", a.sessionList)

@@ -176,7 +176,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	now := a.now()
 	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
 		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget,
-		Resources: resources, VaultIDs: vaultIDs}
+		Resources: resources, VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env)}
 	var req *db.AppendRequest
 	if len(initial) > 0 {
 		req = a.admission(initial, now)

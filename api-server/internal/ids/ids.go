@@ -17,7 +17,8 @@ const (
 	Environment = "env_"
 	Session     = "sesn_"
 	Event       = "sevt_"
-	Work        = "work_" // reserved (DESIGN, docs/api.md); no endpoint issues it yet
+	Work        = "work_"
+	EnvKey      = "envkey_"
 	Request     = "req_"
 	APIKey      = "key_"
 	File        = "file_"
