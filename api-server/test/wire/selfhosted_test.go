@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -52,34 +51,8 @@ func newSelfHostedEnv(t *testing.T, serverEnv, workerEnv map[string]string) *sel
 		t.Fatalf("create self_hosted environment: %v", err)
 	}
 	e.envID = env.ID
-	e.envKey = newEnvironmentKey(t, srv, env.ID)
+	e.envKey = createEnvironmentKey(t, srv, env.ID)
 	return e
-}
-
-// newEnvironmentKey issues a key for envID through the admin route, as an
-// operator does, and returns the secret (shown once).
-func newEnvironmentKey(t *testing.T, srv *testserver.Server, envID string) string {
-	t.Helper()
-	body := strings.NewReader(`{"name":"wire test worker"}`)
-	req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/admin/environments/"+envID+"/keys", body)
-	req.Header.Set("x-api-key", srv.APIKey)
-	req.Header.Set("content-type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("create environment key: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create environment key: status %d: %s", resp.StatusCode, raw)
-	}
-	var out struct {
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || out.Key == "" {
-		t.Fatalf("create environment key: no key in %s (err %v)", raw, err)
-	}
-	return out.Key
 }
 
 // sdkWorkerClient is an SDK client for a self-hosted worker: the base URL
