@@ -87,6 +87,40 @@ type AppendRequest struct {
 	// usage including this request's: the event it returns (if any) is
 	// appended just before the status event.
 	TurnEnd func(cur *Session) *NewEvent
+	// EnsureWork, when set, is a fresh work item id: if the session is
+	// self-hosted, the request appends or queues an event and the session
+	// has no live work item, an item of type session is inserted with
+	// this id and announced on WorkChannel, in the same transaction.
+	EnsureWork string
+	// ToolResults are the ids of the agent.tool_use events the request
+	// answers. Under the row lock each must be an agent.tool_use event of
+	// the session that no user.tool_result or agent.tool_result answers
+	// yet, named once: else the request fails with a *ToolUseError.
+	ToolResults []string
+}
+
+// ToolUseError rejects an AppendRequest's ToolResults entry: ID is not an
+// agent.tool_use event of the session (Answered false; ErrNotFound), or
+// it is answered already (Answered; ErrConflict).
+type ToolUseError struct {
+	ID       string
+	Answered bool
+}
+
+func (e *ToolUseError) Error() string {
+	if e.Answered {
+		return fmt.Sprintf("tool use %s is already answered", e.ID)
+	}
+	return fmt.Sprintf("tool use %s is not an agent.tool_use event of the session", e.ID)
+}
+
+// Unwrap makes the error ErrConflict when the tool use is answered
+// already, ErrNotFound when it is unknown.
+func (e *ToolUseError) Unwrap() error {
+	if e.Answered {
+		return ErrConflict
+	}
+	return ErrNotFound
 }
 
 // Change is a status change made with an append. The store appends the
@@ -185,6 +219,9 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkToolResults(ctx, q, sessionID, req.ToolResults); err != nil {
+		return nil, nil, err
+	}
 	var stored map[string]Event
 	if lookup {
 		if stored, err = lookupKeys(ctx, q, sessionID, appendKeys(change, req.Events)); err != nil {
@@ -273,6 +310,9 @@ type appendPlan struct {
 	// wake inserts an outbox row of kind wakeKind.
 	wake     bool
 	wakeKind string
+	// ensureWork inserts the session's work item (req.EnsureWork) unless
+	// it has a live one.
+	ensureWork bool
 }
 
 // numbers reports whether the append numbers events: one EventsAppend
@@ -308,6 +348,7 @@ func planAppend(cur *Session, req *AppendRequest, change *Change, stored map[str
 		}
 	}
 	p.placeEvents(stored)
+	p.ensureWork = req.EnsureWork != "" && cur.SelfHosted && (len(p.fresh) > 0 || len(p.queued) > 0)
 	for _, ev := range p.fresh {
 		if ev.Usage != nil {
 			next.Usage.Add(*ev.Usage)
@@ -386,6 +427,11 @@ func (p *appendPlan) changeStatus(change *Change) error {
 // execute writes the plan in the append's transaction (appendKeyed's
 // last) and returns the session and the events as Append does.
 func (p *appendPlan) execute(ctx context.Context, q *dbsqlc.Queries, last func()) (*Session, []Event, error) {
+	if p.ensureWork {
+		if _, err := q.WorkEnsureSession(ctx, dbsqlc.WorkEnsureSessionParams{ID: p.req.EnsureWork, SessionID: p.session.ID, Now: p.req.Now}); err != nil {
+			return nil, nil, err
+		}
+	}
 	for _, e := range p.queued {
 		if err := queue(ctx, q, e); err != nil {
 			return nil, nil, err
@@ -490,4 +536,33 @@ func (p *appendPlan) eventsAppendParams() dbsqlc.EventsAppendParams {
 		arg.Pending = append(arg.Pending, ev.Pending)
 	}
 	return arg
+}
+
+// checkToolResults checks an append's ToolResults under the session's row
+// lock: each an agent.tool_use event of the session, unanswered, named
+// once; else a *ToolUseError.
+func checkToolResults(ctx context.Context, q *dbsqlc.Queries, sessionID string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.ToolUseStates(ctx, dbsqlc.ToolUseStatesParams{SessionID: sessionID, Ids: ids})
+	if err != nil {
+		return err
+	}
+	answered := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		answered[r.ID] = r.Answered
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		done, ok := answered[id]
+		if !ok {
+			return &ToolUseError{ID: id}
+		}
+		if done || seen[id] {
+			return &ToolUseError{ID: id, Answered: true}
+		}
+		seen[id] = true
+	}
+	return nil
 }

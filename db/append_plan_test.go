@@ -352,6 +352,37 @@ func TestPlanAppendQueuedEvent(t *testing.T) {
 	}
 }
 
+// TestPlanAppendEnsureWork: a work item is ensured for a self-hosted
+// session only, and only by a request that appends or queues an event
+// (a retry whose events are all stored ensures none).
+func TestPlanAppendEnsureWork(t *testing.T) {
+	t.Parallel()
+	stored := map[string]Event{"k": {ID: "sevt_k", Type: "agent.tool_use"}}
+	for _, c := range []struct {
+		name       string
+		selfHosted bool
+		work       string
+		events     []NewEvent
+		want       bool
+	}{
+		{"self-hosted, new event", true, "work_1", []NewEvent{planMsg("sevt_1", "")}, true},
+		{"self-hosted, queued event", true, "work_1", []NewEvent{{ID: "sevt_q", Type: "user.message", Queued: true}}, true},
+		{"self-hosted, without EnsureWork", true, "", []NewEvent{planMsg("sevt_1", "")}, false},
+		{"self-hosted, stored event", true, "work_1", []NewEvent{{ID: "sevt_k", Type: "agent.tool_use", Key: "k"}}, false},
+		{"self-hosted, no event", true, "work_1", nil, false},
+		{"cloud", false, "work_1", []NewEvent{planMsg("sevt_1", "")}, false},
+	} {
+		req := &AppendRequest{Now: planNow, Events: c.events, EnsureWork: c.work}
+		p, err := planAppend(&Session{ID: "sesn_1", Status: StatusRunning, SelfHosted: c.selfHosted}, req, nil, stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.ensureWork != c.want {
+			t.Errorf("%s: ensureWork = %v; want %v", c.name, p.ensureWork, c.want)
+		}
+	}
+}
+
 // TestEventsAppendParams: the one statement carries the plan's events
 // (empty bodies as {}), transcript, marks, status, usage and wake.
 func TestEventsAppendParams(t *testing.T) {

@@ -5,9 +5,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
 )
@@ -288,4 +291,25 @@ func (s *Store) EventsMarkProcessed(ctx context.Context, sessionID string, event
 
 func sortEvents(evs []Event) {
 	slices.SortFunc(evs, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+}
+
+// ToolUseAnswer returns the agent.tool_use event toolUseID of a session
+// (ErrNotFound when the session has no such event) and the event that
+// answers it, a user.tool_result or agent.tool_result naming it as
+// tool_use_id (nil while unanswered).
+func (s *Store) ToolUseAnswer(ctx context.Context, sessionID, toolUseID string) (answer *Event, use *Event, err error) {
+	row, err := s.q.ToolUseGet(ctx, dbsqlc.ToolUseGetParams{SessionID: sessionID, ID: toolUseID})
+	if err != nil {
+		return nil, nil, mapErr("get tool use", err)
+	}
+	u := eventFromRow(row)
+	arow, err := s.q.ToolUseAnswerGet(ctx, dbsqlc.ToolUseAnswerGetParams{SessionID: sessionID, ToolUseID: toolUseID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &u, nil
+	}
+	if err != nil {
+		return nil, nil, mapErr("get tool use answer", err)
+	}
+	a := eventFromRow(arow)
+	return &a, &u, nil
 }

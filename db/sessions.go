@@ -50,6 +50,9 @@ type Session struct {
 	// VaultIDs are the vaults the session draws credentials from, in
 	// order (the first match wins).
 	VaultIDs []string
+	// SelfHosted is set on a session of a self-hosted environment: its
+	// built-in tool calls are executed by the client's worker (work.go).
+	SelfHosted bool
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -58,7 +61,7 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
-		VaultIDs: r.VaultIds}
+		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted}
 	if s.VaultIDs == nil {
 		s.VaultIDs = []string{}
 	}
@@ -91,6 +94,9 @@ type SessionCreateParams struct {
 	Resources []ResourceCreate
 	// VaultIDs are the session's vaults, in order.
 	VaultIDs []string
+	// SelfHosted is whether the session's environment is self-hosted
+	// (its config type when the session is created).
+	SelfHosted bool
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -102,7 +108,7 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 		row, err := q.SessionInsert(ctx, dbsqlc.SessionInsertParams{
 			ID: p.ID, AgentID: p.AgentID, AgentVersion: p.AgentVersion, Agent: p.Agent, EnvironmentID: p.EnvironmentID,
 			Provider: p.Provider, Title: p.Title, Metadata: metadataJSON(p.Metadata), CreatedAt: p.Now,
-			BudgetMaxCents: p.BudgetMaxCents,
+			BudgetMaxCents: p.BudgetMaxCents, SelfHosted: p.SelfHosted,
 		})
 		if err != nil {
 			return err
@@ -188,7 +194,8 @@ func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*
 }
 
 // SessionFence marks a session as being deleted: from this commit on no
-// event is admitted and reads answer not found. Streams are notified, and a
+// event is admitted and reads answer not found. Streams are notified, its
+// work items (self-hosted) are stopped, and a
 // "delete" outbox row is written in the same transaction: a worker stops
 // the session's workflow, tears down its sandbox if it has one (bound
 // reports that) and finalizes the deletion. It is idempotent, so an
@@ -200,6 +207,10 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 			return err
 		}
 		if err := q.NotifySession(ctx, id+":deleted"); err != nil {
+			return err
+		}
+		// A self-hosted worker has nothing left to do for it.
+		if err := q.WorkStopForSession(ctx, dbsqlc.WorkStopForSessionParams{SessionID: &id, Now: dbTime(now)}); err != nil {
 			return err
 		}
 		if bound, err = q.SessionBindingExists(ctx, id); err != nil {

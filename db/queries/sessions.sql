@@ -1,6 +1,6 @@
 -- name: SessionInsert :one
-INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
+INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents, self_hosted)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10, $11)
 RETURNING *;
 
 -- name: SessionGetByID :one

@@ -53,6 +53,17 @@ type Environment struct {
 	ArchivedAt  *time.Time
 }
 
+type EnvironmentKey struct {
+	ID            string
+	EnvironmentID string
+	Name          string
+	KeyHash       []byte
+	CreatedAt     time.Time
+	ExpiresAt     *time.Time
+	RevokedAt     *time.Time
+	LastUsedAt    *time.Time
+}
+
 type Event struct {
 	SessionID   string
 	Seq         int64
@@ -154,6 +165,7 @@ type Session struct {
 	LastEventAt    *time.Time
 	Queued         int32
 	VaultIds       []string
+	SelfHosted     bool
 }
 
 type SessionResource struct {
@@ -213,6 +225,32 @@ type VaultCredentialSecret struct {
 	CredentialID string
 	Field        string
 	Sealed       []byte
+}
+
+type WorkItem struct {
+	ID              string
+	EnvironmentID   string
+	SessionID       *string
+	Type            string
+	State           string
+	Metadata        json.RawMessage
+	CreatedAt       time.Time
+	PolledAt        *time.Time
+	PolledBy        *string
+	AcknowledgedAt  *time.Time
+	StartedAt       *time.Time
+	LastHeartbeatAt *time.Time
+	LeaseExpiresAt  *time.Time
+	TtlSeconds      int32
+	StopRequestedAt *time.Time
+	StoppedAt       *time.Time
+	SecretHash      []byte
+}
+
+type WorkPoller struct {
+	EnvironmentID string
+	WorkerID      string
+	LastPollAt    time.Time
 }
 
 type Worker struct {

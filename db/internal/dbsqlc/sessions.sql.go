@@ -25,7 +25,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
 `
 
 type SessionArchiveParams struct {
@@ -60,6 +60,7 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
@@ -79,7 +80,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
 `
 
 type SessionFenceParams struct {
@@ -114,12 +115,13 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -149,14 +151,15 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
 
 const sessionInsert = `-- name: SessionInsert :one
-INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
+INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents, self_hosted)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10, $11)
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
 `
 
 type SessionInsertParams struct {
@@ -170,6 +173,7 @@ type SessionInsertParams struct {
 	Metadata       json.RawMessage
 	CreatedAt      time.Time
 	BudgetMaxCents *int64
+	SelfHosted     bool
 }
 
 func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (Session, error) {
@@ -184,6 +188,7 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		arg.Metadata,
 		arg.CreatedAt,
 		arg.BudgetMaxCents,
+		arg.SelfHosted,
 	)
 	var i Session
 	err := row.Scan(
@@ -210,12 +215,13 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions
 WHERE deleting_at IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -302,6 +308,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.LastEventAt,
 			&i.Queued,
 			&i.VaultIds,
+			&i.SelfHosted,
 		); err != nil {
 			return nil, err
 		}
@@ -314,7 +321,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -344,6 +351,7 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
@@ -392,7 +400,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
 `
 
 type SessionUpdateParams struct {
@@ -440,6 +448,7 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.LastEventAt,
 		&i.Queued,
 		&i.VaultIds,
+		&i.SelfHosted,
 	)
 	return i, err
 }
