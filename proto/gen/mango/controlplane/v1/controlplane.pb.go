@@ -3196,8 +3196,8 @@ type AwaitToolResultRequest struct {
 	// error result. Required, positive.
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// How long the server may hold this call before answering resolved
-	// false; unset or zero means a server default (about 30s). The server
-	// may answer sooner.
+	// false; unset or zero means the server's default (30s), and the server
+	// holds a call at most 5 minutes.
 	MaxWait       *durationpb.Duration `protobuf:"bytes,4,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
