@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,10 @@ type selfHostedEnv struct {
 	store        *db.Store
 	client       pb.ControlPlaneClient
 	sid, cloudID string
+	// looked receives (without blocking) when the server reads its clock
+	// after its first: AwaitToolResult does so after each read that found
+	// no answer, before it waits.
+	looked chan struct{}
 }
 
 func startSelfHosted(t *testing.T) *selfHostedEnv {
@@ -41,7 +46,18 @@ func startSelfHosted(t *testing.T) *selfHostedEnv {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = l.Run(lctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	e := &selfHostedEnv{store: store, client: serve(t, controlplane.Deps{Store: store, Token: token, EventWaits: waits})}
+	e := &selfHostedEnv{store: store, looked: make(chan struct{}, 1)}
+	var calls atomic.Int64
+	clock := func() time.Time {
+		if calls.Add(1) > 1 {
+			select {
+			case e.looked <- struct{}{}:
+			default:
+			}
+		}
+		return time.Now()
+	}
+	e.client = serve(t, controlplane.Deps{Store: store, Token: token, EventWaits: waits, Now: clock})
 	now := time.Now().UTC()
 	for _, typ := range []string{"self_hosted", "cloud"} {
 		envID, sid := ids.New(ids.Environment), ids.New(ids.Session)
@@ -106,7 +122,9 @@ func TestAwaitToolResultWokenByTheClientsResult(t *testing.T) {
 		t.Errorf("work items after the agent.tool_use: %+v, %v; want one for the session", items, err)
 	}
 
-	const maxWait = 10 * time.Second
+	// Woken, it answers in milliseconds; a server that only looked again
+	// every second (or at max_wait) would take 1s or more.
+	const maxWait = 4 * time.Second
 	type result struct {
 		resp *pb.AwaitToolResultResponse
 		err  error
@@ -118,6 +136,12 @@ func TestAwaitToolResultWokenByTheClientsResult(t *testing.T) {
 		resp, err := e.await(t.Context(), e.sid, useID, time.Minute, maxWait)
 		got <- result{resp, err, time.Since(started)}
 	}()
+	// The server read the log and found no answer: it waits now.
+	select {
+	case <-e.looked:
+	case r := <-got:
+		t.Fatalf("AwaitToolResult returned %v, %v before the client's result", r.resp, r.err)
+	}
 	if err := e.clientResult(t.Context(), useID, "listing"); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +152,7 @@ func TestAwaitToolResultWokenByTheClientsResult(t *testing.T) {
 	if !r.resp.GetResolved() || r.resp.GetTimedOut() || r.resp.GetIsError() || !jsonEqual(r.resp.GetContent(), `[{"type":"text","text":"listing"}]`) {
 		t.Errorf("AwaitToolResult = %v, want the client's result", r.resp)
 	}
-	if r.took > maxWait/2 {
+	if r.took > maxWait/8 {
 		t.Errorf("AwaitToolResult took %v of its %v max wait: want it woken by the commit", r.took, maxWait)
 	}
 	again, err := e.await(t.Context(), e.sid, useID, time.Minute, maxWait)
