@@ -75,8 +75,13 @@ func (s *Server) AwaitToolResult(ctx context.Context, req *pb.AwaitToolResultReq
 		if !now.Before(holdUntil) {
 			return &pb.AwaitToolResultResponse{}, nil
 		}
-		if err := sleepUntil(ctx, wake, min(deadline.Sub(now), holdUntil.Sub(now))); err != nil {
+		drained, err := s.sleepUntil(ctx, wake, min(deadline.Sub(now), holdUntil.Sub(now)))
+		if err != nil {
 			return nil, s.fail(ctx, op, err)
+		}
+		if drained {
+			// Shutting down: the worker calls again, on another replica.
+			return &pb.AwaitToolResultResponse{}, nil
 		}
 	}
 }
@@ -94,17 +99,20 @@ func (s *Server) waitEvents(sessionID string) <-chan struct{} {
 }
 
 // sleepUntil waits until wake is closed or d passes; it returns ctx's
-// error when ctx ends first.
-func sleepUntil(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+// error when ctx ends first, and drained when the server drains first
+// (a graceful stop does not wait for held calls).
+func (s *Server) sleepUntil(ctx context.Context, wake <-chan struct{}, d time.Duration) (drained bool, err error) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-wake:
 	case <-timer.C:
+	case <-s.drain:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return nil
+	return false, nil
 }
 
 // timeOutToolUse appends the error result of a self-hosted tool call whose

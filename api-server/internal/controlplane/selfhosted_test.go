@@ -196,6 +196,35 @@ func TestAwaitToolResultTimesOut(t *testing.T) {
 	}
 }
 
+// TestAwaitToolResultEndsOnDrain: a held AwaitToolResult answers
+// resolved false at once when the server drains (a graceful stop), so
+// that the worker calls another replica instead of holding the stop up.
+func TestAwaitToolResultEndsOnDrain(t *testing.T) {
+	t.Parallel()
+	e := startSelfHosted(t)
+	drain := make(chan struct{})
+	client := serve(t, controlplane.Deps{Store: e.store, Token: token, Drain: drain})
+	useID := e.toolUse(t, e.sid, "sevt_t/1/tool_use/toolu_5")
+	got := make(chan error, 1)
+	go func() {
+		resp, err := client.AwaitToolResult(authed(t.Context()), &pb.AwaitToolResultRequest{SessionId: e.sid, ToolUseEventId: useID,
+			Timeout: durationpb.New(time.Hour), MaxWait: durationpb.New(time.Hour)})
+		if err == nil && resp.GetResolved() {
+			err = errors.New("resolved, want not")
+		}
+		got <- err
+	}()
+	close(drain)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("AwaitToolResult on drain: %v, want resolved false", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("AwaitToolResult still held 30s after the drain, with an hour's max wait")
+	}
+}
+
 // TestAwaitToolResultRefusals: nothing yet within max_wait answers
 // resolved false; a session not of a self-hosted environment, an unknown
 // tool use and a request without timeout are refused.

@@ -71,6 +71,7 @@ func (r *rpcToolResults) Await(ctx context.Context, useEventID string) (tools.Re
 	req := &pb.AwaitToolResultRequest{SessionId: r.sessionID, ToolUseEventId: useEventID,
 		Timeout: durationpb.New(r.timeout), MaxWait: durationpb.New(r.maxWait)}
 	for {
+		start := time.Now()
 		resp, err := r.cp.AwaitToolResult(ctx, req)
 		if err != nil {
 			return tools.Result{}, fmt.Errorf("await the result of tool use %s: %w", useEventID, err)
@@ -82,8 +83,28 @@ func (r *rpcToolResults) Await(ctx context.Context, useEventID string) (tools.Re
 			}
 			return res, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if err := pauseIfEarly(ctx, time.Since(start), r.maxWait); err != nil {
 			return tools.Result{}, err
 		}
+	}
+}
+
+// awaitRetryPause spaces AwaitToolResult calls answered "not yet" well
+// before their max wait (a draining api-server answers at once).
+const awaitRetryPause = time.Second
+
+// pauseIfEarly waits awaitRetryPause when a call answered "not yet" after
+// took, less than half its maxWait; it returns ctx's error when ctx ends.
+func pauseIfEarly(ctx context.Context, took, maxWait time.Duration) error {
+	if took >= maxWait/2 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(awaitRetryPause)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
