@@ -74,6 +74,11 @@ func (r *rpcToolResults) Await(ctx context.Context, useEventID string) (tools.Re
 		start := time.Now()
 		resp, err := r.cp.AwaitToolResult(ctx, req)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted, or the attempt given up: say so, not how
+				// the call ended.
+				err = ctx.Err()
+			}
 			return tools.Result{}, fmt.Errorf("await the result of tool use %s: %w", useEventID, err)
 		}
 		if resp.GetResolved() {
