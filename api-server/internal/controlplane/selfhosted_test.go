@@ -237,6 +237,11 @@ func TestAwaitToolResultRefusals(t *testing.T) {
 		t.Errorf("AwaitToolResult with nothing yet = %v, %v; want resolved false", resp, err)
 	}
 	cloudUse := e.toolUse(t, e.cloudID, "sevt_t/1/tool_use/toolu_4")
+	if sess, err := e.store.SessionGet(t.Context(), e.cloudID); err != nil {
+		t.Fatal(err)
+	} else if items, _, err := e.store.WorkList(t.Context(), *sess.EnvironmentID, 10, nil); err != nil || len(items) != 0 {
+		t.Errorf("work items of the cloud environment after an agent.tool_use: %+v, %v; want none", items, err)
+	}
 	_, err = e.await(t.Context(), e.cloudID, cloudUse, time.Minute, time.Second)
 	wantCode(t, "cloud session", err, codes.FailedPrecondition)
 	_, err = e.await(t.Context(), e.sid, ids.New(ids.Event), time.Minute, time.Second)
