@@ -563,26 +563,38 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			results = append(results, toolResultBlock(u.ID, tools.Result{Content: fmt.Sprintf("tool %q is not available to this agent", u.Name), IsError: true}))
 			continue
 		}
-		ev, _ := run.useEvent(key, u)
-		if run.ToolResults != nil {
-			r, useEventID, st, err := c.awaitTool(ctx, run, ev, policy)
-			if err != nil {
-				return nil, nil, err
-			}
-			switch st {
-			case awaitAsked:
-				required = append(required, useEventID)
-				continue
-			case awaitDenied:
-				// No answer event exists for a denied call: report it.
-				run.pending = append(run.pending, NewEvent{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
-					Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
-			}
-			// An answered call's result event is already in the log.
-			results = append(results, toolResultBlock(u.ID, *r))
+		r, useEventID, asked, err := c.runBuiltin(ctx, run, key, u, policy, input)
+		if err != nil {
+			return nil, nil, err
+		}
+		if asked {
+			required = append(required, useEventID)
 			continue
 		}
-		r, useEventID, asked, err := c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
+		results = append(results, toolResultBlock(u.ID, *r))
+	}
+	return results, required, nil
+}
+
+// runBuiltin handles built-in tool use u of model message key: it runs
+// in the sandbox, or, in a self-hosted session, is awaited from the
+// client's worker. asked: the session parks for the use's event. The
+// result event, when the runtime reports one, waits for the next commit
+// (a retry that loses it makes it again from the journal).
+func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Block, policy string, input json.RawMessage) (
+	r *tools.Result, useEventID string, asked bool, err error) {
+	ev, _ := run.useEvent(key, u)
+	report := true
+	if run.ToolResults != nil {
+		var st awaitState
+		if r, useEventID, st, err = c.awaitTool(ctx, run, ev, policy); err != nil || st == awaitAsked {
+			return r, useEventID, st == awaitAsked, err
+		}
+		// An answered call's result event is already in the log; no
+		// answer event exists for a denied call: report it.
+		report = st == awaitDenied
+	} else {
+		r, useEventID, asked, err = c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
 			sb, err := run.Sandbox(ctx)
 			if err != nil {
 				return tools.Result{}, err
@@ -593,18 +605,15 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			}
 			return spillLarge(ctx, sb, useEventID, out)
 		})
-		if err != nil {
-			return nil, nil, err
+		if err != nil || asked {
+			return r, useEventID, asked, err
 		}
-		if asked {
-			required = append(required, useEventID)
-			continue
-		}
+	}
+	if report {
 		run.pending = append(run.pending, NewEvent{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
 			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
-		results = append(results, toolResultBlock(u.ID, *r))
 	}
-	return results, required, nil
+	return r, useEventID, false, nil
 }
 
 // useTool announces a tool use (event typ under key) and runs it at most
