@@ -414,7 +414,7 @@ func (c *Core) stubResults(ctx context.Context, run *Run, msgs []model.Message) 
 			text := model.ResultText(b.Content)
 			path := contextDir + safeName(b.ToolUseID) + ".txt"
 			where := "It was saved to " + path + " in the workspace; use read with view_range, or grep, to inspect it."
-			if run.Sandbox != nil && run.Tools != nil && run.Tools.NeedsSandbox() {
+			if run.hasSandbox() {
 				sb, err := run.Sandbox(ctx)
 				if err != nil {
 					return nil, false, err

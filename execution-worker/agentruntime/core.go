@@ -51,6 +51,17 @@ type Store interface {
 	MarkStarted(ctx context.Context, key string) (first bool, err error)
 }
 
+// ToolResults waits for the answers to the built-in tool calls of a
+// self-hosted session, which the client's environment worker executes.
+type ToolResults interface {
+	// Await returns the answer to the agent.tool_use event useEventID:
+	// the client's user.tool_result, or the error result recorded when
+	// none came within the self-hosted timeout. It blocks until an answer
+	// exists or ctx ends (then it returns ctx's error). Exactly one answer
+	// exists per call: awaiting it again returns the same one.
+	Await(ctx context.Context, useEventID string) (tools.Result, error)
+}
+
 // Previewer receives previews of events being produced (optional).
 type Previewer interface {
 	// Start announces an event of type being produced under key.
@@ -90,7 +101,13 @@ type Run struct {
 	// this turn (to number new ones deterministically).
 	TurnMessages int
 	// Sandbox returns the session's sandbox, provisioning it on first use.
+	// Unused when ToolResults is set.
 	Sandbox func(ctx context.Context) (sandbox.Sandbox, error)
+	// ToolResults, set for a session of a self-hosted environment, answers
+	// its built-in tool calls: the client's worker runs them, and the run
+	// waits for their results instead of running them in a sandbox (the
+	// session has none). nil: built-ins run in Sandbox.
+	ToolResults ToolResults
 	// Approved holds the agent.tool_use event ids of always_ask tools the
 	// client allowed (user.tool_confirmation with result allow).
 	Approved map[string]bool
@@ -546,8 +563,38 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			results = append(results, toolResultBlock(u.ID, tools.Result{Content: fmt.Sprintf("tool %q is not available to this agent", u.Name), IsError: true}))
 			continue
 		}
-		ev, _ := run.useEvent(key, u)
-		r, useEventID, asked, err := c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
+		r, useEventID, asked, err := c.runBuiltin(ctx, run, key, u, policy, input)
+		if err != nil {
+			return nil, nil, err
+		}
+		if asked {
+			required = append(required, useEventID)
+			continue
+		}
+		results = append(results, toolResultBlock(u.ID, *r))
+	}
+	return results, required, nil
+}
+
+// runBuiltin handles built-in tool use u of model message key: it runs
+// in the sandbox, or, in a self-hosted session, is awaited from the
+// client's worker. asked: the session parks for the use's event. The
+// result event, when the runtime reports one, waits for the next commit
+// (a retry that loses it makes it again from the journal).
+func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Block, policy string, input json.RawMessage) (
+	r *tools.Result, useEventID string, asked bool, err error) {
+	ev, _ := run.useEvent(key, u)
+	report := true
+	if run.ToolResults != nil {
+		var st awaitState
+		if r, useEventID, st, err = c.awaitTool(ctx, run, ev, policy); err != nil || st == awaitAsked {
+			return r, useEventID, st == awaitAsked, err
+		}
+		// An answered call's result event is already in the log; no
+		// answer event exists for a denied call: report it.
+		report = st == awaitDenied
+	} else {
+		r, useEventID, asked, err = c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
 			sb, err := run.Sandbox(ctx)
 			if err != nil {
 				return tools.Result{}, err
@@ -558,18 +605,15 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			}
 			return spillLarge(ctx, sb, useEventID, out)
 		})
-		if err != nil {
-			return nil, nil, err
+		if err != nil || asked {
+			return r, useEventID, asked, err
 		}
-		if asked {
-			required = append(required, useEventID)
-			continue
-		}
+	}
+	if report {
 		run.pending = append(run.pending, NewEvent{Key: key + "/tool_result/" + u.ID, Type: "agent.tool_result",
 			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
-		results = append(results, toolResultBlock(u.ID, *r))
 	}
-	return results, required, nil
+	return r, useEventID, false, nil
 }
 
 // useTool announces a tool use (event typ under key) and runs it at most
@@ -582,27 +626,9 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 // running for the next attempt: see Calls.)
 func (c *Core) useTool(ctx context.Context, run *Run, use NewEvent, policy, name string,
 	exec func(ctx context.Context, useEventID string) (tools.Result, error)) (r *tools.Result, useEventID string, asked bool, err error) {
-	// A result of the round's previous tool is committed before this use.
-	if err := c.flush(ctx, run); err != nil {
-		return nil, "", false, err
-	}
-	// Committed with its model message in this run (the usual case), or
-	// appended now (a turn resumed from the transcript).
-	useEventID, fresh := run.fresh[use.Key]
-	existed := false
-	if !fresh {
-		if useEventID, existed, err = c.Store.AppendEvent(ctx, use); err != nil {
-			return nil, "", false, err
-		}
-	}
-	if existed {
-		// A retry, or a resumed turn: the call may have a result (an
-		// earlier attempt's, or the client's denial). A use appended just
-		// now cannot have one: the journal is keyed by its id.
-		r, done, err := c.Store.ToolResult(ctx, useEventID)
-		if err != nil || done {
-			return r, useEventID, false, err
-		}
+	useEventID, r, err = c.announce(ctx, run, use)
+	if err != nil || r != nil {
+		return r, useEventID, false, err
 	}
 	if policy == AlwaysAsk && !run.Approved[useEventID] {
 		return nil, useEventID, true, nil
@@ -649,6 +675,77 @@ func (c *Core) useTool(ctx context.Context, run *Run, use NewEvent, policy, name
 	return &stored, useEventID, false, nil
 }
 
+// announce commits tool use event use before the call runs, after the
+// round's pending events (the previous tool's result), and returns its
+// id and the result journaled for it earlier, if any. A use committed
+// with its model message in this run (the usual case) is not committed
+// again.
+func (c *Core) announce(ctx context.Context, run *Run, use NewEvent) (useEventID string, r *tools.Result, err error) {
+	if err := c.flush(ctx, run); err != nil {
+		return "", nil, err
+	}
+	useEventID, fresh := run.fresh[use.Key]
+	if fresh {
+		return useEventID, nil, nil
+	}
+	useEventID, existed, err := c.Store.AppendEvent(ctx, use)
+	if err != nil || !existed {
+		// A use appended just now cannot have a result: the journal is
+		// keyed by its id.
+		return useEventID, nil, err
+	}
+	// A retry, or a resumed turn: the call may have a result (an earlier
+	// attempt's, or the client's denial).
+	r, done, err := c.Store.ToolResult(ctx, useEventID)
+	if err != nil || !done {
+		return useEventID, nil, err
+	}
+	return useEventID, r, nil
+}
+
+// awaitState is how a self-hosted built-in tool call stands after
+// awaitTool.
+type awaitState int
+
+const (
+	awaitAnswered awaitState = iota // the client's worker (or the timeout) answered it
+	awaitAsked                      // always_ask, not approved yet: the session parks
+	awaitDenied                     // the client denied it: no answer event exists
+)
+
+// awaitTool announces a built-in tool use of a self-hosted session and
+// waits for the answer of the client's worker (run.ToolResults), which
+// it journals. A result journaled earlier is an earlier attempt's answer,
+// or, for an always_ask call the client did not approve, its denial. No
+// start is journaled (as useTool does): the answer is durable in the
+// session's log, so a retry waits for it again, never reports the call
+// ambiguous.
+func (c *Core) awaitTool(ctx context.Context, run *Run, use NewEvent, policy string) (*tools.Result, string, awaitState, error) {
+	useEventID, r, err := c.announce(ctx, run, use)
+	if err != nil {
+		return nil, "", awaitAnswered, err
+	}
+	unapproved := policy == AlwaysAsk && !run.Approved[useEventID]
+	switch {
+	case r != nil && unapproved:
+		return r, useEventID, awaitDenied, nil
+	case r != nil:
+		return r, useEventID, awaitAnswered, nil
+	case unapproved:
+		return nil, useEventID, awaitAsked, nil
+	}
+	out, err := run.ToolResults.Await(ctx, useEventID)
+	if err != nil {
+		return nil, "", awaitAnswered, fmt.Errorf("await self-hosted result of %s: %w", useEventID, err)
+	}
+	// The session has no sandbox to spill a large result to.
+	stored, err := c.Store.RecordToolResult(context.WithoutCancel(ctx), useEventID, cutLarge(out))
+	if err != nil {
+		return nil, "", awaitAnswered, err
+	}
+	return &stored, useEventID, awaitAnswered, nil
+}
+
 // useEvent is the event announcing tool use u of model message key, for
 // the tools the runtime runs itself (built-ins and MCP tools); false for
 // custom tools and tools the agent does not have.
@@ -692,16 +789,31 @@ func (c *Core) mcpResult(ctx context.Context, run *Run, t *mcpTool, useEventID s
 	if err != nil || len([]rune(out.Content)) <= MaxToolResultChars {
 		return out, err
 	}
-	if run.Tools.NeedsSandbox() {
+	if run.hasSandbox() {
 		sb, err := run.Sandbox(ctx)
 		if err != nil {
 			return tools.Result{}, err
 		}
 		return spillLarge(ctx, sb, useEventID, out)
 	}
-	total := len([]rune(out.Content))
-	out.Content = fmt.Sprintf("%s\n\n[The result was cut at %d of %d characters.]", string([]rune(out.Content)[:MaxToolResultChars]), MaxToolResultChars, total)
-	return out, nil
+	return cutLarge(out), nil
+}
+
+// hasSandbox reports whether the session has a sandbox: it has built-in
+// tools and they run in Mango (not on a self-hosted environment's worker).
+func (r *Run) hasSandbox() bool {
+	return r.Sandbox != nil && r.ToolResults == nil && r.Tools != nil && r.Tools.NeedsSandbox()
+}
+
+// cutLarge cuts a result's text too large for the model, for a session
+// without a sandbox to spill it to.
+func cutLarge(r tools.Result) tools.Result {
+	total := len([]rune(r.Content))
+	if total <= MaxToolResultChars {
+		return r
+	}
+	r.Content = fmt.Sprintf("%s\n\n[The result was cut at %d of %d characters.]", string([]rune(r.Content)[:MaxToolResultChars]), MaxToolResultChars, total)
+	return r
 }
 
 func evaluated(policy string) string {
@@ -743,35 +855,51 @@ func Answer(eventType string, body json.RawMessage) (r tools.Result, journal, ap
 		return tools.Result{Content: msg, IsError: true}, true, false, nil
 	case "user.custom_tool_result":
 		var in struct {
-			Content []json.RawMessage `json:"content"`
-			IsError bool              `json:"is_error"`
+			Content json.RawMessage `json:"content"`
+			IsError bool            `json:"is_error"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
 			return r, false, false, err
 		}
-		var parts []string
-		blocks := false
-		for _, raw := range in.Content {
-			var b textBlock
-			if err := json.Unmarshal(raw, &b); err != nil {
-				return r, false, false, err
-			}
-			if b.Type == "text" || b.Type == "" {
-				parts = append(parts, b.Text)
-			} else {
-				blocks = true
-			}
-		}
-		r = tools.Result{Content: strings.Join(parts, "\n"), IsError: in.IsError}
-		if blocks {
-			// Images go to the model as sent, beside the text blocks.
-			if r.Blocks, err = json.Marshal(in.Content); err != nil {
-				return r, false, false, err
-			}
-		}
-		return r, true, false, nil
+		r, err = ContentResult(in.Content, in.IsError)
+		return r, err == nil, false, err
 	}
 	return r, false, false, nil
+}
+
+// ContentResult is the tool result a client's answer carries: content,
+// its content blocks as a JSON array (absent or null: none), and isError.
+// Text blocks are joined into Content; when other blocks (images,
+// documents) are present, the model gets all blocks as sent.
+func ContentResult(content json.RawMessage, isError bool) (tools.Result, error) {
+	var raws []json.RawMessage
+	if len(content) > 0 {
+		if err := json.Unmarshal(content, &raws); err != nil {
+			return tools.Result{}, fmt.Errorf("decode result content: %w", err)
+		}
+	}
+	var parts []string
+	blocks := false
+	for _, raw := range raws {
+		var b textBlock
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return tools.Result{}, fmt.Errorf("decode result content block: %w", err)
+		}
+		if b.Type == "text" || b.Type == "" {
+			parts = append(parts, b.Text)
+		} else {
+			blocks = true
+		}
+	}
+	r := tools.Result{Content: strings.Join(parts, "\n"), IsError: isError}
+	if blocks {
+		// Images go to the model as sent, beside the text blocks.
+		var err error
+		if r.Blocks, err = json.Marshal(raws); err != nil {
+			return tools.Result{}, err
+		}
+	}
+	return r, nil
 }
 
 // MaxRoundsOrDefault returns the round cap in force.

@@ -85,7 +85,10 @@ type Server struct {
 	httpLn   net.Listener
 	listener *pglisten.Listener
 	hub      *eventhub.Hub
-	previews *preview.Hub
+	// eventWaits wakes the ControlPlane's AwaitToolResult calls by
+	// session when its events change (db.NotifyChannel, as hub).
+	eventWaits *broadcast.Keyed
+	previews   *preview.Hub
 	// interrupts relays committed interrupts to the workers' streams.
 	interrupts *interrupts.Hub
 	// work wakes long polls of a self-hosted environment's work queue.
@@ -175,6 +178,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	s.cp.eventWaits = s.eventWaits
 	if err := s.cp.listen(cfg, store, files, s.previews, s.interrupts, reg, log); err != nil {
 		return nil, err
 	}
@@ -213,7 +217,8 @@ func (s *Server) buildHubs(reg *prometheus.Registry) {
 	s.listener = pglisten.New(s.pool.Config().ConnConfig, s.log.With("component", "pg-listener"))
 	s.hub = eventhub.New(reg, s.cfg.StreamMaxLag)
 	s.previews = preview.NewHub(s.pool, s.log.With("component", "preview-hub"), reg)
-	s.listener.Handle(db.NotifyChannel, s.hub)
+	s.eventWaits = &broadcast.Keyed{}
+	s.listener.Handle(db.NotifyChannel, broadcast.Tee(s.hub, s.eventWaits))
 	s.listener.Handle(preview.Channel, s.previews)
 	s.interrupts = interrupts.NewHub(s.log.With("component", "interrupt-hub"), reg)
 	s.listener.Handle(interrupts.Channel, s.interrupts)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/mangohq/mango/api-server/internal/broadcast"
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/controlplane"
 	"github.com/mangohq/mango/api-server/internal/filestore"
@@ -22,6 +23,8 @@ type controlPlane struct {
 	srv   *grpc.Server
 	ln    net.Listener
 	drain chan struct{} // closed by stop: ends the preview and interrupt streams
+	// eventWaits, set before listen, wakes AwaitToolResult calls.
+	eventWaits *broadcast.Keyed
 }
 
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
@@ -38,8 +41,8 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filesto
 	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
-		Interrupts: interrupts,
-		TLS:        tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
+		Interrupts: interrupts, EventWaits: c.eventWaits,
+		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate,
 	})
 	if err != nil {

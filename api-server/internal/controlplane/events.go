@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -108,7 +109,13 @@ func (s *Server) AppendEvents(ctx context.Context, req *pb.AppendEventsRequest) 
 	if err != nil {
 		return nil, err
 	}
-	out, sess, err := s.appendEvents(ctx, req.GetSessionId(), req.GetEvents(), &db.AppendRequest{Events: evs, Transcript: transcript})
+	areq := &db.AppendRequest{Events: evs, Transcript: transcript}
+	if slices.ContainsFunc(evs, func(e db.NewEvent) bool { return e.Type == "agent.tool_use" }) {
+		// A self-hosted session's client worker runs the call: the session
+		// needs a work item (db ignores this for other sessions).
+		areq.EnsureWork = ids.New(ids.Work)
+	}
+	out, sess, err := s.appendEvents(ctx, req.GetSessionId(), req.GetEvents(), areq)
 	if err != nil {
 		return nil, s.fail(ctx, "append events", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/api-server/internal/broadcast"
 	"github.com/mangohq/mango/api-server/internal/credentials"
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/filestore"
@@ -70,6 +71,9 @@ type Deps struct {
 	Files filestore.Blobs
 	// FilesMaxBytes caps one published output (MANGO_FILES_MAX_BYTES).
 	FilesMaxBytes int64
+	// EventWaits wakes AwaitToolResult when a session's events change
+	// (fed by db.NotifyChannel); nil makes it look again every second.
+	EventWaits *broadcast.Keyed
 	// AllowPrivate lets credential refreshes reach token endpoints on
 	// loopback, link-local and private addresses (MANGO_MCP_ALLOW_PRIVATE).
 	AllowPrivate bool
@@ -103,6 +107,7 @@ type Server struct {
 	prices     *usage.Table
 	secrets    *envelope.Keyring
 	files      filestore.Blobs
+	eventWaits *broadcast.Keyed
 }
 
 // New returns the ControlPlane service.
@@ -121,7 +126,7 @@ func New(d Deps) (*Server, error) {
 		d.Prices = usage.DefaultTable()
 	}
 	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, interrupts: d.Interrupts, drain: d.Drain, prices: d.Prices,
-		secrets: d.Secrets, files: d.Files}, nil
+		secrets: d.Secrets, files: d.Files, eventWaits: d.EventWaits}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

@@ -238,7 +238,8 @@ func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionMa
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
-		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls()}
+		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls(),
+		SelfHostedToolTimeout: cfg.SelfHostedToolTimeout}
 	return previews, watcher, nil
 }
 

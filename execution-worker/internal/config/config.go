@@ -64,6 +64,7 @@ const (
 	EnvMCPAllowPrivate        = netguard.EnvAllowPrivate
 	EnvOutputsMaxBytes        = "MANGO_OUTPUTS_MAX_BYTES"
 	EnvTranscriptCacheBytes   = "MANGO_TRANSCRIPT_CACHE_BYTES"
+	EnvSelfHostedToolTimeout  = "MANGO_SELF_HOSTED_TOOL_TIMEOUT"
 
 	EnvControlPlaneTLS           = "MANGO_CONTROLPLANE_TLS"
 	EnvControlPlaneTLSCAFile     = "MANGO_CONTROLPLANE_TLS_CA_FILE"
@@ -96,6 +97,9 @@ const (
 	// DefaultControlPlaneRetry rides out an api-server restart or a short
 	// PostgreSQL outage without failing the turn.
 	DefaultControlPlaneRetry = 30 * time.Second
+	// DefaultSelfHostedToolTimeout is how long a self-hosted
+	// environment's worker has to answer a built-in tool call.
+	DefaultSelfHostedToolTimeout = 120 * time.Second
 	// DefaultTranscriptCacheBytes holds a few hundred long sessions'
 	// transcripts.
 	DefaultTranscriptCacheBytes = 64 << 20
@@ -246,6 +250,11 @@ type Config struct {
 	// while the api-server or its database is unavailable
 	// (MANGO_CONTROLPLANE_RETRY, default 30s).
 	ControlPlaneRetry time.Duration
+	// SelfHostedToolTimeout is how long the client's worker of a
+	// self-hosted environment has to answer a built-in tool call, from
+	// the call's agent.tool_use event, before the call gets an error
+	// result (MANGO_SELF_HOSTED_TOOL_TIMEOUT, default 120s).
+	SelfHostedToolTimeout time.Duration
 
 	// LogLevel is the minimum level logged (MANGO_LOG_LEVEL).
 	LogLevel slog.Level
@@ -295,6 +304,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("worker_id", c.WorkerID),
 		slog.String("sandbox_locality", c.SandboxLocality),
 		slog.String("controlplane_retry", c.ControlPlaneRetry.String()),
+		slog.String("self_hosted_tool_timeout", c.SelfHostedToolTimeout.String()),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", string(c.LogFormat)),
 		slog.String("shutdown_grace", c.ShutdownGrace.String()),
@@ -366,6 +376,7 @@ type vars struct {
 	ShutdownTimeout        time.Duration `env:"MANGO_SHUTDOWN_TIMEOUT"`
 	SandboxLocality        string        `env:"MANGO_SANDBOX_LOCALITY"`
 	ControlPlaneRetry      time.Duration `env:"MANGO_CONTROLPLANE_RETRY"`
+	SelfHostedToolTimeout  time.Duration `env:"MANGO_SELF_HOSTED_TOOL_TIMEOUT"`
 	MetricsAddr            string        `env:"MANGO_METRICS_ADDR"`
 	PprofAddr              string        `env:"MANGO_PPROF_ADDR"`
 	InterruptPush          bool          `env:"MANGO_INTERRUPT_PUSH"`
@@ -391,7 +402,8 @@ func defaultVars() vars {
 		CompactionThreshold: DefaultCompactionThreshold,
 		OutputsMaxFiles:     100, OutputsMaxBytes: 1 << 30, TranscriptCacheBytes: DefaultTranscriptCacheBytes,
 		ControlPlaneAddr: DefaultControlPlaneAddr, ControlPlaneRetry: DefaultControlPlaneRetry,
-		ReconcileInterval: time.Minute, ReconcileGrace: time.Minute, TaskQueuePrefix: sessionwf.TaskQueuePrefix,
+		SelfHostedToolTimeout: DefaultSelfHostedToolTimeout,
+		ReconcileInterval:     time.Minute, ReconcileGrace: time.Minute, TaskQueuePrefix: sessionwf.TaskQueuePrefix,
 		LogFormat: string(DefaultLogFormat), InterruptPush: true,
 	}
 }
@@ -521,6 +533,7 @@ func (p *parser) fill(c *Config, v *vars) {
 	c.WorkerIDSet = v.WorkerID != ""
 	c.SandboxLocality = p.locality(EnvSandboxLocality, v.SandboxLocality)
 	c.ControlPlaneRetry = v.ControlPlaneRetry
+	c.SelfHostedToolTimeout = v.SelfHostedToolTimeout
 	c.LogLevel = p.logLevel(EnvLogLevel, v.LogLevel)
 	c.LogFormat = LogFormat(p.oneOf(EnvLogFormat, v.LogFormat, string(DefaultLogFormat), string(LogText), string(LogJSON)))
 	c.ShutdownGrace = cmp.Or(v.ShutdownGrace, v.ShutdownTimeout, DefaultShutdownGrace)

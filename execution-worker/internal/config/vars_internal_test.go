@@ -24,7 +24,7 @@ func TestVarsReadEveryVariable(t *testing.T) {
 		EnvSandboxLocality, EnvControlPlaneRetry, EnvMetricsAddr, EnvInterruptPush, EnvOutputsMaxFiles, EnvMCPAllowPrivate,
 		EnvOutputsMaxBytes, EnvTranscriptCacheBytes, EnvControlPlaneTLS, EnvControlPlaneTLSCAFile, EnvControlPlaneTLSCertFile,
 		EnvControlPlaneTLSKeyFile, EnvControlPlaneTLSServerName, EnvTemporalTLS, EnvTemporalTLSCAFile, EnvTemporalTLSCertFile,
-		EnvTemporalTLSKeyFile, EnvTemporalTLSServerName, "MANGO_PPROF_ADDR",
+		EnvTemporalTLSKeyFile, EnvTemporalTLSServerName, EnvSelfHostedToolTimeout, "MANGO_PPROF_ADDR",
 	} {
 		if !tags[name] {
 			t.Errorf("vars has no field tagged %s, want one", name)

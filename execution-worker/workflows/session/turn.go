@@ -123,6 +123,11 @@ type TurnActivities struct {
 	// scheduled for eager execution (RunTurnInput.Locality) runs only on a
 	// worker of its locality. nil serves none.
 	Serves func(queue string) bool
+	// SelfHostedToolTimeout is how long the client's worker of a
+	// self-hosted environment has to answer a built-in tool call
+	// (MANGO_SELF_HOSTED_TOOL_TIMEOUT); 0 means
+	// DefaultSelfHostedToolTimeout.
+	SelfHostedToolTimeout time.Duration
 	// Calls are the tool calls this worker runs (NewCalls): an attempt
 	// Temporal gives up on while this worker lives leaves its call running
 	// for the next attempt. nil: a call ends with its attempt, and the next
@@ -273,11 +278,14 @@ type turn struct {
 	reg  *interrupts.Turn
 
 	// Set by buildCore.
-	agent       agentruntime.Agent
-	tools       *agentruntime.ToolConfig
-	core        *agentruntime.Core
-	snapshot    *agentruntime.ContextSnapshot
-	once        sessionfiles.Once
+	agent    agentruntime.Agent
+	tools    *agentruntime.ToolConfig
+	core     *agentruntime.Core
+	snapshot *agentruntime.ContextSnapshot
+	once     sessionfiles.Once
+	// selfHosted: the session's environment is self_hosted: its built-in
+	// tools run on the client's worker, and it has no sandbox.
+	selfHosted  bool
 	acquire     func(context.Context) (sandbox.Sandbox, error)
 	materialize func(context.Context, sandbox.Sandbox) error
 }
@@ -509,6 +517,9 @@ func (t *turn) buildCore(ctx context.Context) error {
 		return err
 	}
 	t.tools = toolCfg
+	if t.selfHosted, err = selfHostedEnvironment(run.GetEnvironmentConfig()); err != nil {
+		return err
+	}
 	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
 	if err != nil {
 		return err
@@ -541,9 +552,14 @@ func (t *turn) buildCore(ctx context.Context) error {
 
 // wireSandbox sets how the turn acquires the session's sandbox (starting
 // its shell when the agent has bash) and materializes the session's
-// resources in it.
+// resources in it. A self-hosted session has no sandbox: acquiring it
+// fails, naming why.
 func (t *turn) wireSandbox(spec sandbox.Spec) {
 	a, sid := t.a, t.sid
+	if t.selfHosted {
+		t.acquire = noSandbox
+		return
+	}
 	t.acquire = func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
 	if slices.Contains(t.tools.BuiltinNames(), tools.Bash) {
 		t.acquire = withShell(t.acquire)
@@ -563,20 +579,34 @@ func (t *turn) wireSandbox(spec sandbox.Spec) {
 // of it.
 func (t *turn) runCore() (*agentruntime.Result, error) {
 	stopEarly := func() {}
-	if t.tools.NeedsSandbox() {
+	if t.tools.NeedsSandbox() && !t.selfHosted {
 		stopEarly = t.once.Start(t.work, t.acquire, t.materialize)
 		t.onReturn(stopEarly)
 	}
-	// File sources of content blocks are read on behalf of this session.
-	result, err := t.core.Run(modelfiles.WithSession(t.work, t.sid), &agentruntime.Run{
+	run := &agentruntime.Run{
 		TurnKey: t.key, SessionID: t.sid, Agent: &t.agent, Tools: t.tools, Conversation: t.conv, TurnMessages: turnMessages(t.keys, t.key),
 		Approved: t.approved, Unsaved: t.unsaved, Anchor: t.anchor, Snapshot: t.snapshot,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) {
 			return t.once.Acquire(ctx, t.acquire, t.materialize)
 		},
-	})
+	}
+	if t.selfHosted {
+		run.Sandbox, run.ToolResults = noSandbox, t.a.toolResults(t.sid)
+	}
+	// File sources of content blocks are read on behalf of this session.
+	result, err := t.core.Run(modelfiles.WithSession(t.work, t.sid), run)
 	stopEarly()
 	return result, err
+}
+
+// toolResults is where a self-hosted session's turn awaits the answers to
+// its built-in tool calls.
+func (a *TurnActivities) toolResults(sid string) *rpcToolResults {
+	timeout := a.SelfHostedToolTimeout
+	if timeout <= 0 {
+		timeout = DefaultSelfHostedToolTimeout
+	}
+	return &rpcToolResults{cp: a.ControlPlane, sessionID: sid, timeout: timeout, maxWait: awaitMaxWait}
 }
 
 // settleQueue reports the queue that reaches the session's sandbox: the
@@ -665,6 +695,8 @@ func interruptConsumed(batch, rest []*pb.Event, pushedID string, pushed bool) []
 // turn's ending) and commits the outcome.
 func (t *turn) finish(done context.Context, result *agentruntime.Result) (*RunTurnResult, error) {
 	var notes []*pb.NewEvent
+	// A self-hosted session never acquires a sandbox (t.once.Sandbox() is
+	// nil): it publishes no outputs.
 	if note, err := t.a.publishOutputs(done, t.sid, t.key, t.once.Sandbox()); err != nil {
 		return nil, err
 	} else if note != nil {

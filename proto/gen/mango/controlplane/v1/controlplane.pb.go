@@ -19,6 +19,7 @@ package controlplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -3181,11 +3182,176 @@ func (x *FinalizeSessionDeletionResponse) GetDeleted() bool {
 	return false
 }
 
+// AwaitToolResultRequest names the tool call whose answer the caller waits
+// for.
+type AwaitToolResultRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier ("sesn_..."). Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Identifier of the agent.tool_use event ("sevt_...") the answer is for.
+	// Required.
+	ToolUseEventId string `protobuf:"bytes,2,opt,name=tool_use_event_id,json=toolUseEventId,proto3" json:"tool_use_event_id,omitempty"`
+	// How long the client's worker has to answer, measured from the tool_use
+	// event's created_at; once it has passed the api-server answers with an
+	// error result. Required, positive.
+	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// How long the server may hold this call before answering resolved
+	// false; unset or zero means the server's default (30s), and the server
+	// holds a call at most 5 minutes.
+	MaxWait       *durationpb.Duration `protobuf:"bytes,4,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitToolResultRequest) Reset() {
+	*x = AwaitToolResultRequest{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitToolResultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitToolResultRequest) ProtoMessage() {}
+
+func (x *AwaitToolResultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitToolResultRequest.ProtoReflect.Descriptor instead.
+func (*AwaitToolResultRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AwaitToolResultRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AwaitToolResultRequest) GetToolUseEventId() string {
+	if x != nil {
+		return x.ToolUseEventId
+	}
+	return ""
+}
+
+func (x *AwaitToolResultRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *AwaitToolResultRequest) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
+}
+
+// AwaitToolResultResponse is the answer to a tool call, or the news that
+// there is none yet.
+type AwaitToolResultResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether an answer exists; false means max_wait passed first (call
+	// again). The other fields are set only when it is true.
+	Resolved bool `protobuf:"varint,1,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	// The answer reports an error (the result's is_error).
+	IsError bool `protobuf:"varint,2,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The answer's content blocks as a JSON array ("[]" when it has none).
+	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// Identifier of the answer event: the client's user.tool_result or the
+	// api-server's agent.tool_result.
+	AnswerEventId string `protobuf:"bytes,4,opt,name=answer_event_id,json=answerEventId,proto3" json:"answer_event_id,omitempty"`
+	// The answer is the api-server's error result because the timeout passed
+	// before the client's worker answered.
+	TimedOut      bool `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitToolResultResponse) Reset() {
+	*x = AwaitToolResultResponse{}
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitToolResultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitToolResultResponse) ProtoMessage() {}
+
+func (x *AwaitToolResultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_controlplane_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitToolResultResponse.ProtoReflect.Descriptor instead.
+func (*AwaitToolResultResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AwaitToolResultResponse) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
+func (x *AwaitToolResultResponse) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *AwaitToolResultResponse) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *AwaitToolResultResponse) GetAnswerEventId() string {
+	if x != nil {
+		return x.AnswerEventId
+	}
+	return ""
+}
+
+func (x *AwaitToolResultResponse) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
 var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a mango/controlplane/v1/turn.proto\"\xf7\x01\n" +
+	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a mango/controlplane/v1/turn.proto\"\xf7\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3408,7 +3574,19 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\";\n" +
 	"\x1fFinalizeSessionDeletionResponse\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted*\xa4\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\xcd\x01\n" +
+	"\x16AwaitToolResultRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12)\n" +
+	"\x11tool_use_event_id\x18\x02 \x01(\tR\x0etoolUseEventId\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x124\n" +
+	"\bmax_wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"\xaf\x01\n" +
+	"\x17AwaitToolResultResponse\x12\x1a\n" +
+	"\bresolved\x18\x01 \x01(\bR\bresolved\x12\x19\n" +
+	"\bis_error\x18\x02 \x01(\bR\aisError\x12\x18\n" +
+	"\acontent\x18\x03 \x01(\tR\acontent\x12&\n" +
+	"\x0fanswer_event_id\x18\x04 \x01(\tR\ranswerEventId\x12\x1b\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut*\xa4\x01\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_IDLE\x10\x01\x12\x1a\n" +
@@ -3426,7 +3604,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10PreviewFrameKind\x12\"\n" +
 	"\x1ePREVIEW_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18PREVIEW_FRAME_KIND_START\x10\x01\x12\x1c\n" +
-	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\xf7\x10\n" +
+	"\x18PREVIEW_FRAME_KIND_DELTA\x10\x022\xe9\x11\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06GetRun\x12$.mango.controlplane.v1.GetRunRequest\x1a%.mango.controlplane.v1.GetRunResponse\x12\x82\x01\n" +
 	"\x15MarkTriggersProcessed\x123.mango.controlplane.v1.MarkTriggersProcessedRequest\x1a4.mango.controlplane.v1.MarkTriggersProcessedResponse\x12g\n" +
@@ -3448,7 +3626,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0fGetInstallation\x12-.mango.controlplane.v1.GetInstallationRequest\x1a..mango.controlplane.v1.GetInstallationResponse\x12y\n" +
 	"\x12GetTaskQueueHealth\x120.mango.controlplane.v1.GetTaskQueueHealthRequest\x1a1.mango.controlplane.v1.GetTaskQueueHealthResponse\x12o\n" +
 	"\x0eStreamPreviews\x12,.mango.controlplane.v1.StreamPreviewsRequest\x1a-.mango.controlplane.v1.StreamPreviewsResponse(\x01\x12r\n" +
-	"\x0fWatchInterrupts\x12-.mango.controlplane.v1.WatchInterruptsRequest\x1a..mango.controlplane.v1.WatchInterruptsResponse0\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
+	"\x0fWatchInterrupts\x12-.mango.controlplane.v1.WatchInterruptsRequest\x1a..mango.controlplane.v1.WatchInterruptsResponse0\x01\x12p\n" +
+	"\x0fAwaitToolResult\x12-.mango.controlplane.v1.AwaitToolResultRequest\x1a..mango.controlplane.v1.AwaitToolResultResponseBIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_mango_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -3463,7 +3642,7 @@ func file_mango_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 }
 
 var file_mango_controlplane_v1_controlplane_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_mango_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(SessionStatus)(0),                      // 0: mango.controlplane.v1.SessionStatus
 	(TurnOutcome)(0),                        // 1: mango.controlplane.v1.TurnOutcome
@@ -3513,17 +3692,20 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*WatchInterruptsResponse)(nil),         // 45: mango.controlplane.v1.WatchInterruptsResponse
 	(*FinalizeSessionDeletionRequest)(nil),  // 46: mango.controlplane.v1.FinalizeSessionDeletionRequest
 	(*FinalizeSessionDeletionResponse)(nil), // 47: mango.controlplane.v1.FinalizeSessionDeletionResponse
-	(*timestamppb.Timestamp)(nil),           // 48: google.protobuf.Timestamp
-	(*TurnContext)(nil),                     // 49: mango.controlplane.v1.TurnContext
+	(*AwaitToolResultRequest)(nil),          // 48: mango.controlplane.v1.AwaitToolResultRequest
+	(*AwaitToolResultResponse)(nil),         // 49: mango.controlplane.v1.AwaitToolResultResponse
+	(*timestamppb.Timestamp)(nil),           // 50: google.protobuf.Timestamp
+	(*TurnContext)(nil),                     // 51: mango.controlplane.v1.TurnContext
+	(*durationpb.Duration)(nil),             // 52: google.protobuf.Duration
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	48, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	48, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
+	50, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	50, // 1: mango.controlplane.v1.Event.processed_at:type_name -> google.protobuf.Timestamp
 	5,  // 2: mango.controlplane.v1.NewEvent.usage:type_name -> mango.controlplane.v1.ModelUsage
 	0,  // 3: mango.controlplane.v1.GetRunResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	3,  // 4: mango.controlplane.v1.GetRunResponse.pending_triggers:type_name -> mango.controlplane.v1.Event
 	6,  // 5: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	49, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
+	51, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
 	3,  // 7: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
 	4,  // 8: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
 	6,  // 9: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
@@ -3537,64 +3719,68 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	3,  // 17: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
 	0,  // 18: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
 	6,  // 19: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	48, // 20: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	50, // 20: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
 	19, // 21: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
 	19, // 22: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	48, // 23: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	48, // 24: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 23: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	50, // 24: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
 	24, // 25: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 26: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 27: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
 	24, // 28: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	48, // 29: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	48, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	48, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	50, // 29: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	50, // 30: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	50, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
 	2,  // 32: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	48, // 33: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	50, // 33: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
 	41, // 34: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	7,  // 35: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	9,  // 36: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	11, // 37: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	13, // 38: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	15, // 39: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	17, // 40: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	20, // 41: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	22, // 42: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	25, // 43: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	27, // 44: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	29, // 45: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	31, // 46: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	33, // 47: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	46, // 48: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	35, // 49: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 50: mango.controlplane.v1.ControlPlane.GetInstallation:input_type -> mango.controlplane.v1.GetInstallationRequest
-	39, // 51: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	42, // 52: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	44, // 53: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
-	8,  // 54: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 55: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 56: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 57: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 58: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 59: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 60: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 61: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 62: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 63: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 64: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 65: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 66: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	47, // 67: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 68: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 69: mango.controlplane.v1.ControlPlane.GetInstallation:output_type -> mango.controlplane.v1.GetInstallationResponse
-	40, // 70: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	43, // 71: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	45, // 72: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
-	54, // [54:73] is the sub-list for method output_type
-	35, // [35:54] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	52, // 35: mango.controlplane.v1.AwaitToolResultRequest.timeout:type_name -> google.protobuf.Duration
+	52, // 36: mango.controlplane.v1.AwaitToolResultRequest.max_wait:type_name -> google.protobuf.Duration
+	7,  // 37: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	9,  // 38: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	11, // 39: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	13, // 40: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	15, // 41: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	17, // 42: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	20, // 43: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	22, // 44: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	25, // 45: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	27, // 46: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	29, // 47: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	31, // 48: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	33, // 49: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	46, // 50: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	35, // 51: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 52: mango.controlplane.v1.ControlPlane.GetInstallation:input_type -> mango.controlplane.v1.GetInstallationRequest
+	39, // 53: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	42, // 54: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	44, // 55: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	48, // 56: mango.controlplane.v1.ControlPlane.AwaitToolResult:input_type -> mango.controlplane.v1.AwaitToolResultRequest
+	8,  // 57: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 58: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 59: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 60: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 61: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 62: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 63: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 64: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 65: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 66: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 67: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 68: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 69: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	47, // 70: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 71: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 72: mango.controlplane.v1.ControlPlane.GetInstallation:output_type -> mango.controlplane.v1.GetInstallationResponse
+	40, // 73: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	43, // 74: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	45, // 75: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	49, // 76: mango.controlplane.v1.ControlPlane.AwaitToolResult:output_type -> mango.controlplane.v1.AwaitToolResultResponse
+	57, // [57:77] is the sub-list for method output_type
+	37, // [37:57] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -3609,7 +3795,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_controlplane_proto_rawDesc), len(file_mango_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

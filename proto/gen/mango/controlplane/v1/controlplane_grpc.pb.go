@@ -48,6 +48,7 @@ const (
 	ControlPlane_GetTaskQueueHealth_FullMethodName      = "/mango.controlplane.v1.ControlPlane/GetTaskQueueHealth"
 	ControlPlane_StreamPreviews_FullMethodName          = "/mango.controlplane.v1.ControlPlane/StreamPreviews"
 	ControlPlane_WatchInterrupts_FullMethodName         = "/mango.controlplane.v1.ControlPlane/WatchInterrupts"
+	ControlPlane_AwaitToolResult_FullMethodName         = "/mango.controlplane.v1.ControlPlane/AwaitToolResult"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -149,6 +150,17 @@ type ControlPlaneClient interface {
 	// stops it. The stream stays open until the worker cancels it; a
 	// shutting-down api-server ends it with UNAVAILABLE (reconnect).
 	WatchInterrupts(ctx context.Context, in *WatchInterruptsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInterruptsResponse], error)
+	// AwaitToolResult waits for the answer to a built-in tool call of a
+	// self-hosted session, which the client's environment worker executes:
+	// the client's user.tool_result event, or, once the tool_use event's
+	// created_at plus the timeout has passed, an agent.tool_result event with
+	// is_error that the api-server appends itself. Exactly one answer ever
+	// exists per tool_use, so a retried call returns the same answer. The
+	// server holds the call at most max_wait and answers resolved false when
+	// nothing came by then; the caller calls again. FAILED_PRECONDITION when
+	// the session is not self-hosted, NOT_FOUND when the tool_use event is
+	// not an agent.tool_use of the session.
+	AwaitToolResult(ctx context.Context, in *AwaitToolResultRequest, opts ...grpc.CallOption) (*AwaitToolResultResponse, error)
 }
 
 type controlPlaneClient struct {
@@ -361,6 +373,16 @@ func (c *controlPlaneClient) WatchInterrupts(ctx context.Context, in *WatchInter
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlPlane_WatchInterruptsClient = grpc.ServerStreamingClient[WatchInterruptsResponse]
 
+func (c *controlPlaneClient) AwaitToolResult(ctx context.Context, in *AwaitToolResultRequest, opts ...grpc.CallOption) (*AwaitToolResultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AwaitToolResultResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_AwaitToolResult_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -460,6 +482,17 @@ type ControlPlaneServer interface {
 	// stops it. The stream stays open until the worker cancels it; a
 	// shutting-down api-server ends it with UNAVAILABLE (reconnect).
 	WatchInterrupts(*WatchInterruptsRequest, grpc.ServerStreamingServer[WatchInterruptsResponse]) error
+	// AwaitToolResult waits for the answer to a built-in tool call of a
+	// self-hosted session, which the client's environment worker executes:
+	// the client's user.tool_result event, or, once the tool_use event's
+	// created_at plus the timeout has passed, an agent.tool_result event with
+	// is_error that the api-server appends itself. Exactly one answer ever
+	// exists per tool_use, so a retried call returns the same answer. The
+	// server holds the call at most max_wait and answers resolved false when
+	// nothing came by then; the caller calls again. FAILED_PRECONDITION when
+	// the session is not self-hosted, NOT_FOUND when the tool_use event is
+	// not an agent.tool_use of the session.
+	AwaitToolResult(context.Context, *AwaitToolResultRequest) (*AwaitToolResultResponse, error)
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -526,6 +559,9 @@ func (UnimplementedControlPlaneServer) StreamPreviews(grpc.ClientStreamingServer
 }
 func (UnimplementedControlPlaneServer) WatchInterrupts(*WatchInterruptsRequest, grpc.ServerStreamingServer[WatchInterruptsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchInterrupts not implemented")
+}
+func (UnimplementedControlPlaneServer) AwaitToolResult(context.Context, *AwaitToolResultRequest) (*AwaitToolResultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AwaitToolResult not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -872,6 +908,24 @@ func _ControlPlane_WatchInterrupts_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlPlane_WatchInterruptsServer = grpc.ServerStreamingServer[WatchInterruptsResponse]
 
+func _ControlPlane_AwaitToolResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AwaitToolResultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).AwaitToolResult(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_AwaitToolResult_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).AwaitToolResult(ctx, req.(*AwaitToolResultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -946,6 +1000,10 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTaskQueueHealth",
 			Handler:    _ControlPlane_GetTaskQueueHealth_Handler,
+		},
+		{
+			MethodName: "AwaitToolResult",
+			Handler:    _ControlPlane_AwaitToolResult_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
