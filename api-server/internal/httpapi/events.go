@@ -197,7 +197,7 @@ func (a *API) eventList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, maxPageLimit)
+	page, err := parsePage(c, maxEventPageLimit)
 	if err != nil {
 		return err
 	}

@@ -78,11 +78,14 @@ func pathID(c echo.Context, param, prefix string, notFound func(string) error) (
 	return id, nil
 }
 
-// The largest limit a list accepts: files list up to maxFilePageLimit per
-// page, everything else up to maxPageLimit.
+// The largest limit a list accepts: files and session events list up to
+// maxFilePageLimit and maxEventPageLimit per page (the SDK's session tool
+// runner reads a session's history 1000 events at a time), everything else
+// up to maxPageLimit.
 const (
-	maxPageLimit     = 100
-	maxFilePageLimit = 1000
+	maxPageLimit      = 100
+	maxFilePageLimit  = 1000
+	maxEventPageLimit = 1000
 )
 
 // pageParams are the common list query parameters.

@@ -180,7 +180,7 @@ func TestSelfHostedWorkerThroughSDK(t *testing.T) {
 func (e *selfHostedEnv) workSettles(t *testing.T, sessionID string) {
 	t.Helper()
 	ctx := context.Background()
-	keyed := sdkWorkerClient(e.srv, option.WithAuthToken(e.envKey))
+	keyed := anthropic.NewClient(option.WithBaseURL(e.srv.BaseURL), option.WithAuthToken(e.envKey))
 	poll.Until(t, 30*time.Second, "the session's work item to be stopped", func() (bool, string) {
 		page, err := keyed.Beta.Environments.Work.List(ctx, e.envID, anthropic.BetaEnvironmentWorkListParams{})
 		if err != nil {
@@ -337,7 +337,7 @@ func TestSelfHostedLatency(t *testing.T) {
 	events := e.watch(t, id)
 	var claims, trips []time.Duration
 	ctx := context.Background()
-	keyed := sdkWorkerClient(e.srv, option.WithAuthToken(e.envKey))
+	keyed := anthropic.NewClient(option.WithBaseURL(e.srv.BaseURL), option.WithAuthToken(e.envKey))
 	for i := range n {
 		e.say(t, id, fmt.Sprintf("#tool bash {\"command\":\"echo %d\"}", i))
 		evs := until(t, events, "session.status_idle", 60*time.Second)
