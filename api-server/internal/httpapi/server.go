@@ -110,8 +110,8 @@ type API struct {
 // without a database lookup.
 const envKeyCacheTTL = 5 * time.Second
 
-// New builds the HTTP API.
-func New(deps Deps) *API {
+// withDefaults fills the unset dependencies that have a default.
+func (deps *Deps) withDefaults() {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -136,6 +136,11 @@ func New(deps Deps) *API {
 	if deps.Outbound == nil {
 		deps.Outbound = credentials.NewHTTPClient(deps.AllowPrivate)
 	}
+}
+
+// New builds the HTTP API.
+func New(deps Deps) *API {
+	deps.withDefaults()
 	appended, err := metrics.EventsAppended(deps.Registry, "http")
 	if err != nil {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
@@ -164,7 +169,12 @@ func New(deps Deps) *API {
 	e.GET("/admin/environments/:id/keys", a.adminEnvironmentKeyList)
 	e.POST("/admin/environment-keys/:id/revoke", a.adminEnvironmentKeyRevoke)
 
-	v1 := e.Group("/v1")
+	a.routes(e.Group("/v1"))
+	return a
+}
+
+// routes registers the public API under v1.
+func (a *API) routes(v1 *echo.Group) {
 	v1.POST("/agents", a.agentCreate)
 	v1.GET("/agents", a.agentList)
 	v1.GET("/agents/:id", a.agentGet)
@@ -221,7 +231,6 @@ func New(deps Deps) *API {
 	v1.POST("/vaults/:id/credentials/:cid/archive", a.credentialArchive)
 	v1.POST("/vaults/:id/credentials/:cid/mcp_oauth_validate", a.credentialValidate)
 	v1.DELETE("/vaults/:id/credentials/:cid", a.credentialDelete)
-	return a
 }
 
 // Handler returns the http.Handler serving the API.
