@@ -168,6 +168,7 @@ func New(deps Deps) *API {
 	e.POST("/admin/environments/:id/keys", a.adminEnvironmentKeyCreate)
 	e.GET("/admin/environments/:id/keys", a.adminEnvironmentKeyList)
 	e.POST("/admin/environment-keys/:id/revoke", a.adminEnvironmentKeyRevoke)
+	e.POST("/admin/environments/:id/healthcheck", a.adminWorkHealthcheck)
 
 	a.routes(e.Group("/v1"))
 	return a

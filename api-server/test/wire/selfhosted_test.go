@@ -172,6 +172,28 @@ func TestSelfHostedWorkerThroughSDK(t *testing.T) {
 	if text := resultText(last(evs, "user.tool_result")); !strings.Contains(text, "made-42") {
 		t.Errorf("second turn's read = %q, want made-42 from the worker's Workdir", text)
 	}
+	e.healthcheckAnswered(t)
+}
+
+// healthcheckAnswered queues a healthcheck item through the admin route and
+// waits until the running SDK worker has claimed and stopped it.
+func (e *selfHostedEnv) healthcheckAnswered(t *testing.T) {
+	t.Helper()
+	r := do(t, e.srv, http.MethodPost, "/admin/environments/"+e.envID+"/healthcheck", "application/json", []byte(`{}`), nil)
+	var item struct {
+		ID   string `json:"id"`
+		Data struct{ Type string } `json:"data"`
+	}
+	if err := json.Unmarshal(r.body, &item); r.status != http.StatusOK || err != nil || item.Data.Type != "healthcheck" {
+		t.Fatalf("queue a healthcheck: %d %s", r.status, r.body)
+	}
+	poll.Until(t, 30*time.Second, "the SDK worker to claim and stop the healthcheck item", func() (bool, string) {
+		w, err := e.client.Beta.Environments.Work.Get(context.Background(), item.ID, anthropic.BetaEnvironmentWorkGetParams{EnvironmentID: e.envID})
+		if err != nil {
+			return false, err.Error()
+		}
+		return w.State == "stopped" && w.AcknowledgedAt != "", w.RawJSON()
+	})
 }
 
 // workSettles waits until the session's work items are all stopped (the
