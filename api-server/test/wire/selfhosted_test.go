@@ -103,11 +103,16 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (e *selfHostedEnv) session(t *testing.T) string {
+// session creates a session of the environment for an agent with tools
+// (the default toolset when none are given).
+func (e *selfHostedEnv) session(t *testing.T, tools ...anthropic.BetaAgentNewParamsToolUnion) string {
 	t.Helper()
 	ctx := context.Background()
+	if len(tools) == 0 {
+		tools = toolset
+	}
 	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "self-hosted",
-		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset})
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,4 +402,47 @@ func pct(ds []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p+99)/100-1)
 	return s[max(i, 0)]
+}
+
+// TestSelfHostedAlwaysAskThroughSDK: an always_ask built-in parks the
+// session for a confirmation as in a cloud environment; the SDK worker
+// holds the call meanwhile, runs it after allow, and never runs a denied
+// one (Mango answers the model with the denial).
+func TestSelfHostedAlwaysAskThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newSelfHostedEnv(t, nil, nil)
+	workdir := t.TempDir()
+	e.runSDKWorker(t, "sdk-ask", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: workdir})
+	ask := anthropic.BetaAgentNewParamsToolUnion{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{
+		DefaultConfig: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParams{PermissionPolicy: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParamsPermissionPolicyUnion{
+			OfAlwaysAsk: &anthropic.BetaManagedAgentsAlwaysAskPolicyParam{}}}}}
+	id := e.session(t, ask)
+	events := e.watch(t, id)
+
+	e.say(t, id, `#tool bash {"command":"echo ran > denied.txt"}`)
+	evs := until(t, events, "session.status_idle", 60*time.Second)
+	use := last(evs, "agent.tool_use")
+	if typ, ids := stopReason(last(evs, "session.status_idle")); typ != "requires_action" || len(ids) != 1 || ids[0] != use["id"] {
+		t.Fatalf("idle = %q %v, want requires_action on the bash call %v", typ, ids, use["id"])
+	}
+	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "deny", "deny_message": "not today"})
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if r := last(evs, "agent.tool_result"); r["is_error"] != true || !strings.Contains(resultText(r), "not today") {
+		t.Errorf("denied call's result = %v, want an error naming the denial", r)
+	}
+	if _, err := os.Stat(filepath.Join(workdir, "denied.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the denied command ran on the worker (denied.txt: %v)", err)
+	}
+
+	e.say(t, id, `#tool bash {"command":"echo allowed-run"}`)
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	use = last(evs, "agent.tool_use")
+	e.sendRaw(t, id, map[string]any{"type": "user.tool_confirmation", "tool_use_id": use["id"], "result": "allow"})
+	evs = until(t, events, "session.status_idle", 60*time.Second)
+	if r := last(evs, "user.tool_result"); r["tool_use_id"] != use["id"] || !strings.Contains(resultText(r), "allowed-run") {
+		t.Errorf("allowed call's result = %v, want the worker's output allowed-run", r)
+	}
+	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
+		t.Errorf("stop reason = %q, want end_turn", typ)
+	}
 }
