@@ -337,7 +337,7 @@ func (d *driver) waitIdle(s *sess, turn int) error {
 					idle++
 				case "agent.tool_use":
 					open[e.ID] = true
-				case "agent.tool_result":
+				case "agent.tool_result", "user.tool_result":
 					delete(open, e.ToolUseID)
 				}
 			}
