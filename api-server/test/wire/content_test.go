@@ -45,7 +45,8 @@ func tinyPNG(t *testing.T) []byte {
 
 // messagesAPI is a Messages API on 127.0.0.1 that records the request
 // bodies and answers with a stream: a tool_use of tool <name> when the
-// last message is a user text "call <name>", else an end_turn text.
+// last message is a user text "call <name>" (with input {}, or the JSON
+// after the name in "call <name> <json>"), else an end_turn text.
 type messagesAPI struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -87,13 +88,17 @@ func (m *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad request body", http.StatusBadRequest)
 		return
 	}
-	tool := ""
+	tool, input := "", "{}"
 	if lastMsg := req.Messages[len(req.Messages)-1]; lastMsg.Role == "user" {
 		for _, raw := range lastMsg.Content {
 			var b struct{ Type, Text string }
 			_ = json.Unmarshal(raw, &b)
-			if name, ok := strings.CutPrefix(b.Text, "call "); ok && b.Type == "text" {
-				tool = name
+			if call, ok := strings.CutPrefix(b.Text, "call "); ok && b.Type == "text" {
+				// "call <name>" or "call <name> <input as JSON>"
+				tool = call
+				if name, in, ok := strings.Cut(call, " "); ok {
+					tool, input = name, in
+				}
 			}
 		}
 	}
@@ -111,7 +116,7 @@ func (m *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_content_%d", n), "name": tool, "input": map[string]any{}}})
 		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "input_json_delta", "partial_json": "{}"}})
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": input}})
 	} else {
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 			"content_block": map[string]any{"type": "text", "text": ""}})

@@ -186,7 +186,7 @@ func (e *selfHostedEnv) healthcheckAnswered(t *testing.T) {
 	t.Helper()
 	r := do(t, e.srv, http.MethodPost, "/admin/environments/"+e.envID+"/healthcheck", "application/json", []byte(`{}`), nil)
 	var item struct {
-		ID   string `json:"id"`
+		ID   string                `json:"id"`
 		Data struct{ Type string } `json:"data"`
 	}
 	if err := json.Unmarshal(r.body, &item); r.status != http.StatusOK || err != nil || item.Data.Type != "healthcheck" {
@@ -444,5 +444,73 @@ func TestSelfHostedAlwaysAskThroughSDK(t *testing.T) {
 	}
 	if typ, _ := stopReason(last(evs, "session.status_idle")); typ != "end_turn" {
 		t.Errorf("stop reason = %q, want end_turn", typ)
+	}
+}
+
+// TestSelfHostedResultReachesModel runs the real model client against a
+// recording Messages API: the tool_result block of the request after a
+// self-hosted call carries what the SDK worker's bash printed, for the
+// model's tool_use id.
+func TestSelfHostedResultReachesModel(t *testing.T) {
+	t.Parallel()
+	api := newMessagesAPI(t)
+	e := newSelfHostedEnv(t, nil, map[string]string{"MANGO_MODEL": "anthropic", "MANGO_MODEL_BASE_URL": api.srv.URL,
+		"MANGO_MODEL_API_KEY": "sk-selfhosted-test", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "1"})
+	e.runSDKWorker(t, "sdk-model", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: t.TempDir()})
+	id := e.session(t)
+	events := e.watch(t, id)
+	e.say(t, id, `call bash {"command":"echo from-the-client-$((6*7))"}`)
+	until(t, events, "session.status_idle", 60*time.Second)
+	msg := api.lastUserMessage(t)
+	var found bool
+	for _, raw := range msg.Content {
+		var b struct {
+			Type      string          `json:"type"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(raw, &b)
+		if b.Type == "tool_result" && strings.HasPrefix(b.ToolUseID, "toolu_content_") && strings.Contains(string(b.Content), "from-the-client-42") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the request after the call carries no tool_result with the worker's output; last user message: %s", msg.Content)
+	}
+}
+
+// TestSelfHostedInterruptWhileWaiting interrupts a turn whose call waits
+// for a worker that never comes: the session idles at once, and the next
+// message reaches the model with the interrupted call answered first (an
+// error tool_result for its tool_use id), as the Messages API requires.
+func TestSelfHostedInterruptWhileWaiting(t *testing.T) {
+	t.Parallel()
+	api := newMessagesAPI(t)
+	e := newSelfHostedEnv(t, nil, map[string]string{"MANGO_MODEL": "anthropic", "MANGO_MODEL_BASE_URL": api.srv.URL,
+		"MANGO_MODEL_API_KEY": "sk-selfhosted-test", "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX": "1"})
+	id := e.session(t)
+	events := e.watch(t, id)
+	e.say(t, id, `call bash {"command":"echo never"}`)
+	until(t, events, "agent.tool_use", 60*time.Second)
+	e.sendRaw(t, id, map[string]any{"type": "user.interrupt"})
+	until(t, events, "session.status_idle", 30*time.Second)
+
+	e.say(t, id, "still there?")
+	until(t, events, "session.status_idle", 60*time.Second)
+	msg := api.lastUserMessage(t)
+	if len(msg.Content) < 2 {
+		t.Fatalf("last request's user message = %s, want the interrupted call's result, then the text", msg.Content)
+	}
+	var first struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+		IsError   bool   `json:"is_error"`
+	}
+	_ = json.Unmarshal(msg.Content[0], &first)
+	if first.Type != "tool_result" || first.ToolUseID != "toolu_content_1" || !first.IsError {
+		t.Errorf("first block = %s, want an error tool_result for toolu_content_1", msg.Content[0])
+	}
+	if last := string(msg.Content[len(msg.Content)-1]); !strings.Contains(last, "still there?") {
+		t.Errorf("last block = %s, want the user's text", last)
 	}
 }

@@ -8,9 +8,9 @@
 //
 // # Which message holds the script
 //
-// The script message is the last user message that has a text block and no
-// tool_result block. Its text blocks are joined by newlines. The assistant
-// messages after it that contain a tool_use block are the tool rounds
+// The script message is the last user message that has a text block (a
+// message of tool results has none). Its text blocks are joined by
+// newlines. The assistant messages after it that contain a tool_use block are the tool rounds
 // already taken; their count decides what comes next, so a multi-round
 // script advances as the caller feeds tool results back.
 //
@@ -334,25 +334,19 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// scriptIndex is the index of the last user message with a text block and
-// no tool_result block, or -1.
+// scriptIndex is the index of the last user message with a text block, or
+// -1. (A message of tool results has none; a user's message may begin with
+// the results of calls its turn left unanswered.)
 func scriptIndex(msgs []model.Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
 		if m.Role != "user" {
 			continue
 		}
-		hasText, hasResult := false, false
 		for _, b := range m.Content {
-			switch b.Type {
-			case "text":
-				hasText = true
-			case "tool_result":
-				hasResult = true
+			if b.Type == "text" {
+				return i
 			}
-		}
-		if hasText && !hasResult {
-			return i
 		}
 	}
 	return -1

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/execution-worker/model"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -83,5 +86,37 @@ func TestAwaitAnswerBlocks(t *testing.T) {
 	}
 	if res.Content != "see" || !res.IsError || len(res.Blocks) == 0 {
 		t.Errorf("Await = %+v, want text see, is_error and the blocks", res)
+	}
+}
+
+func TestUnansweredResults(t *testing.T) {
+	t.Parallel()
+	user := model.Message{Role: "user", Content: []model.Block{{Type: "text", Text: "hi"}}}
+	calls := model.Message{Role: "assistant", Content: []model.Block{{Type: "text", Text: "running two"},
+		{Type: "tool_use", ID: "toolu_1", Name: "bash"}, {Type: "tool_use", ID: "toolu_2", Name: "read"}}}
+	reply := model.Message{Role: "assistant", Content: []model.Block{{Type: "text", Text: "done"}}}
+	for _, tc := range []struct {
+		name string
+		conv []model.Message
+		want []string
+	}{
+		{"empty conversation", nil, nil},
+		{"ends with the user", []model.Message{user}, nil},
+		{"ends with a reply", []model.Message{user, reply}, nil},
+		{"ends with tool uses", []model.Message{user, calls}, []string{"toolu_1", "toolu_2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unansweredResults(tc.conv)
+			var ids []string
+			for _, b := range got {
+				if b.Type != "tool_result" || !b.IsError || !strings.Contains(string(b.Content), "may or may not have run") {
+					t.Errorf("block %+v: want an error tool_result saying the call may or may not have run", b)
+				}
+				ids = append(ids, b.ToolUseID)
+			}
+			if !slices.Equal(ids, tc.want) {
+				t.Errorf("results answer %v, want %v", ids, tc.want)
+			}
+		})
 	}
 }

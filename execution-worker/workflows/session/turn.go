@@ -477,9 +477,34 @@ func (t *turn) takeMessage(context.Context) error {
 	if err != nil {
 		return err
 	}
+	msg.Content = append(unansweredResults(t.conv), msg.Content...)
 	t.unsaved = append(t.unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
 	t.conv, t.keys = append(t.conv, msg), append(t.keys, first)
 	return nil
+}
+
+// unansweredText is the result given to a tool call left without one
+// when a new message starts the next turn.
+const unansweredText = "This tool call has no result: the turn ended (interrupted, or the session moved on) before it finished, " +
+	"and it may or may not have run. Check its effects before relying on it."
+
+// unansweredResults returns an error tool_result for each tool use of the
+// conversation's last message when that is the model's (its turn was
+// interrupted while the calls ran, or a message arrived while they waited
+// for the client): the Messages API requires every tool_use to be
+// answered at the start of the next user message.
+func unansweredResults(conv []model.Message) []model.Block {
+	if len(conv) == 0 || conv[len(conv)-1].Role != "assistant" {
+		return nil
+	}
+	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": unansweredText}})
+	var out []model.Block
+	for _, b := range conv[len(conv)-1].Content {
+		if b.Type == "tool_use" {
+			out = append(out, model.Block{Type: "tool_result", ToolUseID: b.ID, Content: content, IsError: true})
+		}
+	}
+	return out
 }
 
 // turnMessages counts the transcript messages of the turn under key.
