@@ -1093,6 +1093,8 @@ func checkExternalRender(t *testing.T, r *rendered) {
 		"MANGO_DATABASE_MAX_CONNS":       "64",
 		"MANGO_REQUIRE_LIVE_WORKER":      "true",
 		"MANGO_HOST_GONE_AFTER":          "5m",
+		"MANGO_WORK_LEASE_TTL":           "10m",
+		"MANGO_WORK_MAX_LEASE_TTL":       "2h",
 		"MANGO_VAULT_KEYS":               "secret:mango-vault-keys-2026/vault-keys",
 		"MANGO_FILES_S3_ENDPOINT":        "https://s3.eu-west-1.amazonaws.com",
 		"MANGO_FILES_S3_BUCKET":          "mango-prod-files",
@@ -1138,6 +1140,9 @@ func checkExternalRender(t *testing.T, r *rendered) {
 	daytona := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, "mango-worker-daytona").Spec.Template.Spec.Containers[0])
 	if daytona["MANGO_MODEL"] != "anthropic" || daytona["MANGO_MODEL_ID"] != "claude-opus-4-1" {
 		t.Errorf("daytona pool model %q id %q, want anthropic with the pool's id", daytona["MANGO_MODEL"], daytona["MANGO_MODEL_ID"])
+	}
+	if got := daytona["MANGO_SELF_HOSTED_TOOL_TIMEOUT"]; got != "5m" {
+		t.Errorf("daytona pool MANGO_SELF_HOSTED_TOOL_TIMEOUT = %q, want the pool's 5m", got)
 	}
 	docker := find[*appsv1.Deployment](t, r, "mango-worker-docker")
 	if got := mountedAt(&docker.Spec.Template, docker.Spec.Template.Spec.Containers[0], "/etc/mango/docker"); got != "secret:registry-credentials" {

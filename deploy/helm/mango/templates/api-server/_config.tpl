@@ -52,6 +52,12 @@ MANGO_REQUIRE_LIVE_WORKER: {{ .requireLiveWorker | quote }}
 {{- with .hostGoneAfter }}
 MANGO_HOST_GONE_AFTER: {{ . | quote }}
 {{- end }}
+{{- with .workLeaseTTL }}
+MANGO_WORK_LEASE_TTL: {{ . | quote }}
+{{- end }}
+{{- with .workMaxLeaseTTL }}
+MANGO_WORK_MAX_LEASE_TTL: {{ . | quote }}
+{{- end }}
 MANGO_AUTO_MIGRATE: {{ .autoMigrate | quote }}
 MANGO_SHUTDOWN_TIMEOUT: {{ printf "%vs" .shutdownGraceSeconds | quote }}
 MANGO_LOG_LEVEL: {{ .log.level | quote }}
