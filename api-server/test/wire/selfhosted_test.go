@@ -244,9 +244,9 @@ func (c *cuttable) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestSelfHostedLeaseExpiresToAnotherWorker cuts the lease holder off in
-// the middle of a tool call, without it stopping the item: once the lease
-// expires another SDK worker claims the item, runs the call and finishes
-// the turn, and exactly one result is posted for the call.
+// the middle of a tool call and cancels it, so that it cannot stop the
+// item: once the lease expires another SDK worker claims the item, runs the
+// call and finishes the turn, and exactly one result is posted for it.
 func TestSelfHostedLeaseExpiresToAnotherWorker(t *testing.T) {
 	t.Parallel()
 	e := newSelfHostedEnv(t, map[string]string{"MANGO_WORK_LEASE_TTL": "2s"}, nil)
@@ -264,7 +264,9 @@ func TestSelfHostedLeaseExpiresToAnotherWorker(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("worker A never started the bash call")
 	}
+	// A is cut off and cancelled: it cannot stop the item it holds.
 	net.cut.Store(true)
+	go stopA()
 	idle := time.Second
 	e.runSDKWorker(t, "sdk-b", sdkWorkerClient(e.srv), environments.EnvironmentWorkerOptions{Workdir: t.TempDir(), MaxIdle: &idle})
 	evs := until(t, events, "session.status_idle", 90*time.Second)
