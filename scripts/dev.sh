@@ -245,6 +245,11 @@ banner() {
     agent, err := client.Beta.Agents.New(ctx, ...)
 
     go run ./api-server/examples/quickstart
+
+  Self-hosted tools (docs/self-hosted.md): create an environment with
+  {"config":{"type":"self_hosted"}}, then a key for it (shown once):
+    curl -s \$MANGO_BASE_URL/admin/environments/env_.../keys -H "x-api-key: \$MANGO_API_KEY" -H 'content-type: application/json' -d '{"name":"laptop"}'
+  and run the SDK's worker with it: go run ./api-server/examples/selfhosted
 EOF
 	if ((DOCKER_WORKER)); then
 		cat <<'EOF'
