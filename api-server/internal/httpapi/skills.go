@@ -191,8 +191,7 @@ func readDisplayName(part *multipart.Part) (string, error) {
 }
 
 func skillTooLarge(limit int64) error {
-	return &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.RequestTooLarge,
-		Message: fmt.Sprintf("files: the skill's files exceed the maximum total size of %d bytes", limit)}
+	return apierror.Invalid("files: the skill's files exceed the maximum total size of %d bytes", limit)
 }
 
 // parseSkill validates an upload as a skill folder.
