@@ -252,3 +252,90 @@ func checkSkillDeletes(t *testing.T, client anthropic.Client, skillID, first, se
 	_, err = client.Beta.Skills.Delete(ctx, skillID, anthropic.BetaSkillDeleteParams{})
 	wantAPIError(t, err, 404)
 }
+
+// TestSkillsBadInput checks that each bad upload answers 400 naming the
+// problem, and that unknown ids answer 404.
+func TestSkillsBadInput(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SKILLS_MAX_FILES", "3"), testserver.WithEnv("MANGO_SKILLS_MAX_BYTES", "2000"))
+	client := newClient(t, srv)
+	ctx := context.Background()
+	manifest := func(front string) string { return "---\n" + front + "\n---\nbody\n" }
+	cases := []struct {
+		name  string
+		files []io.Reader
+		want  string
+	}{
+		{"no files", nil, "at least one file"},
+		{"missing SKILL.md", skillFiles("s/README.md", "x"), "SKILL.md is missing"},
+		{"SKILL.md not at the root", skillFiles("s/docs/SKILL.md", skillMD), "SKILL.md is missing"},
+		{"no front matter", skillFiles("s/SKILL.md", "# just markdown\n"), "front matter"},
+		{"front matter not closed", skillFiles("s/SKILL.md", "---\nname: s\n"), "not closed"},
+		{"bad YAML", skillFiles("s/SKILL.md", manifest("name: [unclosed")), "not valid YAML"},
+		{"name not kebab-case", skillFiles("s/SKILL.md", manifest("name: My_Skill\ndescription: d")), "kebab-case"},
+		{"name too long", skillFiles("s/SKILL.md", manifest("name: "+strings.Repeat("a", 65)+"\ndescription: d")), "at most 64"},
+		{"no description", skillFiles("s/SKILL.md", manifest("name: s")), "no description"},
+		{"description not a string", skillFiles("s/SKILL.md", manifest("name: s\ndescription: [1, 2]")), "must be a string"},
+		{"path traversal", skillFiles("s/SKILL.md", skillMD, "s/../../etc/passwd", "x"), "leaves the skill folder"},
+		{"absolute path", skillFiles("/s/SKILL.md", skillMD), "absolute"},
+		{"windows absolute path", skillFiles(`C:/s/SKILL.md`, skillMD), "absolute"},
+		{"backslash", skillFiles(`s\SKILL.md`, skillMD), "backslash"},
+		{"empty segment", skillFiles("s//SKILL.md", skillMD), "not a clean relative path"},
+		{"empty path", skillFiles("", skillMD), "has no path"},
+		{"duplicate paths", skillFiles("s/SKILL.md", skillMD, "s/SKILL.md", skillMD), "duplicate path"},
+		{"two top-level directories", skillFiles("a/SKILL.md", skillMD, "b/x.md", "x"), "one top-level directory"},
+		{"too many files", skillFiles("s/SKILL.md", skillMD, "s/1", "1", "s/2", "2", "s/3", "3"), "too many files"},
+		{"too large", skillFiles("s/SKILL.md", skillMD, "s/big", strings.Repeat("x", 2000)), "maximum total size of 2000 bytes"},
+	}
+	for _, tc := range cases {
+		_, err := client.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{Files: tc.files})
+		if e := apiErrorWithStatus(t, err, 400); !strings.Contains(e.RawJSON(), tc.want) {
+			t.Errorf("%s: error %s; want it to say %q", tc.name, e.RawJSON(), tc.want)
+		}
+	}
+	page, err := client.Beta.Skills.List(ctx, anthropic.BetaSkillListParams{})
+	if err != nil || len(page.Data) != 0 {
+		t.Fatalf("after refused uploads, skills = %v, %v; want none", page, err)
+	}
+	checkSkillBadVersions(t, client)
+}
+
+func checkSkillBadVersions(t *testing.T, client anthropic.Client) {
+	t.Helper()
+	ctx := context.Background()
+	sk, err := client.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{Files: skillFiles("csv-tools/SKILL.md", skillMD),
+		DisplayName: anthropic.String("CSV tools")})
+	if err != nil || sk.DisplayName != "CSV tools" {
+		t.Fatalf("create skill with a display name = %v, %v", sk, err)
+	}
+	renamed := strings.Replace(skillMD, "name: csv-tools", "name: other-tools", 1)
+	_, err = client.Beta.Skills.Versions.New(ctx, sk.ID, anthropic.BetaSkillVersionNewParams{Files: skillFiles("SKILL.md", renamed)})
+	if e := apiErrorWithStatus(t, err, 400); !strings.Contains(e.RawJSON(), "differs from the skill's name") {
+		t.Errorf("a version with another name: %s; want it refused naming the difference", e.RawJSON())
+	}
+	_, err = client.Beta.Skills.Versions.New(ctx, sk.ID, anthropic.BetaSkillVersionNewParams{Files: skillFiles("x/SKILL.md", "no front matter")})
+	wantAPIError(t, err, 400)
+	_, err = client.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{Files: skillFiles("csv-tools/SKILL.md", skillMD),
+		DisplayName: anthropic.String(strings.Repeat("d", 256))})
+	wantAPIError(t, err, 400)
+
+	missing := "skill_" + strings.Repeat("0", 24)
+	_, err = client.Beta.Skills.Get(ctx, missing, anthropic.BetaSkillGetParams{})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Get(ctx, "not-an-id", anthropic.BetaSkillGetParams{})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Versions.New(ctx, missing, anthropic.BetaSkillVersionNewParams{Files: skillFiles("SKILL.md", skillMD)})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Versions.List(ctx, missing, anthropic.BetaSkillVersionListParams{})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Versions.Get(ctx, "skillver_"+strings.Repeat("0", 24), anthropic.BetaSkillVersionGetParams{SkillID: sk.ID})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Versions.Get(ctx, sk.LatestVersionID, anthropic.BetaSkillVersionGetParams{SkillID: missing})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.Versions.Delete(ctx, "latest", anthropic.BetaSkillVersionDeleteParams{SkillID: sk.ID})
+	wantAPIError(t, err, 404)
+	_, err = client.Beta.Skills.List(ctx, anthropic.BetaSkillListParams{Source: anthropic.String("plugin")})
+	wantAPIError(t, err, 400)
+	_, err = client.Beta.Skills.List(ctx, anthropic.BetaSkillListParams{Page: anthropic.String("garbage!")})
+	wantAPIError(t, err, 400)
+}
