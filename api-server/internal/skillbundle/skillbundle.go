@@ -172,7 +172,8 @@ func parseManifest(data []byte, dir string) (name, description string, err error
 	}
 	front, _, ok := bytes.Cut(rest, []byte("\n---"))
 	if !ok {
-		if front, ok = bytes.CutPrefix(rest, []byte("---")); !ok {
+		// Empty front matter: the closing line follows the opening one.
+		if !bytes.HasPrefix(rest, []byte("---")) {
 			return "", "", fmt.Errorf("%s: the front matter is not closed by a --- line", Manifest)
 		}
 		front = nil
