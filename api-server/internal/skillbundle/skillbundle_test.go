@@ -54,3 +54,35 @@ func TestWriteZip(t *testing.T) {
 		t.Errorf("modes = %v, %v; want 0644 and 0755", zr.File[0].Mode(), zr.File[1].Mode())
 	}
 }
+
+// FuzzParse: Parse never panics, and a bundle it accepts has a valid name
+// and only clean relative paths, SKILL.md among them, that the archive
+// holds under the name's directory.
+func FuzzParse(f *testing.F) {
+	f.Add("pdf/SKILL.md", "---\nname: pdf\ndescription: d\n---\n", "pdf/x/../y")
+	f.Add("SKILL.md", "---\nname: a-b\ndescription: d\n---", "x/y")
+	f.Add("/SKILL.md", "---\n---\n", "SKILL.md")
+	f.Fuzz(func(t *testing.T, p1, manifest, p2 string) {
+		b, err := Parse([]File{{Path: p1, Data: []byte(manifest)}, {Path: p2, Data: []byte("#!x")}})
+		if err != nil {
+			return
+		}
+		if CheckName(b.Name) != nil || b.Description == "" {
+			t.Fatalf("accepted name %q, description %q", b.Name, b.Description)
+		}
+		hasManifest := false
+		for _, file := range b.Files {
+			if checkPath(file.Path) != nil || strings.HasPrefix(file.Path, "/") {
+				t.Fatalf("accepted path %q", file.Path)
+			}
+			hasManifest = hasManifest || file.Path == Manifest
+		}
+		if !hasManifest {
+			t.Fatalf("accepted %v without %s at the root", b.Files, Manifest)
+		}
+		var buf bytes.Buffer
+		if err := b.WriteZip(&buf, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
