@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/tools/agenttoolset"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
 
@@ -71,13 +74,13 @@ func TestSkillsLifecycle(t *testing.T) {
 	for name, backend := range map[string]fileBackend{"postgres": postgresBackend, "s3": s3Backend} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			srv, _ := backend(t)
-			testSkillsLifecycle(t, srv)
+			srv, blobs := backend(t)
+			testSkillsLifecycle(t, srv, blobs)
 		})
 	}
 }
 
-func testSkillsLifecycle(t *testing.T, srv *testserver.Server) {
+func testSkillsLifecycle(t *testing.T, srv *testserver.Server, blobs filestore.Blobs) {
 	ctx := context.Background()
 	client := newClient(t, srv)
 	sk, err := client.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{
@@ -132,7 +135,37 @@ func testSkillsLifecycle(t *testing.T, srv *testserver.Server) {
 	if err != nil || v1again.Description != v1.Description {
 		t.Fatalf("first version after a second = %v, %v; want it unchanged", v1again, err)
 	}
+	stored := skillStorageKeys(t, srv, sk.ID)
+	if len(stored) != 2 {
+		t.Fatalf("storage keys of the skill's versions = %v; want 2", stored)
+	}
+	for _, k := range stored {
+		if _, err := blobs.Stat(ctx, k); err != nil {
+			t.Fatalf("bytes of a version (%s): %v; want them in the file store", k, err)
+		}
+	}
 	checkSkillDeletes(t, client, sk.ID, first, v2.ID)
+	for _, k := range stored {
+		if _, err := blobs.Stat(ctx, k); !errors.Is(err, filestore.ErrNotFound) {
+			t.Errorf("bytes of a deleted version (%s): err = %v; want them gone from the file store", k, err)
+		}
+	}
+}
+
+// skillStorageKeys reads where the api-server keeps the bytes of a
+// skill's versions.
+func skillStorageKeys(t *testing.T, srv *testserver.Server, skillID string) []string {
+	t.Helper()
+	_, pool := blobsOf(t, srv)
+	rows, err := pool.Query(context.Background(), "SELECT storage_key FROM skill_versions WHERE skill_id = $1", skillID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 func checkSkillVersionList(t *testing.T, client anthropic.Client, skillID string, want []string) {
