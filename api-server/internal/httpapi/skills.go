@@ -104,7 +104,9 @@ func (a *API) skillLimits() (int64, int) {
 }
 
 // readSkillUpload reads the multipart body of a skill or version create.
-// withDisplayName accepts the display_name field (skill create only).
+// withDisplayName accepts the display_name field (skill create only). A
+// refused upload's body is drained (up to a bound) so that the client
+// reads the answer rather than a reset.
 func (a *API) readSkillUpload(c echo.Context, withDisplayName bool) (*skillUpload, error) {
 	r := c.Request()
 	maxBytes, maxFiles := a.skillLimits()
@@ -114,6 +116,16 @@ func (a *API) readSkillUpload(c echo.Context, withDisplayName bool) (*skillUploa
 		drain(r.Body)
 		return nil, skillTooLarge(maxBytes)
 	}
+	up, err := readSkillParts(r, maxBytes, maxFiles, withDisplayName)
+	if err != nil {
+		drain(r.Body)
+		return nil, err
+	}
+	return up, nil
+}
+
+// readSkillParts reads the parts of an upload, within the limits.
+func readSkillParts(r *http.Request, maxBytes int64, maxFiles int, withDisplayName bool) (*skillUpload, error) {
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {

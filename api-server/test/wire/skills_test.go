@@ -319,6 +319,7 @@ func TestSkillsBadInput(t *testing.T) {
 		{"two top-level directories", skillFiles("a/SKILL.md", skillMD, "b/x.md", "x"), "one top-level directory"},
 		{"too many files", skillFiles("s/SKILL.md", skillMD, "s/1", "1", "s/2", "2", "s/3", "3"), "too many files"},
 		{"too large", skillFiles("s/SKILL.md", skillMD, "s/big", strings.Repeat("x", 2000)), "maximum total size of 2000 bytes"},
+		{"far too large", skillFiles("s/SKILL.md", skillMD, "s/big", strings.Repeat("x", 8<<20)), "maximum total size of 2000 bytes"},
 	}
 	for _, tc := range cases {
 		_, err := client.Beta.Skills.New(ctx, anthropic.BetaSkillNewParams{Files: tc.files})
