@@ -23,6 +23,7 @@ TARGETS=(
 	"./api-server/internal/httpapi FuzzCursorRoundTrip"
 	"./api-server/internal/sse FuzzWriteFrame"
 	"./execution-worker/model/modelanthropic FuzzReadStream"
+	"./api-server/internal/skillbundle FuzzParse"
 )
 
 # fuzz_one <package> <target> <time>: 0 on success. Go 1.26 can fail a run

@@ -46,7 +46,8 @@ SELECT id FROM files WHERE expires_at <= sqlc.arg(now)::timestamptz ORDER BY exp
 
 -- name: FileKeysUnreferenced :many
 SELECT k::text FROM unnest(sqlc.arg(keys)::text[]) AS k
-WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = k);
+WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = k)
+  AND NOT EXISTS (SELECT 1 FROM skill_versions v WHERE v.storage_key = k);
 
 -- name: BlobOrphansDelete :execrows
 DELETE FROM file_blob_heads h
@@ -54,4 +55,5 @@ WHERE h.key IN (
     SELECT b.key FROM file_blob_heads b
     WHERE b.created_at < sqlc.arg(older_than)::timestamptz
       AND NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = b.key)
+      AND NOT EXISTS (SELECT 1 FROM skill_versions v WHERE v.storage_key = b.key)
     LIMIT sqlc.arg(row_limit));

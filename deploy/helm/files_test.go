@@ -144,6 +144,12 @@ func checkFilesSettings(t *testing.T, vals map[string]any, api apiServerFacts) {
 	if got, want := api.Env["MANGO_FILES_DOWNLOAD_UPLOADS"], fmt.Sprint(files["downloadUploads"]); got != want {
 		t.Errorf("api-server MANGO_FILES_DOWNLOAD_UPLOADS = %q, want %q", got, want)
 	}
+	skills, _ := vals["skills"].(map[string]any)
+	for k, key := range map[string]string{"MANGO_SKILLS_MAX_BYTES": "maxBytes", "MANGO_SKILLS_MAX_FILES": "maxFiles"} {
+		if got, want := api.Env[k], num(skills[key]); got != want {
+			t.Errorf("api-server %s = %q, want %q (skills.%s)", k, got, want, key)
+		}
+	}
 	s3, _ := files["s3"].(map[string]any)
 	if s3["enabled"] != true {
 		for k, v := range api.Env {

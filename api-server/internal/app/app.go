@@ -165,6 +165,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		Hub: s.hub, HeartbeatInterval: cfg.StreamPingInterval, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
 		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
+		SkillsMaxBytes: cfg.SkillsMaxBytes, SkillsMaxFiles: cfg.SkillsMaxFiles,
 		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL,
 	})
 	s.http = &http.Server{

@@ -106,6 +106,12 @@ type Config struct {
 	// (MANGO_FILES_DOWNLOAD_UPLOADS, default false: only files produced by
 	// a session are downloadable, as on the hosted API).
 	FilesDownloadUploads bool
+	// SkillsMaxBytes caps the total size of the files of one skill
+	// version upload (MANGO_SKILLS_MAX_BYTES, default 30 MiB).
+	SkillsMaxBytes int64
+	// SkillsMaxFiles caps the number of files of one skill version upload
+	// (MANGO_SKILLS_MAX_FILES, default 500).
+	SkillsMaxFiles int
 	// FilesS3, when not nil, keeps the bytes of Files in an S3-compatible
 	// bucket (MANGO_FILES_S3_*, selected by MANGO_FILES_S3_BUCKET or
 	// MANGO_FILES_S3_ENDPOINT); nil keeps them in PostgreSQL.
@@ -124,6 +130,12 @@ type Config struct {
 
 // DefaultFilesMaxBytes is the default of MANGO_FILES_MAX_BYTES: 500 MiB.
 const DefaultFilesMaxBytes = 500 << 20
+
+// Defaults of MANGO_SKILLS_MAX_BYTES (30 MiB) and MANGO_SKILLS_MAX_FILES.
+const (
+	DefaultSkillsMaxBytes = 30 << 20
+	DefaultSkillsMaxFiles = 500
+)
 
 // LogValue implements slog.LogValuer. Secrets are reported only as set or
 // unset: the database URL is logged without its user, password and query,
@@ -159,6 +171,8 @@ func (c *Config) LogValue() slog.Value {
 		slog.Bool("mcp_allow_private", c.AllowPrivate),
 		slog.Int64("files_max_bytes", c.FilesMaxBytes),
 		slog.Bool("files_download_uploads", c.FilesDownloadUploads),
+		slog.Int64("skills_max_bytes", c.SkillsMaxBytes),
+		slog.Int("skills_max_files", c.SkillsMaxFiles),
 		slog.String("pprof_addr", c.PprofAddr),
 		slog.String("work_lease_ttl", c.WorkLeaseTTL.String()),
 		slog.String("work_max_lease_ttl", c.WorkMaxLeaseTTL.String()),
@@ -209,6 +223,8 @@ type vars struct {
 	ModelPrices        string        `env:"MANGO_MODEL_PRICES"`
 	FilesMaxBytes      int64         `env:"MANGO_FILES_MAX_BYTES"`
 	FilesDownloads     bool          `env:"MANGO_FILES_DOWNLOAD_UPLOADS"`
+	SkillsMaxBytes     int64         `env:"MANGO_SKILLS_MAX_BYTES"`
+	SkillsMaxFiles     int64         `env:"MANGO_SKILLS_MAX_FILES"`
 	AllowPrivate       bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
 	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
 
@@ -255,6 +271,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		HTTPAddr: "127.0.0.1:8080", GRPCAddr: "127.0.0.1:8081",
 		DefaultSandbox: "local", TaskQueuePrefix: "mango", LogFormat: "text", LogLevel: "info",
 		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
+		SkillsMaxBytes: DefaultSkillsMaxBytes, SkillsMaxFiles: DefaultSkillsMaxFiles,
 		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute,
 		WorkLeaseTTL: 300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
@@ -272,6 +289,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		ShutdownTimeout: v.ShutdownTimeout, HostGoneAfter: v.HostGoneAfter,
 		AutoMigrate: v.AutoMigrate, RequireLiveWorker: v.RequireLiveWorker, LogFormat: v.LogFormat,
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
+		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles),
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr,
 		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
@@ -332,6 +350,8 @@ func (r *reader) check(c *Config, v *vars) {
 	r.require("MANGO_STREAM_PING_INTERVAL", c.StreamPingInterval >= time.Second && c.StreamPingInterval <= 5*time.Minute, "must be between 1s and 5m")
 	r.require("MANGO_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "must be at least 1024")
 	r.require("MANGO_FILES_MAX_BYTES", c.FilesMaxBytes >= 1, "must be a positive number of bytes")
+	r.require("MANGO_SKILLS_MAX_BYTES", c.SkillsMaxBytes >= 1 && c.SkillsMaxBytes <= 1<<30, "must be a number of bytes from 1 to 1073741824")
+	r.require("MANGO_SKILLS_MAX_FILES", v.SkillsMaxFiles >= 1 && v.SkillsMaxFiles <= 10000, "must be a number of files from 1 to 10000")
 	switch c.LogFormat {
 	case "text", "json":
 	default:

@@ -83,6 +83,12 @@ type Deps struct {
 	// FilesDownloadUploads lets clients download their uploads
 	// (MANGO_FILES_DOWNLOAD_UPLOADS).
 	FilesDownloadUploads bool
+	// SkillsMaxBytes caps the total size of one skill version's files
+	// (MANGO_SKILLS_MAX_BYTES); 0 is DefaultSkillsMaxBytes.
+	SkillsMaxBytes int64
+	// SkillsMaxFiles caps the number of files of one skill version
+	// (MANGO_SKILLS_MAX_FILES); 0 is DefaultSkillsMaxFiles.
+	SkillsMaxFiles int
 	// Work wakes long polls of an environment's work queue when an item
 	// is announced on db.WorkChannel; nil makes a poll wait its whole
 	// block_ms before looking again.
@@ -213,6 +219,16 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.GET("/files/:id", a.fileGet)
 	v1.GET("/files/:id/content", a.fileContent)
 	v1.DELETE("/files/:id", a.fileDelete)
+
+	v1.POST("/skills", a.skillCreate)
+	v1.GET("/skills", a.skillList)
+	v1.GET("/skills/:id", a.skillGet)
+	v1.DELETE("/skills/:id", a.skillDelete)
+	v1.POST("/skills/:id/versions", a.skillVersionCreate)
+	v1.GET("/skills/:id/versions", a.skillVersionList)
+	v1.GET("/skills/:id/versions/:version", a.skillVersionGet)
+	v1.DELETE("/skills/:id/versions/:version", a.skillVersionDelete)
+	v1.GET("/skills/:id/versions/:version/content", a.skillVersionContent)
 	v1.POST("/sessions/:id/resources", a.resourceAdd)
 	v1.GET("/sessions/:id/resources", a.resourceList)
 	v1.GET("/sessions/:id/resources/:rid", a.resourceGet)

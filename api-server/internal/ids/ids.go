@@ -13,18 +13,20 @@ import (
 
 // Prefixes of public identifiers.
 const (
-	Agent       = "agent_"
-	Environment = "env_"
-	Session     = "sesn_"
-	Event       = "sevt_"
-	Work        = "work_"
-	EnvKey      = "envkey_"
-	Request     = "req_"
-	APIKey      = "key_"
-	File        = "file_"
-	Resource    = "sesrsc_"
-	Vault       = "vlt_"
-	Credential  = "vcrd_"
+	Agent        = "agent_"
+	Environment  = "env_"
+	Session      = "sesn_"
+	Event        = "sevt_"
+	Work         = "work_"
+	EnvKey       = "envkey_"
+	Request      = "req_"
+	APIKey       = "key_"
+	File         = "file_"
+	Resource     = "sesrsc_"
+	Vault        = "vlt_"
+	Credential   = "vcrd_"
+	Skill        = "skill_"
+	SkillVersion = "skillver_"
 )
 
 const (

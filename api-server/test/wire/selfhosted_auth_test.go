@@ -96,6 +96,8 @@ func TestSelfHostedAuthTable(t *testing.T) {
 		{"agents list", http.MethodGet, "/v1/agents", ""},
 		{"environment get", http.MethodGet, "/v1/environments/" + h.envID, ""},
 		{"admin key create", http.MethodPost, "/admin/environments/" + h.envID + "/keys", `{"name":5}`},
+		{"skills list", http.MethodGet, "/v1/skills", ""},
+		{"skill version content", http.MethodGet, "/v1/skills/skill_000000000000000000000000/versions/latest/content", ""},
 	}
 	// want[credential][call name]; a call not named is forbidden.
 	creds := []struct {
@@ -104,7 +106,8 @@ func TestSelfHostedAuthTable(t *testing.T) {
 	}{
 		{"API key", h.srv.APIKey, map[string]int{"work get": allowed, "work update": allowed, "session get": allowed, "session events": allowed,
 			"session stream": allowed, "session send result": allowed, "session send message": allowed, "other session get": allowed,
-			"session list": allowed, "session update": allowed, "agents list": allowed, "environment get": allowed, "admin key create": allowed}},
+			"session list": allowed, "session update": allowed, "agents list": allowed, "environment get": allowed, "admin key create": allowed,
+			"skills list": allowed, "skill version content": allowed}},
 		{"environment key", h.envKey, map[string]int{"work poll": allowed, "work ack": allowed, "work heartbeat": allowed, "work stop": allowed,
 			"work list": allowed, "work stats": allowed, "session get": allowed, "session events": allowed, "session stream": allowed,
 			"session send result": allowed, "other session get": allowed}},

@@ -16,6 +16,7 @@ WHERE h.key IN (
     SELECT b.key FROM file_blob_heads b
     WHERE b.created_at < $1::timestamptz
       AND NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = b.key)
+      AND NOT EXISTS (SELECT 1 FROM skill_versions v WHERE v.storage_key = b.key)
     LIMIT $2)
 `
 
@@ -154,6 +155,7 @@ func (q *Queries) FileKeyReferenced(ctx context.Context, storageKey string) (boo
 const fileKeysUnreferenced = `-- name: FileKeysUnreferenced :many
 SELECT k::text FROM unnest($1::text[]) AS k
 WHERE NOT EXISTS (SELECT 1 FROM files f WHERE f.storage_key = k)
+  AND NOT EXISTS (SELECT 1 FROM skill_versions v WHERE v.storage_key = k)
 `
 
 func (q *Queries) FileKeysUnreferenced(ctx context.Context, keys []string) ([]string, error) {

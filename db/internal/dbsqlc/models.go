@@ -184,6 +184,25 @@ type SessionResource struct {
 	DeletedAt           *time.Time
 }
 
+type Skill struct {
+	ID          string
+	Name        string
+	DisplayName string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type SkillVersion struct {
+	ID          string
+	SkillID     string
+	Name        string
+	Description string
+	StorageKey  string
+	SizeBytes   int64
+	FileCount   int32
+	CreatedAt   time.Time
+}
+
 type ToolJournal struct {
 	SessionID string
 	ToolUseID string
