@@ -75,12 +75,6 @@ func (w *WorkItem) LastHeartbeat() string {
 	return w.LastHeartbeatAt.UTC().Format(time.RFC3339Nano)
 }
 
-// WorkCursor is a keyset position in a work list (newest first).
-type WorkCursor struct {
-	CreatedAt time.Time
-	ID        string
-}
-
 // HeartbeatResult is an item's lease after a heartbeat (or as it stands,
 // when the heartbeat did not extend it).
 type HeartbeatResult struct {
@@ -364,7 +358,7 @@ func (s *Store) WorkUpdateMetadata(ctx context.Context, environmentID, workID st
 
 // WorkList returns one page of an environment's items, newest first,
 // after the cursor when set, and whether more follow.
-func (s *Store) WorkList(ctx context.Context, environmentID string, limit int, after *WorkCursor) ([]WorkItem, bool, error) {
+func (s *Store) WorkList(ctx context.Context, environmentID string, limit int, after *Cursor) ([]WorkItem, bool, error) {
 	var out []WorkItem
 	err := s.workTx(ctx, "list work", environmentID, dbTime(time.Now()), func(q *dbsqlc.Queries) error {
 		arg := dbsqlc.WorkListParams{EnvironmentID: environmentID, RowLimit: int32(limit + 1)}

@@ -430,7 +430,7 @@ func TestWorkListAndMetadata(t *testing.T) {
 	if err != nil || !more || len(page) != 2 || page[0].ID != "work_2" || page[1].ID != "work_1" {
 		t.Fatalf("first page = %+v, %v, %v; want work_2, work_1 and more", page, more, err)
 	}
-	page, more, err = store.WorkList(ctx, "env_l", 2, &db.WorkCursor{CreatedAt: page[1].CreatedAt, ID: page[1].ID})
+	page, more, err = store.WorkList(ctx, "env_l", 2, &db.Cursor{CreatedAt: page[1].CreatedAt, ID: page[1].ID})
 	if err != nil || more || len(page) != 1 || page[0].ID != "work_0" {
 		t.Fatalf("second page = %+v, %v, %v; want work_0 alone", page, more, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -43,43 +42,25 @@ type Lookup func(ctx context.Context, hash []byte) (keyID string, err error)
 // Verifier checks keys against a Lookup with a positive cache.
 type Verifier struct {
 	lookup Lookup
-	ttl    time.Duration
-
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]entry
-}
-
-type entry struct {
-	keyID   string
-	expires time.Time
+	cache  *Cache[string]
 }
 
 // NewVerifier returns a Verifier caching valid keys for ttl. A revoked key
 // stops working within ttl.
 func NewVerifier(lookup Lookup, ttl time.Duration) *Verifier {
-	return &Verifier{lookup: lookup, ttl: ttl, cache: map[[sha256.Size]byte]entry{}}
+	return &Verifier{lookup: lookup, cache: NewCache[string](ttl)}
 }
 
 // Verify returns the id of the key, or ErrInvalidKey.
 func (v *Verifier) Verify(ctx context.Context, key string) (string, error) {
-	var h [sha256.Size]byte
-	copy(h[:], Hash(key))
-	now := time.Now()
-	v.mu.Lock()
-	e, ok := v.cache[h]
-	v.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.keyID, nil
+	h := Hash(key)
+	if id, ok := v.cache.Get(h); ok {
+		return id, nil
 	}
-	id, err := v.lookup(ctx, h[:])
+	id, err := v.lookup(ctx, h)
 	if err != nil {
 		return "", err
 	}
-	v.mu.Lock()
-	if len(v.cache) > 10_000 {
-		clear(v.cache)
-	}
-	v.cache[h] = entry{keyID: id, expires: now.Add(v.ttl)}
-	v.mu.Unlock()
+	v.cache.Put(h, id)
 	return id, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
+	"github.com/mangohq/mango/db"
 )
 
 // Page cursors are the opaque `page` values list endpoints hand out in
@@ -62,6 +63,18 @@ func parseKeyset(s string) (kind string, t time.Time, id string, ok bool) {
 
 // timeCursor is a keyset position in a list ordered by (created_at, id).
 func timeCursor(t time.Time, id string) string { return keysetCursor("t", t, id) }
+
+// pageAfter decodes a (created_at, id) page cursor; nil for the first page.
+func pageAfter(cursor string) (*db.Cursor, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	t, id, err := parseTimeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	return &db.Cursor{CreatedAt: t, ID: id}, nil
+}
 
 func parseTimeCursor(s string) (time.Time, string, error) {
 	kind, t, id, ok := parseKeyset(s)

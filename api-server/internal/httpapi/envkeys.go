@@ -8,7 +8,6 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
 	"github.com/mangohq/mango/api-server/internal/envkeys"
-	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/db"
 )
 
@@ -82,24 +81,4 @@ func (a *API) adminEnvironmentKeyRevoke(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, toEnvironmentKeyResponse(k, ""))
-}
-
-// adminWorkHealthcheck answers POST /admin/environments/{id}/healthcheck:
-// it queues a healthcheck work item, which a live worker of the
-// environment claims and stops without running anything. The item (read
-// with work get) tells whether a worker is serving the environment:
-// acknowledged_at and stopped_at are set once one did.
-func (a *API) adminWorkHealthcheck(c echo.Context) error {
-	if _, err := a.readJSONBody(c, true); err != nil {
-		return err
-	}
-	envID, err := a.workEnvironment(c)
-	if err != nil {
-		return err
-	}
-	w, err := a.deps.Store.WorkEnqueueHealthcheck(c.Request().Context(), ids.New(ids.Work), envID, a.now())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, toWorkResponse(w, nil))
 }

@@ -198,12 +198,8 @@ func (a *API) fileList(c echo.Context) error {
 	}
 	q := c.QueryParams()
 	p := db.FileListParams{Limit: page.limit, Now: a.now()}
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return err
-		}
-		p.After = &db.Cursor{CreatedAt: t, ID: id}
+	if p.After, err = pageAfter(page.cursor); err != nil {
+		return err
 	}
 	if v := q.Get("scope_id"); v != "" {
 		if !ids.Valid(ids.Session, v) {

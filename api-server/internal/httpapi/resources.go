@@ -351,13 +351,9 @@ func (a *API) resourceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var after *db.Cursor
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return err
-		}
-		after = &db.Cursor{CreatedAt: t, ID: id}
+	after, err := pageAfter(page.cursor)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	if _, err := a.deps.Store.SessionGet(ctx, sid); err != nil {

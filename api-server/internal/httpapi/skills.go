@@ -302,18 +302,6 @@ func (a *API) skillList(c echo.Context) error {
 		func(s db.Skill) string { return timeCursor(s.CreatedAt, s.ID) })
 }
 
-// pageAfter decodes a (created_at, id) page cursor; nil for the first page.
-func pageAfter(cursor string) (*db.Cursor, error) {
-	if cursor == "" {
-		return nil, nil
-	}
-	t, id, err := parseTimeCursor(cursor)
-	if err != nil {
-		return nil, err
-	}
-	return &db.Cursor{CreatedAt: t, ID: id}, nil
-}
-
 func (a *API) skillDelete(c echo.Context) error {
 	id, err := skillID(c)
 	if err != nil {

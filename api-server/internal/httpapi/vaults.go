@@ -165,14 +165,8 @@ func listParams(c echo.Context) (db.ListParams, error) {
 	if p.IncludeArchived, err = parseBoolParam(c, "include_archived"); err != nil {
 		return p, err
 	}
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return p, err
-		}
-		p.After = &db.Cursor{CreatedAt: t, ID: id}
-	}
-	return p, nil
+	p.After, err = pageAfter(page.cursor)
+	return p, err
 }
 
 func (a *API) vaultList(c echo.Context) error {

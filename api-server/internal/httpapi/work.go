@@ -364,13 +364,9 @@ func (a *API) workList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var after *db.WorkCursor
-	if page.cursor != "" {
-		t, id, err := parseTimeCursor(page.cursor)
-		if err != nil {
-			return err
-		}
-		after = &db.WorkCursor{CreatedAt: t, ID: id}
+	after, err := pageAfter(page.cursor)
+	if err != nil {
+		return err
 	}
 	items, more, err := a.deps.Store.WorkList(c.Request().Context(), envID, page.limit, after)
 	if err != nil {
@@ -400,4 +396,24 @@ func (a *API) workStats(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, statsResponse{Type: "work_queue_stats", Depth: st.Depth, Pending: st.Pending,
 		OldestQueuedAt: rfc3339(st.OldestQueuedAt), WorkersPolling: st.WorkersPolling})
+}
+
+// adminWorkHealthcheck answers POST /admin/environments/{id}/healthcheck:
+// it queues a healthcheck work item, which a live worker of the
+// environment claims and stops without running anything. The item (read
+// with work get) tells whether a worker is serving the environment:
+// acknowledged_at and stopped_at are set once one did.
+func (a *API) adminWorkHealthcheck(c echo.Context) error {
+	if _, err := a.readJSONBody(c, true); err != nil {
+		return err
+	}
+	envID, err := a.workEnvironment(c)
+	if err != nil {
+		return err
+	}
+	w, err := a.deps.Store.WorkEnqueueHealthcheck(c.Request().Context(), ids.New(ids.Work), envID, a.now())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toWorkResponse(w, nil))
 }
