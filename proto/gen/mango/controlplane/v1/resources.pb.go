@@ -26,7 +26,7 @@ type SessionResource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resource identifier (sesrsc_...).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// "file" or "github_repository".
+	// "file", "github_repository" or "skill".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Absolute path in the sandbox.
 	MountPath string `protobuf:"bytes,3,opt,name=mount_path,json=mountPath,proto3" json:"mount_path,omitempty"`
@@ -47,8 +47,17 @@ type SessionResource struct {
 	Version int64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
 	// The version the sandbox holds (0: none).
 	MaterializedVersion int64 `protobuf:"varint,11,opt,name=materialized_version,json=materializedVersion,proto3" json:"materialized_version,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// skill: the skill's identifier (skill_... or an Anthropic catalog id).
+	SkillId string `protobuf:"bytes,12,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
+	// skill: the pinned version's identifier (read it with ReadSkillVersion).
+	SkillVersionId string `protobuf:"bytes,13,opt,name=skill_version_id,json=skillVersionId,proto3" json:"skill_version_id,omitempty"`
+	// skill: the name from its SKILL.md (kebab-case; the mount path is
+	// /mnt/session/skills/<name>).
+	SkillName string `protobuf:"bytes,14,opt,name=skill_name,json=skillName,proto3" json:"skill_name,omitempty"`
+	// skill: the description from its SKILL.md.
+	SkillDescription string `protobuf:"bytes,15,opt,name=skill_description,json=skillDescription,proto3" json:"skill_description,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SessionResource) Reset() {
@@ -156,6 +165,34 @@ func (x *SessionResource) GetMaterializedVersion() int64 {
 		return x.MaterializedVersion
 	}
 	return 0
+}
+
+func (x *SessionResource) GetSkillId() string {
+	if x != nil {
+		return x.SkillId
+	}
+	return ""
+}
+
+func (x *SessionResource) GetSkillVersionId() string {
+	if x != nil {
+		return x.SkillVersionId
+	}
+	return ""
+}
+
+func (x *SessionResource) GetSkillName() string {
+	if x != nil {
+		return x.SkillName
+	}
+	return ""
+}
+
+func (x *SessionResource) GetSkillDescription() string {
+	if x != nil {
+		return x.SkillDescription
+	}
+	return ""
 }
 
 // ListSessionResourcesRequest names a session.
@@ -452,11 +489,121 @@ func (*MarkResourceMaterializedResponse) Descriptor() ([]byte, []int) {
 	return file_mango_controlplane_v1_resources_proto_rawDescGZIP(), []int{6}
 }
 
+// ReadSkillVersionRequest names a session's skill resource version.
+type ReadSkillVersionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session identifier. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Resource identifier of the skill resource. Required.
+	ResourceId    string `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSkillVersionRequest) Reset() {
+	*x = ReadSkillVersionRequest{}
+	mi := &file_mango_controlplane_v1_resources_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSkillVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSkillVersionRequest) ProtoMessage() {}
+
+func (x *ReadSkillVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_resources_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSkillVersionRequest.ProtoReflect.Descriptor instead.
+func (*ReadSkillVersionRequest) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_resources_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReadSkillVersionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadSkillVersionRequest) GetResourceId() string {
+	if x != nil {
+		return x.ResourceId
+	}
+	return ""
+}
+
+// ReadSkillVersionResponse is one chunk of the archive.
+type ReadSkillVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the archive.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The archive's total length (first message only).
+	SizeBytes     int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSkillVersionResponse) Reset() {
+	*x = ReadSkillVersionResponse{}
+	mi := &file_mango_controlplane_v1_resources_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSkillVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSkillVersionResponse) ProtoMessage() {}
+
+func (x *ReadSkillVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mango_controlplane_v1_resources_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSkillVersionResponse.ProtoReflect.Descriptor instead.
+func (*ReadSkillVersionResponse) Descriptor() ([]byte, []int) {
+	return file_mango_controlplane_v1_resources_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReadSkillVersionResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ReadSkillVersionResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 var File_mango_controlplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"%mango/controlplane/v1/resources.proto\x12\x15mango.controlplane.v1\"\xcb\x02\n" +
+	"%mango/controlplane/v1/resources.proto\x12\x15mango.controlplane.v1\"\xdc\x03\n" +
 	"\x0fSessionResource\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1d\n" +
@@ -470,7 +617,12 @@ const file_mango_controlplane_v1_resources_proto_rawDesc = "" +
 	"\adeleted\x18\t \x01(\bR\adeleted\x12\x18\n" +
 	"\aversion\x18\n" +
 	" \x01(\x03R\aversion\x121\n" +
-	"\x14materialized_version\x18\v \x01(\x03R\x13materializedVersion\"<\n" +
+	"\x14materialized_version\x18\v \x01(\x03R\x13materializedVersion\x12\x19\n" +
+	"\bskill_id\x18\f \x01(\tR\askillId\x12(\n" +
+	"\x10skill_version_id\x18\r \x01(\tR\x0eskillVersionId\x12\x1d\n" +
+	"\n" +
+	"skill_name\x18\x0e \x01(\tR\tskillName\x12+\n" +
+	"\x11skill_description\x18\x0f \x01(\tR\x10skillDescription\"<\n" +
 	"\x1bListSessionResourcesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"d\n" +
@@ -489,11 +641,21 @@ const file_mango_controlplane_v1_resources_proto_rawDesc = "" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
 	"resourceId\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\"\"\n" +
-	" MarkResourceMaterializedResponse2\x96\x03\n" +
+	" MarkResourceMaterializedResponse\"Y\n" +
+	"\x17ReadSkillVersionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n" +
+	"\vresource_id\x18\x02 \x01(\tR\n" +
+	"resourceId\"M\n" +
+	"\x18ReadSkillVersionResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes2\x8d\x04\n" +
 	"\x10SessionResources\x12\x7f\n" +
 	"\x14ListSessionResources\x122.mango.controlplane.v1.ListSessionResourcesRequest\x1a3.mango.controlplane.v1.ListSessionResourcesResponse\x12s\n" +
 	"\x10GetResourceToken\x12..mango.controlplane.v1.GetResourceTokenRequest\x1a/.mango.controlplane.v1.GetResourceTokenResponse\x12\x8b\x01\n" +
-	"\x18MarkResourceMaterialized\x126.mango.controlplane.v1.MarkResourceMaterializedRequest\x1a7.mango.controlplane.v1.MarkResourceMaterializedResponseBIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
+	"\x18MarkResourceMaterialized\x126.mango.controlplane.v1.MarkResourceMaterializedRequest\x1a7.mango.controlplane.v1.MarkResourceMaterializedResponse\x12u\n" +
+	"\x10ReadSkillVersion\x12..mango.controlplane.v1.ReadSkillVersionRequest\x1a/.mango.controlplane.v1.ReadSkillVersionResponse0\x01BIZGgithub.com/mangohq/mango/proto/gen/mango/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_mango_controlplane_v1_resources_proto_rawDescOnce sync.Once
@@ -507,7 +669,7 @@ func file_mango_controlplane_v1_resources_proto_rawDescGZIP() []byte {
 	return file_mango_controlplane_v1_resources_proto_rawDescData
 }
 
-var file_mango_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mango_controlplane_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_mango_controlplane_v1_resources_proto_goTypes = []any{
 	(*SessionResource)(nil),                  // 0: mango.controlplane.v1.SessionResource
 	(*ListSessionResourcesRequest)(nil),      // 1: mango.controlplane.v1.ListSessionResourcesRequest
@@ -516,17 +678,21 @@ var file_mango_controlplane_v1_resources_proto_goTypes = []any{
 	(*GetResourceTokenResponse)(nil),         // 4: mango.controlplane.v1.GetResourceTokenResponse
 	(*MarkResourceMaterializedRequest)(nil),  // 5: mango.controlplane.v1.MarkResourceMaterializedRequest
 	(*MarkResourceMaterializedResponse)(nil), // 6: mango.controlplane.v1.MarkResourceMaterializedResponse
+	(*ReadSkillVersionRequest)(nil),          // 7: mango.controlplane.v1.ReadSkillVersionRequest
+	(*ReadSkillVersionResponse)(nil),         // 8: mango.controlplane.v1.ReadSkillVersionResponse
 }
 var file_mango_controlplane_v1_resources_proto_depIdxs = []int32{
 	0, // 0: mango.controlplane.v1.ListSessionResourcesResponse.resources:type_name -> mango.controlplane.v1.SessionResource
 	1, // 1: mango.controlplane.v1.SessionResources.ListSessionResources:input_type -> mango.controlplane.v1.ListSessionResourcesRequest
 	3, // 2: mango.controlplane.v1.SessionResources.GetResourceToken:input_type -> mango.controlplane.v1.GetResourceTokenRequest
 	5, // 3: mango.controlplane.v1.SessionResources.MarkResourceMaterialized:input_type -> mango.controlplane.v1.MarkResourceMaterializedRequest
-	2, // 4: mango.controlplane.v1.SessionResources.ListSessionResources:output_type -> mango.controlplane.v1.ListSessionResourcesResponse
-	4, // 5: mango.controlplane.v1.SessionResources.GetResourceToken:output_type -> mango.controlplane.v1.GetResourceTokenResponse
-	6, // 6: mango.controlplane.v1.SessionResources.MarkResourceMaterialized:output_type -> mango.controlplane.v1.MarkResourceMaterializedResponse
-	4, // [4:7] is the sub-list for method output_type
-	1, // [1:4] is the sub-list for method input_type
+	7, // 4: mango.controlplane.v1.SessionResources.ReadSkillVersion:input_type -> mango.controlplane.v1.ReadSkillVersionRequest
+	2, // 5: mango.controlplane.v1.SessionResources.ListSessionResources:output_type -> mango.controlplane.v1.ListSessionResourcesResponse
+	4, // 6: mango.controlplane.v1.SessionResources.GetResourceToken:output_type -> mango.controlplane.v1.GetResourceTokenResponse
+	6, // 7: mango.controlplane.v1.SessionResources.MarkResourceMaterialized:output_type -> mango.controlplane.v1.MarkResourceMaterializedResponse
+	8, // 8: mango.controlplane.v1.SessionResources.ReadSkillVersion:output_type -> mango.controlplane.v1.ReadSkillVersionResponse
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -543,7 +709,7 @@ func file_mango_controlplane_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mango_controlplane_v1_resources_proto_rawDesc), len(file_mango_controlplane_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	SessionResources_ListSessionResources_FullMethodName     = "/mango.controlplane.v1.SessionResources/ListSessionResources"
 	SessionResources_GetResourceToken_FullMethodName         = "/mango.controlplane.v1.SessionResources/GetResourceToken"
 	SessionResources_MarkResourceMaterialized_FullMethodName = "/mango.controlplane.v1.SessionResources/MarkResourceMaterialized"
+	SessionResources_ReadSkillVersion_FullMethodName         = "/mango.controlplane.v1.SessionResources/ReadSkillVersion"
 )
 
 // SessionResourcesClient is the client API for SessionResources service.
@@ -29,7 +30,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // SessionResources tells workers what a session's sandbox must hold (files
-// and repositories the client attached) and records what each sandbox
+// and repositories the client attached, the agent's skills) and records what each sandbox
 // already holds, so materialization is done once per resource across
 // retries and worker restarts. Served by the api-server on the
 // ControlPlane's address, with the same worker authentication.
@@ -48,6 +49,12 @@ type SessionResourcesClient interface {
 	// the resource, or, for a deleted resource, that it was removed from the
 	// sandbox (the resource is then forgotten). Idempotent.
 	MarkResourceMaterialized(ctx context.Context, in *MarkResourceMaterializedRequest, opts ...grpc.CallOption) (*MarkResourceMaterializedResponse, error)
+	// ReadSkillVersion streams the archive of a skill resource's version: a
+	// zip whose entries all lie under "<skill name>/", as the Skills API's
+	// download serves it. The first message carries size_bytes. NOT_FOUND
+	// when the session has no such skill resource or the version was
+	// deleted.
+	ReadSkillVersion(ctx context.Context, in *ReadSkillVersionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSkillVersionResponse], error)
 }
 
 type sessionResourcesClient struct {
@@ -88,12 +95,31 @@ func (c *sessionResourcesClient) MarkResourceMaterialized(ctx context.Context, i
 	return out, nil
 }
 
+func (c *sessionResourcesClient) ReadSkillVersion(ctx context.Context, in *ReadSkillVersionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSkillVersionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SessionResources_ServiceDesc.Streams[0], SessionResources_ReadSkillVersion_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadSkillVersionRequest, ReadSkillVersionResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionResources_ReadSkillVersionClient = grpc.ServerStreamingClient[ReadSkillVersionResponse]
+
 // SessionResourcesServer is the server API for SessionResources service.
 // All implementations must embed UnimplementedSessionResourcesServer
 // for forward compatibility.
 //
 // SessionResources tells workers what a session's sandbox must hold (files
-// and repositories the client attached) and records what each sandbox
+// and repositories the client attached, the agent's skills) and records what each sandbox
 // already holds, so materialization is done once per resource across
 // retries and worker restarts. Served by the api-server on the
 // ControlPlane's address, with the same worker authentication.
@@ -112,6 +138,12 @@ type SessionResourcesServer interface {
 	// the resource, or, for a deleted resource, that it was removed from the
 	// sandbox (the resource is then forgotten). Idempotent.
 	MarkResourceMaterialized(context.Context, *MarkResourceMaterializedRequest) (*MarkResourceMaterializedResponse, error)
+	// ReadSkillVersion streams the archive of a skill resource's version: a
+	// zip whose entries all lie under "<skill name>/", as the Skills API's
+	// download serves it. The first message carries size_bytes. NOT_FOUND
+	// when the session has no such skill resource or the version was
+	// deleted.
+	ReadSkillVersion(*ReadSkillVersionRequest, grpc.ServerStreamingServer[ReadSkillVersionResponse]) error
 	mustEmbedUnimplementedSessionResourcesServer()
 }
 
@@ -130,6 +162,9 @@ func (UnimplementedSessionResourcesServer) GetResourceToken(context.Context, *Ge
 }
 func (UnimplementedSessionResourcesServer) MarkResourceMaterialized(context.Context, *MarkResourceMaterializedRequest) (*MarkResourceMaterializedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkResourceMaterialized not implemented")
+}
+func (UnimplementedSessionResourcesServer) ReadSkillVersion(*ReadSkillVersionRequest, grpc.ServerStreamingServer[ReadSkillVersionResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadSkillVersion not implemented")
 }
 func (UnimplementedSessionResourcesServer) mustEmbedUnimplementedSessionResourcesServer() {}
 func (UnimplementedSessionResourcesServer) testEmbeddedByValue()                          {}
@@ -206,6 +241,17 @@ func _SessionResources_MarkResourceMaterialized_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionResources_ReadSkillVersion_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadSkillVersionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionResourcesServer).ReadSkillVersion(m, &grpc.GenericServerStream[ReadSkillVersionRequest, ReadSkillVersionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionResources_ReadSkillVersionServer = grpc.ServerStreamingServer[ReadSkillVersionResponse]
+
 // SessionResources_ServiceDesc is the grpc.ServiceDesc for SessionResources service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -226,6 +272,12 @@ var SessionResources_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SessionResources_MarkResourceMaterialized_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReadSkillVersion",
+			Handler:       _SessionResources_ReadSkillVersion_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "mango/controlplane/v1/resources.proto",
 }
