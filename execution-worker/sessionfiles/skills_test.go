@@ -23,8 +23,8 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sessionfiles"
-	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/internal/testenv"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
 // fakeResources serves SessionResources for one session from memory, as
@@ -366,7 +366,9 @@ func TestSkillArchiveRefused(t *testing.T) {
 		{"absolute path", func(t *testing.T) []byte { return zipOf(t, ok, entry{"/pdf/x", "x", 0o644}) }, 0, `entry "/pdf/x" lies outside pdf/`},
 		{"dot-dot", func(t *testing.T) []byte { return zipOf(t, ok, entry{"pdf/../../etc/x", "x", 0o644}) }, 0, `entry "pdf/../../etc/x" is not a clean relative path`},
 		{"empty component", func(t *testing.T) []byte { return zipOf(t, ok, entry{"pdf//x", "x", 0o644}) }, 0, "is not a clean relative path"},
-		{"symbolic link", func(t *testing.T) []byte { return zipOf(t, ok, entry{"pdf/link", "/etc/passwd", fs.ModeSymlink | 0o777}) }, 0, `entry "pdf/link" is not a regular file or a directory`},
+		{"symbolic link", func(t *testing.T) []byte {
+			return zipOf(t, ok, entry{"pdf/link", "/etc/passwd", fs.ModeSymlink | 0o777})
+		}, 0, `entry "pdf/link" is not a regular file or a directory`},
 		{"duplicate", func(t *testing.T) []byte { return zipOf(t, ok, ok) }, 0, `entry "pdf/SKILL.md" appears twice`},
 		{"file and directory", func(t *testing.T) []byte {
 			return zipOf(t, ok, entry{"pdf/a", "x", 0o644}, entry{"pdf/a/b", "y", 0o644})
