@@ -1,8 +1,9 @@
 // Package sessionfiles moves a session's files between the api-server and
 // its sandbox: [Materializer] puts the session's resources (files the
 // client attached, repositories, the agent's skills) into the sandbox
-// before the turn that first needs them, and [Publisher] publishes what the agent left under
-// /mnt/session/outputs as Files before the session goes idle.
+// before the turn that first needs them, and [Publisher] publishes what
+// the agent left under /mnt/session/outputs as Files before the session
+// goes idle.
 //
 // Both are idempotent across activity retries and worker restarts: what a
 // sandbox holds is recorded by the api-server (a resource's materialized
@@ -101,7 +102,8 @@ func (m *Materializer) prepare(ctx context.Context, sessionID string, sb sandbox
 
 // ResourceError reports a resource that cannot be materialized for a
 // reason the client can fix (a file gone, a repository or branch that
-// does not exist, a token refused). The turn ends with a session.error
+// does not exist, a token refused, a skill version deleted or its archive
+// refused). The turn ends with a session.error
 // naming the resource; the session stays usable.
 type ResourceError struct {
 	ResourceID string
