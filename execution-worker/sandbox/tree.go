@@ -53,14 +53,29 @@ func PutTree(ctx context.Context, ft FileTransfer, dst string, src fs.FS) error 
 	})
 }
 
+// PutReadOnlyTree is [PutTree] with read-only files: every regular file of
+// src is written with mode 0555 when any of its executable bits is set and
+// 0444 otherwise. Directories are made 0755 as PutTree makes them, so that
+// [FileTransfer.RemoveAll] can remove the tree and a new one replace it.
+// The worker places skills this way.
+func PutReadOnlyTree(ctx context.Context, ft FileTransfer, dst string, src fs.FS) error {
+	return PutTree(ctx, ft, dst, readOnlyTree{src})
+}
+
+// readOnlyTree is a tree whose regular files [WalkTree] gives read-only
+// modes ([ReadOnlyFileMode]). It is an fs.FS like any tree, so that
+// [TreePutter] implementations, which walk what they are given with
+// WalkTree, honour it without knowing it.
+type readOnlyTree struct{ fs.FS }
+
 // TreeEntry is one entry of a tree walked by [WalkTree].
 type TreeEntry struct {
 	// Name is the slash-separated path relative to the tree's root; it is
 	// a valid [fs.ValidPath] and never ".".
 	Name string
 	// Mode holds the entry's type and its permissions as [PutTree] writes
-	// them: directories 0755, regular files 0644 or 0755, symbolic links
-	// 0777.
+	// them: directories 0755, regular files 0644 or 0755 (0444 or 0555 in
+	// a tree of [PutReadOnlyTree]), symbolic links 0777.
 	Mode fs.FileMode
 	// Size is a regular file's length in bytes.
 	Size int64
@@ -75,6 +90,10 @@ type TreeEntry struct {
 // never place a file below a link. TreePutter implementations use it so
 // they agree with [PutTree] on what a tree holds.
 func WalkTree(src fs.FS, fn func(TreeEntry) error) error {
+	fileMode := TreeFileMode
+	if ro, ok := src.(readOnlyTree); ok {
+		src, fileMode = ro.FS, ReadOnlyFileMode
+	}
 	seen := map[string]bool{}
 	return fs.WalkDir(src, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -99,7 +118,7 @@ func WalkTree(src fs.FS, fn func(TreeEntry) error) error {
 			if err != nil {
 				return fmt.Errorf("walk tree: %w", err)
 			}
-			e.Mode, e.Size = TreeFileMode(info.Mode()), info.Size()
+			e.Mode, e.Size = fileMode(info.Mode()), info.Size()
 		case t&fs.ModeSymlink != 0:
 			rl, ok := src.(fs.ReadLinkFS)
 			if !ok {
@@ -124,4 +143,10 @@ func TreeFileMode(m fs.FileMode) fs.FileMode {
 		return 0o755
 	}
 	return 0o644
+}
+
+// ReadOnlyFileMode returns the mode [PutReadOnlyTree] gives a regular file
+// of mode m: 0555 when m has an executable bit, 0444 otherwise.
+func ReadOnlyFileMode(m fs.FileMode) fs.FileMode {
+	return TreeFileMode(m) &^ 0o222
 }

@@ -112,6 +112,73 @@ func TestPutTreeUsesTreePutter(t *testing.T) {
 	}
 }
 
+// walkingFiles is a TreePutter that walks the trees it is given, as the
+// providers' implementations do, recording each entry's mode.
+type walkingFiles struct {
+	*memFiles
+	walked map[string]fs.FileMode
+}
+
+func (w *walkingFiles) PutTree(_ context.Context, dst string, src fs.FS) error {
+	return sandbox.WalkTree(src, func(e sandbox.TreeEntry) error {
+		w.walked[dst+"/"+e.Name] = e.Mode
+		if e.Mode.IsRegular() {
+			f, err := src.Open(e.Name)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		return nil
+	})
+}
+
+func TestPutReadOnlyTree(t *testing.T) {
+	t.Parallel()
+	src := fstest.MapFS{
+		"SKILL.md":       {Data: []byte("---\nname: x\n---\n"), Mode: 0o644},
+		"scripts/run.sh": {Data: []byte("#!/bin/sh\n"), Mode: 0o744},
+		"notes/ro.txt":   {Data: []byte("ro"), Mode: 0o400},
+	}
+	want := map[string]fs.FileMode{
+		"/mnt/session/skills/x/SKILL.md":       0o444,
+		"/mnt/session/skills/x/scripts/run.sh": 0o555,
+		"/mnt/session/skills/x/notes/ro.txt":   0o444,
+	}
+	ft := newMemFiles()
+	if err := sandbox.PutReadOnlyTree(t.Context(), ft, "/mnt/session/skills/x", src); err != nil {
+		t.Fatalf("PutReadOnlyTree = %v, want no error", err)
+	}
+	if !maps.Equal(ft.modes, want) {
+		t.Errorf("PutReadOnlyTree through PutFile wrote modes %v, want %v", ft.modes, want)
+	}
+	if got := string(ft.data["/mnt/session/skills/x/scripts/run.sh"]); got != "#!/bin/sh\n" {
+		t.Errorf("scripts/run.sh holds %q, want %q", got, "#!/bin/sh\n")
+	}
+
+	// A TreePutter walks the tree with WalkTree and sees the same modes.
+	wf := &walkingFiles{memFiles: newMemFiles(), walked: map[string]fs.FileMode{}}
+	if err := sandbox.PutReadOnlyTree(t.Context(), wf, "/mnt/session/skills/x", src); err != nil {
+		t.Fatalf("PutReadOnlyTree on a TreePutter = %v, want no error", err)
+	}
+	for name, mode := range want {
+		if got := wf.walked[name]; got != mode {
+			t.Errorf("a TreePutter walked %s with mode %v, want %v", name, got, mode)
+		}
+	}
+	if got := wf.walked["/mnt/session/skills/x/scripts"]; got != fs.ModeDir|0o755 {
+		t.Errorf("a TreePutter walked the directory scripts with mode %v, want %v (writable: the tree can be removed)", got, fs.ModeDir|0o755)
+	}
+	// PutTree of the same tree keeps its writable modes.
+	ft = newMemFiles()
+	if err := sandbox.PutTree(t.Context(), ft, "t", src); err != nil {
+		t.Fatalf("PutTree = %v", err)
+	}
+	if got := ft.modes["t/notes/ro.txt"]; got != 0o644 {
+		t.Errorf("PutTree wrote notes/ro.txt with mode %v, want 0644 (only PutReadOnlyTree makes files read-only)", got)
+	}
+}
+
 func TestPutTreeCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())

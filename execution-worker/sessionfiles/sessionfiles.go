@@ -1,8 +1,9 @@
 // Package sessionfiles moves a session's files between the api-server and
 // its sandbox: [Materializer] puts the session's resources (files the
-// client attached, repositories) into the sandbox before the turn that first
-// needs them, and [Publisher] publishes what the agent left under
-// /mnt/session/outputs as Files before the session goes idle.
+// client attached, repositories, the agent's skills) into the sandbox
+// before the turn that first needs them, and [Publisher] publishes what
+// the agent left under /mnt/session/outputs as Files before the session
+// goes idle.
 //
 // Both are idempotent across activity retries and worker restarts: what a
 // sandbox holds is recorded by the api-server (a resource's materialized
@@ -56,7 +57,8 @@ type Materializer struct {
 	Files FileOpener
 	// Clone clones repository resources; nil refuses them.
 	Clone Clone
-	// TempDir holds clones while they are copied ("" : os.TempDir()).
+	// TempDir holds clones and skill archives while they are copied ("" :
+	// os.TempDir()).
 	TempDir string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
@@ -100,15 +102,24 @@ func (m *Materializer) prepare(ctx context.Context, sessionID string, sb sandbox
 
 // ResourceError reports a resource that cannot be materialized for a
 // reason the client can fix (a file gone, a repository or branch that
-// does not exist, a token refused). The turn ends with a session.error
+// does not exist, a token refused, a skill version deleted or its archive
+// refused). The turn ends with a session.error
 // naming the resource; the session stays usable.
 type ResourceError struct {
 	ResourceID string
-	Reason     string
+	// Subject names the resource in the message when the client knows it
+	// by something else than its id (a skill: its name and skill id); ""
+	// names it by ResourceID.
+	Subject string
+	Reason  string
 }
 
 func (e *ResourceError) Error() string {
-	return fmt.Sprintf("resource %s cannot be mounted: %s", e.ResourceID, e.Reason)
+	subject := e.Subject
+	if subject == "" {
+		subject = "resource " + e.ResourceID
+	}
+	return fmt.Sprintf("%s cannot be mounted: %s", subject, e.Reason)
 }
 
 // ErrUnusable marks a clone failure the client can fix: Clone
@@ -170,6 +181,8 @@ func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.Fil
 		return m.putFile(ctx, sessionID, ft, r, log)
 	case "github_repository":
 		return m.putRepository(ctx, sessionID, ft, r, log)
+	case "skill":
+		return m.putSkill(ctx, sessionID, ft, r, log)
 	}
 	return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("resource type %q is not supported by this worker", r.GetType())}
 }

@@ -36,6 +36,9 @@ func TestConformance(t *testing.T) {
 		},
 		Unlabel: localtest.StripInstallation,
 		Spec:    sandbox.Spec{Env: map[string]string{"MANGO_SPEC_VAR": "from the spec"}},
+		SessionDirHidden: func(p sandbox.Provider) string {
+			return sandboxlocal.SessionPathsUnavailable(p.(*sandboxlocal.Provider))
+		},
 	})
 }
 

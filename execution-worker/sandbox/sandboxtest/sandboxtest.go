@@ -24,7 +24,9 @@
 // implements them; otherwise their subtests are skipped. The transfer
 // subtests stream a 50 MiB file each way (checking that the test process's
 // heap does not grow by half of it), copy a 500-file tree with
-// [sandbox.PutTree], and exercise the session paths ([sandbox.SessionDir]),
+// [sandbox.PutTree], place and replace a read-only tree under the session
+// directory as skills are placed ([sandbox.PutReadOnlyTree], its script
+// run by a command), and exercise the session paths ([sandbox.SessionDir]),
 // escapes, removal and missing files. Commands assume the POSIX environment the built-in toolset needs:
 // /bin/sh, find, grep, and the usual coreutils (cat, head, printf, sed, cut,
 // wc, ln, sleep, kill).
@@ -81,6 +83,13 @@ type Harness struct {
 	// test process's memory (an in-process fake service): the large
 	// transfer test then checks content but not the process's heap.
 	FilesInProcess bool
+	// SessionDirHidden, when set, says why commands of p's sandboxes do
+	// not see the session directory at its absolute path
+	// ([sandbox.SessionDir]), or returns "" when they do: a local provider
+	// on a host without private mount namespaces. Commands run as the bash
+	// tool runs them, in the persistent shell when the sandbox has one
+	// ([sandbox.Shell]). Unset: they see it.
+	SessionDirHidden func(p sandbox.Provider) string
 }
 
 // killDeadline is how long a cancelled or timed-out command may take to
@@ -123,6 +132,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransferPathEscape", s.testTransferPathEscape},
 		{"TransferRemoveAndMissing", s.testTransferRemoveAndMissing},
 		{"TransferSizeMismatch", s.testTransferSizeMismatch},
+		{"TransferReadOnlyTree", s.testTransferReadOnlyTree},
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},

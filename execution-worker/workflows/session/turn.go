@@ -529,9 +529,10 @@ func (t *turn) register(ctx context.Context) error {
 	return t.a.complete(ctx, t.sid, t.key+"/a"+fmt.Sprint(t.in.Attempt), pb.TurnOutcome_TURN_OUTCOME_RUNNING, nil)
 }
 
-// buildCore decodes the agent and its tools from the run and wires the
-// runtime core of the turn: its store (with context snapshots when the
-// worker has the service), previews and sandbox access.
+// buildCore decodes the agent (its system prompt then lists the session's
+// skills) and its tools from the run and wires the runtime core of the
+// turn: its store (with context snapshots when the worker has the
+// service), previews and sandbox access.
 func (t *turn) buildCore(ctx context.Context) error {
 	a, run := t.a, t.run
 	if err := json.Unmarshal([]byte(run.GetAgent()), &t.agent); err != nil {
@@ -545,6 +546,9 @@ func (t *turn) buildCore(ctx context.Context) error {
 	if t.selfHosted, err = selfHostedEnvironment(run.GetEnvironmentConfig()); err != nil {
 		return err
 	}
+	// The model learns the session's skills from the system prompt, and
+	// reads a skill's SKILL.md when a task needs it.
+	t.agent.System = agentruntime.SystemWithSkills(t.agent.System, sessionSkills(run.GetTurnContext().GetResources(), t.selfHosted))
 	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
 	if err != nil {
 		return err
