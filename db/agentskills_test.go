@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +245,43 @@ func TestSkillCatalogApply(t *testing.T) {
 	slices.Sort(res.Removed)
 	if err != nil || strings.Join(res.Removed, ",") != "docx,xlsx" || len(res.UnusedKeys) != 2 || len(res.Added) != 0 {
 		t.Fatalf("third import = %+v, %v; want docx and xlsx removed with their keys", res, err)
+	}
+}
+
+// TestSkillDeleteRacesAgentCreate: an agent naming a skill and the
+// skill's deletion, run together, never both succeed: either the agent
+// holds the skill (the delete answers in use) or the skill is gone (the
+// agent is refused).
+func TestSkillDeleteRacesAgentCreate(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		id, vid, agentID := fmt.Sprintf("skill_r%d", i), fmt.Sprintf("skillver_r%d", i), fmt.Sprintf("agent_r%d", i)
+		addSkill(t, store, id, "race", db.SkillCustom, t0, vid)
+		start := make(chan struct{})
+		var agentErr, deleteErr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, agentErr = store.AgentCreate(ctx, agentID, json.RawMessage(`{}`), []db.SkillRef{{SkillID: id, VersionID: vid}}, t0)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, deleteErr = store.SkillDelete(ctx, id)
+		}()
+		close(start)
+		wg.Wait()
+		var inUse *db.SkillInUseError
+		switch {
+		case agentErr == nil && errors.As(deleteErr, &inUse):
+		case deleteErr == nil && errors.Is(agentErr, db.ErrSkillRefMissing):
+		default:
+			t.Fatalf("round %d: agent create: %v, skill delete: %v; want exactly one to succeed, the other refused", i, agentErr, deleteErr)
+		}
 	}
 }
