@@ -41,7 +41,7 @@ func TestInstallationIDCreatedByMigration(t *testing.T) {
 		t.Fatalf("migrate to version 10: %v", err)
 	}
 	store := db.NewStore(pool)
-	if _, err := store.AgentCreate(ctx, "agent_before", []byte(`{"name":"before"}`), time.Now()); err != nil {
+	if _, err := store.AgentCreate(ctx, "agent_before", []byte(`{"name":"before"}`), nil, time.Now()); err != nil {
 		t.Fatalf("create an agent before the migration: %v", err)
 	}
 	if _, err := store.InstallationID(ctx); err == nil {

@@ -16,7 +16,18 @@ import (
 const (
 	ResourceFile       = "file"
 	ResourceRepository = "github_repository"
+	// ResourceSkill is one skill of the session's agent snapshot, written
+	// at session creation (SessionCreateParams.Skills) and mounted under
+	// SkillsMountDir. Skill resources are hidden from clients: the
+	// client-facing calls (ResourceGet, ResourceList, ResourcesOfSessions,
+	// ResourceSetToken, ResourceDelete) and MaxResourcesPerSession ignore
+	// them; workers see them (ResourcesForWorker, RunState).
+	ResourceSkill = "skill"
 )
+
+// SkillsMountDir is where a session's skills are placed in its sandbox,
+// one folder per skill name; client resources cannot be mounted under it.
+const SkillsMountDir = "/mnt/session/skills"
 
 // MaxResourcesPerSession bounds a session's live resources.
 const MaxResourcesPerSession = 100
@@ -52,6 +63,13 @@ type Resource struct {
 	// TokenSealed is the repository's authorization token, sealed by the
 	// caller (nil: none).
 	TokenSealed []byte
+	// SkillID and SkillVersionID name a skill resource's version;
+	// SkillName and SkillDescription are that version's (set by worker
+	// reads only; the description is empty once the version is deleted).
+	SkillID          string
+	SkillVersionID   string
+	SkillName        string
+	SkillDescription string
 	// Version counts what the sandbox must hold; MaterializedVersion is
 	// what it holds (0: nothing yet).
 	Version             int64
@@ -84,6 +102,12 @@ func resourceFromRow(r dbsqlc.SessionResource) (*Resource, error) {
 	}
 	if r.Url != nil {
 		out.URL = *r.Url
+	}
+	if r.SkillID != nil {
+		out.SkillID = *r.SkillID
+	}
+	if r.SkillVersionID != nil {
+		out.SkillVersionID = *r.SkillVersionID
 	}
 	if len(r.Checkout) > 0 && string(r.Checkout) != "null" {
 		out.Checkout = &Checkout{}
@@ -249,7 +273,58 @@ func (s *Store) ResourcesOfSession(ctx context.Context, sessionID string) ([]*Re
 	if err != nil {
 		return nil, mapErr("list resources", err)
 	}
-	return resourcesFromRows(rows)
+	return workerResourcesFromRows(rows)
+}
+
+func workerResourcesFromRows(rows []dbsqlc.ResourceListForWorkerRow) ([]*Resource, error) {
+	out := make([]*Resource, 0, len(rows))
+	for _, r := range rows {
+		res, err := resourceFromRow(r.SessionResource)
+		if err != nil {
+			return nil, err
+		}
+		res.SkillName, res.SkillDescription = r.SkillName, r.SkillDescription
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// SessionSkill is a skill resource to write at session creation.
+type SessionSkill struct {
+	// ResourceID is the new resource's id.
+	ResourceID string
+	SkillID    string
+	VersionID  string
+	// Name is the skill's name: the resource is mounted at
+	// SkillsMountDir/Name.
+	Name string
+}
+
+// insertSkillResources writes a new session's skill resources, after its
+// client resources (which they follow in listing order).
+func insertSkillResources(ctx context.Context, q *dbsqlc.Queries, sessionID string, now time.Time, skills []SessionSkill) error {
+	for i, sk := range skills {
+		at := now.Add(time.Duration(MaxResourcesPerSession+i) * time.Microsecond)
+		err := q.ResourceInsertSkill(ctx, dbsqlc.ResourceInsertSkillParams{ID: sk.ResourceID, SessionID: sessionID,
+			MountPath: SkillsMountDir + "/" + sk.Name, SkillID: &sk.SkillID, SkillVersionID: &sk.VersionID, CreatedAt: at})
+		if err != nil {
+			if errors.Is(mapErr("", err), ErrConflict) {
+				return fmt.Errorf("skill %s at %s/%s: %w", sk.SkillID, SkillsMountDir, sk.Name, ErrMountTaken)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// SkillResource returns a live skill resource of a session, or
+// ErrNotFound (no such resource, or not a skill).
+func (s *Store) SkillResource(ctx context.Context, sessionID, id string) (*Resource, error) {
+	row, err := s.q.ResourceGetSkill(ctx, dbsqlc.ResourceGetSkillParams{SessionID: sessionID, ID: id})
+	if err != nil {
+		return nil, mapErr("get skill resource", err)
+	}
+	return resourceFromRow(row)
 }
 
 // ResourceSetToken replaces a live resource's sealed token.

@@ -37,7 +37,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		pending   []dbsqlc.Event
 		entries   []dbsqlc.TranscriptEntryListRow
 		snap      *dbsqlc.ContextSnapshotLatestRow
-		resources []dbsqlc.SessionResource
+		resources []dbsqlc.ResourceListForWorkerRow
 	)
 	reads := []func(q *dbsqlc.Queries) error{
 		func(q *dbsqlc.Queries) (err error) { sess, err = q.SessionGetByID(ctx, sessionID); return err },
@@ -79,7 +79,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		out.Snapshot = snapshotFromRow(*snap)
 	}
 	if withContext {
-		if out.Resources, err = resourcesFromRows(resources); err != nil {
+		if out.Resources, err = workerResourcesFromRows(resources); err != nil {
 			return nil, err
 		}
 	}

@@ -92,6 +92,9 @@ type SessionCreateParams struct {
 	// Resources are added in the same transaction (file resources get
 	// their session copies).
 	Resources []ResourceCreate
+	// Skills are the skills of the session's agent snapshot, written as
+	// skill resources in the same transaction.
+	Skills []SessionSkill
 	// VaultIDs are the session's vaults, in order.
 	VaultIDs []string
 	// SelfHosted is whether the session's environment is self-hosted
@@ -114,6 +117,9 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 			return err
 		}
 		if _, err := s.insertResources(ctx, q, p.ID, p.Now, p.Resources); err != nil {
+			return err
+		}
+		if err := insertSkillResources(ctx, q, p.ID, p.Now, p.Skills); err != nil {
 			return err
 		}
 		if len(p.VaultIDs) > 0 {

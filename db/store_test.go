@@ -32,7 +32,7 @@ func TestAgentConcurrentUpdatesGetContiguousVersions(t *testing.T) {
 	store := dbtest.Store(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, err := store.AgentCreate(ctx, "agent_a", json.RawMessage(`{"n":0}`), now); err != nil {
+	if _, err := store.AgentCreate(ctx, "agent_a", json.RawMessage(`{"n":0}`), nil, now); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	const writers = 12
@@ -42,8 +42,8 @@ func TestAgentConcurrentUpdatesGetContiguousVersions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := store.AgentUpdate(ctx, "agent_a", now, func(cur *db.Agent) (json.RawMessage, error) {
-				return json.RawMessage(fmt.Sprintf(`{"writer":%d,"after":%d}`, i, cur.Version)), nil
+			_, err := store.AgentUpdate(ctx, "agent_a", now, func(cur *db.Agent) (json.RawMessage, []db.SkillRef, error) {
+				return json.RawMessage(fmt.Sprintf(`{"writer":%d,"after":%d}`, i, cur.Version)), nil, nil
 			})
 			errs <- err
 		}()

@@ -61,3 +61,7 @@ LIMIT sqlc.arg(row_limit);
 
 -- name: AgentExists :one
 SELECT EXISTS (SELECT 1 FROM agents WHERE id = $1);
+
+-- name: AgentSkillRefInsert :exec
+INSERT INTO agent_skill_refs (agent_id, agent_version, skill_id, skill_version_id)
+VALUES ($1, $2, $3, $4);

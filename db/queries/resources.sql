@@ -4,41 +4,55 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
 RETURNING *;
 
 -- name: ResourceGetLive :one
-SELECT * FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL;
+SELECT * FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill';
 
 -- name: ResourceListLive :many
 SELECT * FROM session_resources
-WHERE session_id = sqlc.arg(session_id) AND deleted_at IS NULL
+WHERE session_id = sqlc.arg(session_id) AND deleted_at IS NULL AND type <> 'skill'
   AND (sqlc.narg(after_created)::timestamptz IS NULL OR (created_at, id) > (sqlc.narg(after_created)::timestamptz, sqlc.arg(after_id)::text))
 ORDER BY created_at, id
 LIMIT sqlc.arg(row_limit);
 
 -- name: ResourceListLiveForSessions :many
 SELECT * FROM session_resources
-WHERE session_id = ANY(sqlc.arg(session_ids)::text[]) AND deleted_at IS NULL
+WHERE session_id = ANY(sqlc.arg(session_ids)::text[]) AND deleted_at IS NULL AND type <> 'skill'
 ORDER BY session_id, created_at, id;
 
 -- name: ResourceListForWorker :many
+-- Skill resources carry their skill's name and description (the
+-- description is empty once the version is gone).
+SELECT sqlc.embed(r), COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
+FROM session_resources r
+LEFT JOIN skills s ON s.id = r.skill_id
+LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
+WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+ORDER BY r.created_at, r.id;
+
+-- name: ResourceInsertSkill :exec
+-- A session's skill resource (hidden from clients, never counted).
+INSERT INTO session_resources (id, session_id, type, mount_path, skill_id, skill_version_id, created_at, updated_at)
+VALUES ($1, $2, 'skill', $3, $4, $5, $6, $6);
+
+-- name: ResourceGetSkill :one
 SELECT * FROM session_resources
-WHERE session_id = $1 AND (deleted_at IS NULL OR materialized_version > 0)
-ORDER BY created_at, id;
+WHERE session_id = $1 AND id = $2 AND type = 'skill' AND deleted_at IS NULL;
 
 -- name: ResourceCountLive :one
-SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL;
+SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL AND type <> 'skill';
 
 -- name: ResourceSetToken :one
 UPDATE session_resources SET token_sealed = $3, updated_at = $4
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
 RETURNING *;
 
 -- name: ResourceSoftDelete :one
 UPDATE session_resources SET deleted_at = $3, updated_at = $3, version = version + 1, token_sealed = NULL
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version > 0
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version > 0
 RETURNING *;
 
 -- name: ResourceDeleteUnmaterialized :one
 DELETE FROM session_resources
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version = 0
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version = 0
 RETURNING *;
 
 -- name: ResourceMarkMaterialized :execrows

@@ -150,6 +150,10 @@ func checkFilesSettings(t *testing.T, vals map[string]any, api apiServerFacts) {
 			t.Errorf("api-server %s = %q, want %q (skills.%s)", k, got, want, key)
 		}
 	}
+	catalog, set := api.Env["MANGO_SKILLS_CATALOG"]
+	if want, _ := skills["catalog"].(string); catalog != want || set != (want != "") {
+		t.Errorf("api-server MANGO_SKILLS_CATALOG = %q (set: %t), want %q (skills.catalog; unset when empty)", catalog, set, want)
+	}
 	s3, _ := files["s3"].(map[string]any)
 	if s3["enabled"] != true {
 		for k, v := range api.Env {

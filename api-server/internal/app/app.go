@@ -33,6 +33,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/outbox"
 	"github.com/mangohq/mango/api-server/internal/pglisten"
 	"github.com/mangohq/mango/api-server/internal/preview"
+	"github.com/mangohq/mango/api-server/internal/skillcatalog"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -157,6 +158,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, err
 	}
+	if err := importSkills(ctx, cfg, store, files, log); err != nil {
+		return nil, err
+	}
 	s.sweeper = &fileSweeper{store: store, files: files, log: log.With("component", "file-sweeper"), every: time.Minute,
 		orphanBlobs: cfg.FilesS3 == nil}
 	s.sweeper.listed, _ = files.(filestore.Lister) // S3
@@ -245,6 +249,25 @@ func openFiles(ctx context.Context, cfg *config.Config, store *db.Store, log *sl
 	}
 	log.Info("file store", "backend", "s3", "s3", *cfg.FilesS3)
 	return s3, nil
+}
+
+// importSkills imports the Anthropic skills catalog, when one is
+// configured; a catalog that cannot be read or holds an invalid skill
+// stops the start.
+func importSkills(ctx context.Context, cfg *config.Config, store *db.Store, files filestore.Blobs, log *slog.Logger) error {
+	if cfg.SkillsCatalog == "" {
+		return nil
+	}
+	src, err := skillcatalog.Open(cfg.SkillsCatalog, cfg.FilesS3)
+	if err != nil {
+		return err
+	}
+	im := &skillcatalog.Importer{Store: store, Files: files, MaxBytes: cfg.SkillsMaxBytes, MaxFiles: cfg.SkillsMaxFiles,
+		Log: log.With("component", "skills-catalog"), Now: time.Now}
+	if _, err := im.Import(ctx, src); err != nil {
+		return fmt.Errorf("%s: %w", skillcatalog.EnvCatalog, err)
+	}
+	return nil
 }
 
 // HTTPAddr returns the bound HTTP address.

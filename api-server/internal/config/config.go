@@ -112,6 +112,11 @@ type Config struct {
 	// SkillsMaxFiles caps the number of files of one skill version upload
 	// (MANGO_SKILLS_MAX_FILES, default 500).
 	SkillsMaxFiles int
+	// SkillsCatalog is the Anthropic skills catalog imported at start
+	// (MANGO_SKILLS_CATALOG; empty: none): a directory of skill folders,
+	// or s3://bucket/prefix read with the FilesS3 endpoint and
+	// credentials (package skillcatalog).
+	SkillsCatalog string
 	// FilesS3, when not nil, keeps the bytes of Files in an S3-compatible
 	// bucket (MANGO_FILES_S3_*, selected by MANGO_FILES_S3_BUCKET or
 	// MANGO_FILES_S3_ENDPOINT); nil keeps them in PostgreSQL.
@@ -173,6 +178,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.Bool("files_download_uploads", c.FilesDownloadUploads),
 		slog.Int64("skills_max_bytes", c.SkillsMaxBytes),
 		slog.Int("skills_max_files", c.SkillsMaxFiles),
+		slog.String("skills_catalog", c.SkillsCatalog),
 		slog.String("pprof_addr", c.PprofAddr),
 		slog.String("work_lease_ttl", c.WorkLeaseTTL.String()),
 		slog.String("work_max_lease_ttl", c.WorkMaxLeaseTTL.String()),
@@ -225,6 +231,7 @@ type vars struct {
 	FilesDownloads     bool          `env:"MANGO_FILES_DOWNLOAD_UPLOADS"`
 	SkillsMaxBytes     int64         `env:"MANGO_SKILLS_MAX_BYTES"`
 	SkillsMaxFiles     int64         `env:"MANGO_SKILLS_MAX_FILES"`
+	SkillsCatalog      string        `env:"MANGO_SKILLS_CATALOG"`
 	AllowPrivate       bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
 	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
 
@@ -289,7 +296,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		ShutdownTimeout: v.ShutdownTimeout, HostGoneAfter: v.HostGoneAfter,
 		AutoMigrate: v.AutoMigrate, RequireLiveWorker: v.RequireLiveWorker, LogFormat: v.LogFormat,
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
-		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles),
+		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles), SkillsCatalog: strings.TrimSpace(v.SkillsCatalog),
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr,
 		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
@@ -302,6 +309,11 @@ func Load(getenv func(string) string) (*Config, error) {
 		r.errs = append(r.errs, err)
 	} else if ok {
 		c.FilesS3 = &s3
+	}
+	if bucket, isS3 := strings.CutPrefix(c.SkillsCatalog, "s3://"); isS3 {
+		r.require("MANGO_SKILLS_CATALOG", !strings.HasPrefix(bucket, "/") && bucket != "", "want s3://bucket/prefix or a directory")
+		r.require("MANGO_SKILLS_CATALOG", c.FilesS3 != nil,
+			"an s3:// catalog is read with the file store's S3 settings: set MANGO_FILES_S3_ENDPOINT and MANGO_FILES_S3_BUCKET")
 	}
 	c.Prices = usage.DefaultTable()
 	if path := v.ModelPrices; path != "" {

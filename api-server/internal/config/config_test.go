@@ -78,6 +78,21 @@ func loadGeneralCases(base map[string]string) []loadCase {
 			}
 		}},
 		{name: "bad temporal gzip", env: map[string]string{"MANGO_TEMPORAL_GZIP": "fast"}, wantErr: "MANGO_TEMPORAL_GZIP"},
+		{name: "skills catalog directory", env: map[string]string{"MANGO_SKILLS_CATALOG": " /srv/skills "}, check: func(t *testing.T, c *Config) {
+			if c.SkillsCatalog != "/srv/skills" {
+				t.Errorf("SkillsCatalog = %q; want /srv/skills", c.SkillsCatalog)
+			}
+		}},
+		{name: "skills catalog on s3 without the file store's s3", env: map[string]string{"MANGO_SKILLS_CATALOG": "s3://b/skills"},
+			wantErr: "MANGO_SKILLS_CATALOG: an s3:// catalog is read with the file store's S3 settings"},
+		{name: "skills catalog on s3 without bucket", env: map[string]string{"MANGO_SKILLS_CATALOG": "s3://",
+			"MANGO_FILES_S3_ENDPOINT": "http://127.0.0.1:9000", "MANGO_FILES_S3_BUCKET": "files"}, wantErr: "MANGO_SKILLS_CATALOG: want s3://bucket/prefix"},
+		{name: "skills catalog on s3", env: map[string]string{"MANGO_SKILLS_CATALOG": "s3://b/skills",
+			"MANGO_FILES_S3_ENDPOINT": "http://127.0.0.1:9000", "MANGO_FILES_S3_BUCKET": "files"}, check: func(t *testing.T, c *Config) {
+			if c.SkillsCatalog != "s3://b/skills" || c.FilesS3 == nil {
+				t.Errorf("SkillsCatalog, FilesS3 = %q, %v; want s3://b/skills with the file store on S3", c.SkillsCatalog, c.FilesS3)
+			}
+		}},
 		{name: "missing database", env: map[string]string{}, wantErr: "MANGO_DATABASE_URL: is required"},
 		{name: "database not postgres", env: map[string]string{"MANGO_DATABASE_URL": "mysql://x"}, wantErr: "MANGO_DATABASE_URL: must be a postgres:// URL"},
 		{name: "bad http addr", env: map[string]string{"MANGO_HTTP_ADDR": "8080"}, wantErr: "MANGO_HTTP_ADDR"},

@@ -114,25 +114,34 @@ func (f *fileServer) ReadFile(req *pb.ReadFileRequest, stream pb.Files_ReadFileS
 	}
 	rc, err := f.files.Open(ctx, file.StorageKey, off)
 	if err != nil {
-		return f.storeFail(ctx, op, file.ID, err)
+		return f.s.storeFail(ctx, op, "file", file.ID, err)
 	}
 	defer func() { _ = rc.Close() }()
+	return f.s.streamBlob(ctx, op, "file", file.ID, rc, file.SizeBytes-off, func(data []byte, first bool) error {
+		msg := &pb.ReadFileResponse{Data: data}
+		if first {
+			msg.SizeBytes = file.SizeBytes
+		}
+		return stream.Send(msg)
+	})
+}
+
+// streamBlob sends the left bytes of rc in messages of at most
+// ReadChunkBytes (at least one message, even for no bytes); send is told
+// which message is the first. what and id name the blob's owner in
+// errors.
+func (s *Server) streamBlob(ctx context.Context, op, what, id string, rc io.Reader, left int64, send func(data []byte, first bool) error) error {
 	buf := make([]byte, ReadChunkBytes)
-	left := file.SizeBytes - off
 	first := true
 	for first || left > 0 {
 		n, err := io.ReadFull(rc, buf[:min(int64(len(buf)), left)])
 		if err != nil && n == 0 && left > 0 {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = fmt.Errorf("blob shorter than its file's size: %w", err)
+				err = fmt.Errorf("blob shorter than its %s's size: %w", what, err)
 			}
-			return f.storeFail(ctx, op, file.ID, err)
+			return s.storeFail(ctx, op, what, id, err)
 		}
-		msg := &pb.ReadFileResponse{Data: buf[:n]}
-		if first {
-			msg.SizeBytes = file.SizeBytes
-		}
-		if err := stream.Send(msg); err != nil {
+		if err := send(buf[:n], first); err != nil {
 			return err
 		}
 		first = false
@@ -141,17 +150,18 @@ func (f *fileServer) ReadFile(req *pb.ReadFileRequest, stream pb.Files_ReadFileS
 	return nil
 }
 
-// storeFail answers a file store failure: the cause is logged, the worker
-// sees a retryable UNAVAILABLE (or NOT_FOUND for missing bytes).
-func (f *fileServer) storeFail(ctx context.Context, op, fileID string, err error) error {
+// storeFail answers a file store failure about the bytes of what (a
+// "file", a "skill version") id: the cause is logged, the worker sees a
+// retryable UNAVAILABLE (or NOT_FOUND for missing bytes).
+func (s *Server) storeFail(ctx context.Context, op, what, id string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return f.s.fail(ctx, op, err)
+		return s.fail(ctx, op, err)
 	}
 	if errors.Is(err, filestore.ErrNotFound) {
-		f.s.log.ErrorContext(ctx, "controlplane: file without bytes", "op", op, "file_id", fileID, "err", err)
-		return status.Errorf(codes.NotFound, "%s: the bytes of file %s are missing", op, fileID)
+		s.log.ErrorContext(ctx, "controlplane: blob without bytes", "op", op, "of", what, "id", id, "err", err)
+		return status.Errorf(codes.NotFound, "%s: the bytes of %s %s are missing", op, what, id)
 	}
-	f.s.log.ErrorContext(ctx, "controlplane: file store", "op", op, "file_id", fileID, "err", err)
+	s.log.ErrorContext(ctx, "controlplane: file store", "op", op, "of", what, "id", id, "err", err)
 	return status.Errorf(codes.Unavailable, "%s: file store unavailable, retry", op)
 }
 
@@ -266,7 +276,7 @@ func (f *fileServer) PublishOutput(stream pb.Files_PublishOutputServer) error {
 	case errors.Is(err, filestore.ErrTooLarge):
 		return invalid("data", fmt.Sprintf("more bytes than the header's size_bytes %d", h.GetSizeBytes()))
 	case err != nil:
-		return f.storeFail(ctx, op, "", err)
+		return f.s.storeFail(ctx, op, "output", "", err)
 	}
 	stored = true
 	sum := hex.EncodeToString(hash.Sum(nil))

@@ -35,7 +35,8 @@ func resourcesToPB(rs []*db.Resource) []*pb.SessionResource {
 	out := make([]*pb.SessionResource, 0, len(rs))
 	for _, res := range rs {
 		p := &pb.SessionResource{Id: res.ID, Type: res.Type, MountPath: res.MountPath, FileId: res.FileID, Url: res.URL,
-			HasToken: len(res.TokenSealed) > 0, Deleted: res.DeletedAt != nil, Version: res.Version, MaterializedVersion: res.MaterializedVersion}
+			HasToken: len(res.TokenSealed) > 0, Deleted: res.DeletedAt != nil, Version: res.Version, MaterializedVersion: res.MaterializedVersion,
+			SkillId: res.SkillID, SkillVersionId: res.SkillVersionID, SkillName: res.SkillName, SkillDescription: res.SkillDescription}
 		if c := res.Checkout; c != nil {
 			p.CheckoutType = c.Type
 			p.CheckoutRef = c.Name
@@ -71,6 +72,46 @@ func (r *resourceServer) GetResourceToken(ctx context.Context, req *pb.GetResour
 		return nil, status.Error(codes.FailedPrecondition, "get resource token: the token cannot be decrypted with the configured keys")
 	}
 	return &pb.GetResourceTokenResponse{AuthorizationToken: string(token)}, nil
+}
+
+// ReadSkillVersion implements pb.SessionResourcesServer: the archive of a
+// skill resource's version, as the Skills API's content download serves
+// it.
+func (r *resourceServer) ReadSkillVersion(req *pb.ReadSkillVersionRequest, stream pb.SessionResources_ReadSkillVersionServer) error {
+	const op = "read skill version"
+	ctx := stream.Context()
+	if r.s.files == nil {
+		return errNoFileStore
+	}
+	if err := requireFields("session_id", req.GetSessionId(), "resource_id", req.GetResourceId()); err != nil {
+		return err
+	}
+	res, err := r.s.store.SkillResource(ctx, req.GetSessionId(), req.GetResourceId())
+	if errors.Is(err, db.ErrNotFound) {
+		return status.Errorf(codes.NotFound, "%s: session %s has no skill resource %s", op, req.GetSessionId(), req.GetResourceId())
+	}
+	if err != nil {
+		return r.s.fail(ctx, op, err)
+	}
+	v, err := r.s.store.SkillVersionGet(ctx, res.SkillID, res.SkillVersionID)
+	if errors.Is(err, db.ErrNotFound) {
+		return status.Errorf(codes.NotFound, "%s: version %s of skill %s was deleted", op, res.SkillVersionID, res.SkillID)
+	}
+	if err != nil {
+		return r.s.fail(ctx, op, err)
+	}
+	rc, err := r.s.files.Open(ctx, v.StorageKey, 0)
+	if err != nil {
+		return r.s.storeFail(ctx, op, "skill version", v.ID, err)
+	}
+	defer func() { _ = rc.Close() }()
+	return r.s.streamBlob(ctx, op, "skill version", v.ID, rc, v.SizeBytes, func(data []byte, first bool) error {
+		msg := &pb.ReadSkillVersionResponse{Data: data}
+		if first {
+			msg.SizeBytes = v.SizeBytes
+		}
+		return stream.Send(msg)
+	})
 }
 
 // MarkResourceMaterialized implements pb.SessionResourcesServer.

@@ -56,13 +56,18 @@ func (a *API) agentCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx := c.Request().Context()
+	skills, err := a.resolveSkills(ctx, spec.Skills, "")
+	if err != nil {
+		return err
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
-	ag, err := a.deps.Store.AgentCreate(c.Request().Context(), ids.New(ids.Agent), raw, a.now())
+	ag, err := a.deps.Store.AgentCreate(ctx, ids.New(ids.Agent), raw, skillRefs(skills), a.now())
 	if err != nil {
-		return err
+		return skillRefGone(err, "")
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
 }
@@ -110,28 +115,36 @@ func (a *API) agentUpdate(c echo.Context) error {
 	if err := agentspec.CheckUpdate(&in); err != nil {
 		return err
 	}
-	ag, err := a.deps.Store.AgentUpdate(c.Request().Context(), id, a.now(), func(cur *db.Agent) (json.RawMessage, error) {
+	ctx := c.Request().Context()
+	ag, err := a.deps.Store.AgentUpdate(ctx, id, a.now(), func(cur *db.Agent) (json.RawMessage, []db.SkillRef, error) {
 		if in.Version.Set && !in.Version.Null && in.Version.Value != cur.Version {
-			return nil, apierror.Conflictf("agent %q is at version %d, not %d; fetch it again and retry the update", id, cur.Version, in.Version.Value)
+			return nil, nil, apierror.Conflictf("agent %q is at version %d, not %d; fetch it again and retry the update", id, cur.Version, in.Version.Value)
 		}
 		if cur.ArchivedAt != nil {
-			return nil, apierror.Conflictf("agent %q is archived and cannot be updated", id)
+			return nil, nil, apierror.Conflictf("agent %q is archived and cannot be updated", id)
 		}
 		var current agentspec.Spec
 		if err := json.Unmarshal(cur.Spec, &current); err != nil {
-			return nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
+			return nil, nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
 		}
 		next, err := agentspec.Update(&current, &in)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		// Compared resolved: skills naming no version (or "latest") equal
+		// the current ones while no newer version was uploaded.
+		skills, err := a.resolveSkills(ctx, next.Skills, "")
+		if err != nil {
+			return nil, nil, err
 		}
 		if agentspec.Equal(&current, next) {
-			return nil, nil // nothing changed: no new version
+			return nil, nil, nil // nothing changed: no new version
 		}
-		return json.Marshal(next)
+		raw, err := json.Marshal(next)
+		return raw, skillRefs(skills), err
 	})
 	if err != nil {
-		return notFoundAs(err, agentNotFound(id))
+		return notFoundAs(skillRefGone(err, ""), agentNotFound(id))
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
 }

@@ -214,6 +214,9 @@ func mountPath(in *string, name, base string, allowed []string, p string) (strin
 		v = base + "/" + v
 	}
 	v = path.Clean(v)
+	if v == db.SkillsMountDir || strings.HasPrefix(v, db.SkillsMountDir+"/") {
+		return "", apierror.Invalid("%s: %q lies under %s, where the session's skills are placed", p, v, db.SkillsMountDir)
+	}
 	for _, dir := range allowed {
 		if strings.HasPrefix(v, dir+"/") {
 			return v, nil

@@ -150,6 +150,12 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The agent version's skills are resolved already; overrides' are
+	// resolved here. Either way each becomes a skill resource.
+	skills, err := a.resolveSkills(ctx, snapshot.Skills, "agent.")
+	if err != nil {
+		return err
+	}
 	if budget != nil {
 		if err := a.checkBudgetable(snapshot.Model.ID); err != nil {
 			return err
@@ -176,7 +182,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	now := a.now()
 	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
 		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget,
-		Resources: resources, VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env)}
+		Resources: resources, Skills: sessionSkills(skills), VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env)}
 	var req *db.AppendRequest
 	if len(initial) > 0 {
 		req = a.admission(initial, now)

@@ -69,7 +69,7 @@ type skillVersionResponse struct {
 
 func toSkillResponse(s *db.Skill) *skillResponse {
 	return &skillResponse{Type: "skill", ID: s.ID, DisplayName: s.DisplayName, LatestVersionID: s.LatestVersionID,
-		Source: skillSource{Type: "custom"}, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Source: skillSource{Type: s.Source}, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
 func toSkillVersionResponse(v *db.SkillVersion) *skillVersionResponse {
@@ -83,7 +83,48 @@ func skillVersionNotFound(skillID, version string) error {
 	return apierror.NotFoundf("version %q of skill %q not found", version, skillID)
 }
 
-func skillID(c echo.Context) (string, error) { return pathID(c, "id", ids.Skill, skillNotFound) }
+// skillID is the skill id of the path: an uploaded skill's (skill_...)
+// or an Anthropic catalog skill's (its kebab-case name).
+func skillID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if !ids.Valid(ids.Skill, id) && skillbundle.CheckName(id) != nil {
+		return "", skillNotFound(id)
+	}
+	return id, nil
+}
+
+// skillReadOnly answers a change to an Anthropic skill.
+func skillReadOnly(id string) error {
+	return apierror.Forbidden("skill %q comes from the Anthropic skills catalog (MANGO_SKILLS_CATALOG) and is read-only; "+
+		"change the catalog and restart the api-server instead", id)
+}
+
+// skillInUse answers the deletion of a skill or version agents use.
+func skillInUse(err error) error {
+	var inUse *db.SkillInUseError
+	if !errors.As(err, &inUse) {
+		return err
+	}
+	what := fmt.Sprintf("skill %q", inUse.SkillID)
+	if inUse.VersionID != "" {
+		what = fmt.Sprintf("version %q of skill %q", inUse.VersionID, inUse.SkillID)
+	}
+	return apierror.Conflictf("%s is used by the current version of agents %s; update or archive them first",
+		what, strings.Join(inUse.Agents, ", "))
+}
+
+// loadCustomSkill returns a skill the API may change: ErrNotFound as a
+// 404, an Anthropic skill as a 403.
+func (a *API) loadCustomSkill(ctx context.Context, id string) (*db.Skill, error) {
+	sk, err := a.deps.Store.SkillGet(ctx, id)
+	if err != nil {
+		return nil, notFoundAs(err, skillNotFound(id))
+	}
+	if sk.Source != db.SkillCustom {
+		return nil, skillReadOnly(id)
+	}
+	return sk, nil
+}
 
 // skillUpload is a parsed upload: the files and, for a new skill, its
 // display_name.
@@ -219,21 +260,11 @@ func parseSkill(files []skillbundle.File) (*skillbundle.Bundle, error) {
 // version (not yet inserted). On error nothing is stored.
 func (a *API) storeSkillVersion(ctx context.Context, b *skillbundle.Bundle) (*db.SkillVersion, error) {
 	v := &db.SkillVersion{ID: ids.New(ids.SkillVersion), Name: b.Name, Description: b.Description,
-		StorageKey: filestore.NewKey(), FileCount: len(b.Files), CreatedAt: a.now()}
-	pr, pw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pw.CloseWithError(b.WriteZip(pw, v.CreatedAt))
-	}()
+		StorageKey: filestore.NewKey(), FileCount: len(b.Files), ContentSHA256: b.ContentSHA256(), CreatedAt: a.now()}
 	maxBytes, _ := a.skillLimits()
-	// Deflate grows data by a small fraction at worst; the slack covers
-	// the zip headers.
-	n, err := a.deps.Files.Put(ctx, v.StorageKey, pr, 2*maxBytes+int64(len(b.Files)+1)*4096)
-	_ = pr.CloseWithError(io.ErrClosedPipe) // ends the writer if Put stopped early
-	<-done
+	n, err := b.Put(ctx, a.deps.Files, v.StorageKey, v.CreatedAt, maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("store skill archive: %w", err)
+		return nil, err
 	}
 	v.SizeBytes = n
 	return v, nil
@@ -281,20 +312,15 @@ func (a *API) skillList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	switch src := c.QueryParam("source"); src {
-	case "", "custom":
-	case "anthropic":
-		// Mango serves no Anthropic skills.
-		return writeList(c, []db.Skill{}, false, func(s db.Skill) *skillResponse { return toSkillResponse(&s) },
-			func(db.Skill) string { return "" })
-	default:
+	src := c.QueryParam("source")
+	if src != "" && src != db.SkillCustom && src != db.SkillAnthropic {
 		return apierror.Invalid("source: must be custom or anthropic, got %q", src)
 	}
 	after, err := pageAfter(page.cursor)
 	if err != nil {
 		return err
 	}
-	skills, more, err := a.deps.Store.SkillList(c.Request().Context(), after, page.limit)
+	skills, more, err := a.deps.Store.SkillList(c.Request().Context(), src, after, page.limit)
 	if err != nil {
 		return err
 	}
@@ -307,9 +333,12 @@ func (a *API) skillDelete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := a.loadCustomSkill(c.Request().Context(), id); err != nil {
+		return err
+	}
 	keys, err := a.deps.Store.SkillDelete(c.Request().Context(), id)
 	if err != nil {
-		return notFoundAs(err, skillNotFound(id))
+		return notFoundAs(skillInUse(err), skillNotFound(id))
 	}
 	for _, k := range keys {
 		a.deleteBlob(c.Request().Context(), k)
@@ -323,10 +352,10 @@ func (a *API) skillVersionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sk, err := a.deps.Store.SkillGet(ctx, id)
+	sk, err := a.loadCustomSkill(ctx, id)
 	if err != nil {
 		drain(c.Request().Body)
-		return notFoundAs(err, skillNotFound(id))
+		return err
 	}
 	up, err := a.readSkillUpload(c, false)
 	if err != nil {
@@ -412,12 +441,15 @@ func (a *API) skillVersionDelete(c echo.Context) error {
 	if !ids.Valid(ids.SkillVersion, version) {
 		return skillVersionNotFound(id, version)
 	}
+	if _, err := a.loadCustomSkill(c.Request().Context(), id); err != nil {
+		return err
+	}
 	key, err := a.deps.Store.SkillVersionDelete(c.Request().Context(), id, version, a.now())
 	switch {
 	case errors.Is(err, db.ErrLastSkillVersion):
 		return apierror.Conflictf("version %q is the only version of skill %q; a skill always has one: delete the skill instead", version, id)
 	case err != nil:
-		return notFoundAs(err, skillVersionNotFound(id, version))
+		return notFoundAs(skillInUse(err), skillVersionNotFound(id, version))
 	}
 	a.deleteBlob(c.Request().Context(), key)
 	return c.JSON(http.StatusOK, map[string]string{"id": version, "type": "skill_version_deleted"})

@@ -16,6 +16,10 @@ package skillbundle
 import (
 	"archive/zip"
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -242,4 +246,50 @@ func (b *Bundle) WriteZip(w io.Writer, at time.Time) error {
 		return fmt.Errorf("write skill archive: %w", err)
 	}
 	return nil
+}
+
+// ContentSHA256 is the hex sha256 of the bundle's files (paths, modes as
+// WriteZip sets them, and bytes), independent of the archive's dates: two
+// uploads of the same folder have the same hash.
+func (b *Bundle) ContentSHA256() string {
+	h := sha256.New()
+	for _, f := range b.Files {
+		exec := byte(0)
+		if bytes.HasPrefix(f.Data, []byte("#!")) {
+			exec = 1
+		}
+		// Length-prefixed fields: no two file sets encode alike.
+		_ = binary.Write(h, binary.BigEndian, uint64(len(f.Path)))
+		h.Write([]byte(f.Path))
+		h.Write([]byte{exec})
+		_ = binary.Write(h, binary.BigEndian, uint64(len(f.Data)))
+		h.Write(f.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Putter stores bytes under a key (filestore.Blobs.Put).
+type Putter interface {
+	Put(ctx context.Context, key string, r io.Reader, limit int64) (int64, error)
+}
+
+// Put writes the bundle's archive (WriteZip, dated at) to blobs under key
+// and returns its size. maxBytes is the limit the bundle's files were read
+// with: the archive may exceed it by the zip format's overhead.
+func (b *Bundle) Put(ctx context.Context, blobs Putter, key string, at time.Time, maxBytes int64) (int64, error) {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(b.WriteZip(pw, at))
+	}()
+	// Deflate grows data by a small fraction at worst; the slack covers
+	// the zip headers.
+	n, err := blobs.Put(ctx, key, pr, 2*maxBytes+int64(len(b.Files)+1)*4096)
+	_ = pr.CloseWithError(io.ErrClosedPipe) // ends the writer if Put stopped early
+	<-done
+	if err != nil {
+		return 0, fmt.Errorf("store skill archive: %w", err)
+	}
+	return n, nil
 }

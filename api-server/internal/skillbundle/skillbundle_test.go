@@ -86,3 +86,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestContentSHA256: the hash depends on the files (paths, bytes, the
+// executable bit) and on nothing else: not the upload's form or order.
+func TestContentSHA256(t *testing.T) {
+	t.Parallel()
+	manifest := []byte("---\nname: pdf\ndescription: d\n---\n")
+	parse := func(files ...File) string {
+		t.Helper()
+		b, err := Parse(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.ContentSHA256()
+	}
+	base := parse(File{Path: "pdf/SKILL.md", Data: manifest}, File{Path: "pdf/run.sh", Data: []byte("echo")})
+	if got := parse(File{Path: "run.sh", Data: []byte("echo")}, File{Path: "SKILL.md", Data: manifest}); got != base {
+		t.Errorf("the same files, flat and in another order: hash %s; want %s", got, base)
+	}
+	for name, files := range map[string][]File{
+		"other bytes":     {{Path: "SKILL.md", Data: manifest}, {Path: "run.sh", Data: []byte("echo!")}},
+		"other path":      {{Path: "SKILL.md", Data: manifest}, {Path: "run2.sh", Data: []byte("echo")}},
+		"bytes moved":     {{Path: "SKILL.md", Data: manifest}, {Path: "run.she", Data: []byte("cho")}},
+		"one file fewer":  {{Path: "SKILL.md", Data: manifest}},
+		"executable file": {{Path: "SKILL.md", Data: manifest}, {Path: "run.sh", Data: []byte("#!echo")}},
+	} {
+		if got := parse(files...); got == base || len(got) != 64 {
+			t.Errorf("%s: hash %s; want 64 hex digits other than %s", name, got, base)
+		}
+	}
+}

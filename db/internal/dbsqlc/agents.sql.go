@@ -218,6 +218,28 @@ func (q *Queries) AgentSetCurrentVersion(ctx context.Context, arg AgentSetCurren
 	return err
 }
 
+const agentSkillRefInsert = `-- name: AgentSkillRefInsert :exec
+INSERT INTO agent_skill_refs (agent_id, agent_version, skill_id, skill_version_id)
+VALUES ($1, $2, $3, $4)
+`
+
+type AgentSkillRefInsertParams struct {
+	AgentID        string
+	AgentVersion   int64
+	SkillID        string
+	SkillVersionID string
+}
+
+func (q *Queries) AgentSkillRefInsert(ctx context.Context, arg AgentSkillRefInsertParams) error {
+	_, err := q.db.Exec(ctx, agentSkillRefInsert,
+		arg.AgentID,
+		arg.AgentVersion,
+		arg.SkillID,
+		arg.SkillVersionID,
+	)
+	return err
+}
+
 const agentVersionInsert = `-- name: AgentVersionInsert :exec
 INSERT INTO agent_versions (agent_id, version, spec, created_at)
 VALUES ($1, $2, $3, $4)

@@ -17,6 +17,13 @@ type Agent struct {
 	ArchivedAt     *time.Time
 }
 
+type AgentSkillRef struct {
+	AgentID        string
+	AgentVersion   int64
+	SkillID        string
+	SkillVersionID string
+}
+
 type AgentVersion struct {
 	AgentID   string
 	Version   int64
@@ -182,6 +189,8 @@ type SessionResource struct {
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 	DeletedAt           *time.Time
+	SkillID             *string
+	SkillVersionID      *string
 }
 
 type Skill struct {
@@ -190,17 +199,19 @@ type Skill struct {
 	DisplayName string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	Source      string
 }
 
 type SkillVersion struct {
-	ID          string
-	SkillID     string
-	Name        string
-	Description string
-	StorageKey  string
-	SizeBytes   int64
-	FileCount   int32
-	CreatedAt   time.Time
+	ID            string
+	SkillID       string
+	Name          string
+	Description   string
+	StorageKey    string
+	SizeBytes     int64
+	FileCount     int32
+	CreatedAt     time.Time
+	ContentSha256 string
 }
 
 type ToolJournal struct {

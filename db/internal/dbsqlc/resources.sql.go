@@ -35,7 +35,7 @@ func (q *Queries) FileDeleteSessionCopies(ctx context.Context, scopeSessionID *s
 }
 
 const resourceCountLive = `-- name: ResourceCountLive :one
-SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL
+SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL AND type <> 'skill'
 `
 
 func (q *Queries) ResourceCountLive(ctx context.Context, sessionID string) (int64, error) {
@@ -47,8 +47,8 @@ func (q *Queries) ResourceCountLive(ctx context.Context, sessionID string) (int6
 
 const resourceDeleteUnmaterialized = `-- name: ResourceDeleteUnmaterialized :one
 DELETE FROM session_resources
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version = 0
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version = 0
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
 `
 
 type ResourceDeleteUnmaterializedParams struct {
@@ -73,12 +73,14 @@ func (q *Queries) ResourceDeleteUnmaterialized(ctx context.Context, arg Resource
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }
 
 const resourceGetAny = `-- name: ResourceGetAny :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at FROM session_resources WHERE session_id = $1 AND id = $2
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources WHERE session_id = $1 AND id = $2
 `
 
 type ResourceGetAnyParams struct {
@@ -103,12 +105,14 @@ func (q *Queries) ResourceGetAny(ctx context.Context, arg ResourceGetAnyParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }
 
 const resourceGetLive = `-- name: ResourceGetLive :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
 `
 
 type ResourceGetLiveParams struct {
@@ -133,6 +137,41 @@ func (q *Queries) ResourceGetLive(ctx context.Context, arg ResourceGetLiveParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
+	)
+	return i, err
+}
+
+const resourceGetSkill = `-- name: ResourceGetSkill :one
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+WHERE session_id = $1 AND id = $2 AND type = 'skill' AND deleted_at IS NULL
+`
+
+type ResourceGetSkillParams struct {
+	SessionID string
+	ID        string
+}
+
+func (q *Queries) ResourceGetSkill(ctx context.Context, arg ResourceGetSkillParams) (SessionResource, error) {
+	row := q.db.QueryRow(ctx, resourceGetSkill, arg.SessionID, arg.ID)
+	var i SessionResource
+	err := row.Scan(
+		&i.ID,
+		&i.SessionID,
+		&i.Type,
+		&i.MountPath,
+		&i.FileID,
+		&i.Url,
+		&i.Checkout,
+		&i.TokenSealed,
+		&i.Version,
+		&i.MaterializedVersion,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }
@@ -140,7 +179,7 @@ func (q *Queries) ResourceGetLive(ctx context.Context, arg ResourceGetLiveParams
 const resourceInsert = `-- name: ResourceInsert :one
 INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
 `
 
 type ResourceInsertParams struct {
@@ -182,39 +221,83 @@ func (q *Queries) ResourceInsert(ctx context.Context, arg ResourceInsertParams) 
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }
 
-const resourceListForWorker = `-- name: ResourceListForWorker :many
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at FROM session_resources
-WHERE session_id = $1 AND (deleted_at IS NULL OR materialized_version > 0)
-ORDER BY created_at, id
+const resourceInsertSkill = `-- name: ResourceInsertSkill :exec
+INSERT INTO session_resources (id, session_id, type, mount_path, skill_id, skill_version_id, created_at, updated_at)
+VALUES ($1, $2, 'skill', $3, $4, $5, $6, $6)
 `
 
-func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) ([]SessionResource, error) {
+type ResourceInsertSkillParams struct {
+	ID             string
+	SessionID      string
+	MountPath      string
+	SkillID        *string
+	SkillVersionID *string
+	CreatedAt      time.Time
+}
+
+// A session's skill resource (hidden from clients, never counted).
+func (q *Queries) ResourceInsertSkill(ctx context.Context, arg ResourceInsertSkillParams) error {
+	_, err := q.db.Exec(ctx, resourceInsertSkill,
+		arg.ID,
+		arg.SessionID,
+		arg.MountPath,
+		arg.SkillID,
+		arg.SkillVersionID,
+		arg.CreatedAt,
+	)
+	return err
+}
+
+const resourceListForWorker = `-- name: ResourceListForWorker :many
+SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r.token_sealed, r.version, r.materialized_version, r.created_at, r.updated_at, r.deleted_at, r.skill_id, r.skill_version_id, COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
+FROM session_resources r
+LEFT JOIN skills s ON s.id = r.skill_id
+LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
+WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+ORDER BY r.created_at, r.id
+`
+
+type ResourceListForWorkerRow struct {
+	SessionResource  SessionResource
+	SkillName        string
+	SkillDescription string
+}
+
+// Skill resources carry their skill's name and description (the
+// description is empty once the version is gone).
+func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) ([]ResourceListForWorkerRow, error) {
 	rows, err := q.db.Query(ctx, resourceListForWorker, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []SessionResource
+	var items []ResourceListForWorkerRow
 	for rows.Next() {
-		var i SessionResource
+		var i ResourceListForWorkerRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.SessionID,
-			&i.Type,
-			&i.MountPath,
-			&i.FileID,
-			&i.Url,
-			&i.Checkout,
-			&i.TokenSealed,
-			&i.Version,
-			&i.MaterializedVersion,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DeletedAt,
+			&i.SessionResource.ID,
+			&i.SessionResource.SessionID,
+			&i.SessionResource.Type,
+			&i.SessionResource.MountPath,
+			&i.SessionResource.FileID,
+			&i.SessionResource.Url,
+			&i.SessionResource.Checkout,
+			&i.SessionResource.TokenSealed,
+			&i.SessionResource.Version,
+			&i.SessionResource.MaterializedVersion,
+			&i.SessionResource.CreatedAt,
+			&i.SessionResource.UpdatedAt,
+			&i.SessionResource.DeletedAt,
+			&i.SessionResource.SkillID,
+			&i.SessionResource.SkillVersionID,
+			&i.SkillName,
+			&i.SkillDescription,
 		); err != nil {
 			return nil, err
 		}
@@ -227,8 +310,8 @@ func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) (
 }
 
 const resourceListLive = `-- name: ResourceListLive :many
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at FROM session_resources
-WHERE session_id = $1 AND deleted_at IS NULL
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+WHERE session_id = $1 AND deleted_at IS NULL AND type <> 'skill'
   AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::text))
 ORDER BY created_at, id
 LIMIT $4
@@ -269,6 +352,8 @@ func (q *Queries) ResourceListLive(ctx context.Context, arg ResourceListLivePara
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeletedAt,
+			&i.SkillID,
+			&i.SkillVersionID,
 		); err != nil {
 			return nil, err
 		}
@@ -281,8 +366,8 @@ func (q *Queries) ResourceListLive(ctx context.Context, arg ResourceListLivePara
 }
 
 const resourceListLiveForSessions = `-- name: ResourceListLiveForSessions :many
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at FROM session_resources
-WHERE session_id = ANY($1::text[]) AND deleted_at IS NULL
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+WHERE session_id = ANY($1::text[]) AND deleted_at IS NULL AND type <> 'skill'
 ORDER BY session_id, created_at, id
 `
 
@@ -309,6 +394,8 @@ func (q *Queries) ResourceListLiveForSessions(ctx context.Context, sessionIds []
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.DeletedAt,
+			&i.SkillID,
+			&i.SkillVersionID,
 		); err != nil {
 			return nil, err
 		}
@@ -377,8 +464,8 @@ func (q *Queries) ResourceRewrapToken(ctx context.Context, arg ResourceRewrapTok
 
 const resourceSetToken = `-- name: ResourceSetToken :one
 UPDATE session_resources SET token_sealed = $3, updated_at = $4
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
 `
 
 type ResourceSetTokenParams struct {
@@ -410,14 +497,16 @@ func (q *Queries) ResourceSetToken(ctx context.Context, arg ResourceSetTokenPara
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }
 
 const resourceSoftDelete = `-- name: ResourceSoftDelete :one
 UPDATE session_resources SET deleted_at = $3, updated_at = $3, version = version + 1, token_sealed = NULL
-WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND materialized_version > 0
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at
+WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version > 0
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
 `
 
 type ResourceSoftDeleteParams struct {
@@ -443,6 +532,8 @@ func (q *Queries) ResourceSoftDelete(ctx context.Context, arg ResourceSoftDelete
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DeletedAt,
+		&i.SkillID,
+		&i.SkillVersionID,
 	)
 	return i, err
 }

@@ -10,6 +10,51 @@ import (
 	"time"
 )
 
+const skillCatalogList = `-- name: SkillCatalogList :many
+SELECT s.id, s.name,
+       COALESCE((SELECT v.content_sha256 FROM skill_versions v WHERE v.skill_id = s.id
+                 ORDER BY v.created_at DESC, v.id DESC LIMIT 1), '')::text AS latest_sha256
+FROM skills s WHERE s.source = 'anthropic'
+ORDER BY s.id
+`
+
+type SkillCatalogListRow struct {
+	ID           string
+	Name         string
+	LatestSha256 string
+}
+
+// The imported skills with the content hash of their latest version.
+func (q *Queries) SkillCatalogList(ctx context.Context) ([]SkillCatalogListRow, error) {
+	rows, err := q.db.Query(ctx, skillCatalogList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkillCatalogListRow
+	for rows.Next() {
+		var i SkillCatalogListRow
+		if err := rows.Scan(&i.ID, &i.Name, &i.LatestSha256); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const skillCatalogLock = `-- name: SkillCatalogLock :exec
+SELECT pg_advisory_xact_lock(hashtext('mango.skills.catalog'))
+`
+
+// One catalog importer at a time (the key is 'mango.skills.catalog').
+func (q *Queries) SkillCatalogLock(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, skillCatalogLock)
+	return err
+}
+
 const skillDeleteByID = `-- name: SkillDeleteByID :execrows
 DELETE FROM skills WHERE id = $1
 `
@@ -23,7 +68,7 @@ func (q *Queries) SkillDeleteByID(ctx context.Context, id string) (int64, error)
 }
 
 const skillGetByID = `-- name: SkillGetByID :one
-SELECT s.id, s.name, s.display_name, s.created_at, s.updated_at, COALESCE((SELECT v.id FROM skill_versions v WHERE v.skill_id = s.id
+SELECT s.id, s.name, s.display_name, s.created_at, s.updated_at, s.source, COALESCE((SELECT v.id FROM skill_versions v WHERE v.skill_id = s.id
                       ORDER BY v.created_at DESC, v.id DESC LIMIT 1), '')::text AS latest_version_id
 FROM skills s WHERE s.id = $1
 `
@@ -34,6 +79,7 @@ type SkillGetByIDRow struct {
 	DisplayName     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Source          string
 	LatestVersionID string
 }
 
@@ -46,6 +92,7 @@ func (q *Queries) SkillGetByID(ctx context.Context, id string) (SkillGetByIDRow,
 		&i.DisplayName,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Source,
 		&i.LatestVersionID,
 	)
 	return i, err
@@ -53,14 +100,15 @@ func (q *Queries) SkillGetByID(ctx context.Context, id string) (SkillGetByIDRow,
 
 const skillInsert = `-- name: SkillInsert :exec
 
-INSERT INTO skills (id, name, display_name, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $4)
+INSERT INTO skills (id, name, display_name, source, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $5)
 `
 
 type SkillInsertParams struct {
 	ID          string
 	Name        string
 	DisplayName string
+	Source      string
 	CreatedAt   time.Time
 }
 
@@ -70,22 +118,25 @@ func (q *Queries) SkillInsert(ctx context.Context, arg SkillInsertParams) error 
 		arg.ID,
 		arg.Name,
 		arg.DisplayName,
+		arg.Source,
 		arg.CreatedAt,
 	)
 	return err
 }
 
 const skillList = `-- name: SkillList :many
-SELECT s.id, s.name, s.display_name, s.created_at, s.updated_at, COALESCE((SELECT v.id FROM skill_versions v WHERE v.skill_id = s.id
+SELECT s.id, s.name, s.display_name, s.created_at, s.updated_at, s.source, COALESCE((SELECT v.id FROM skill_versions v WHERE v.skill_id = s.id
                       ORDER BY v.created_at DESC, v.id DESC LIMIT 1), '')::text AS latest_version_id
 FROM skills s
-WHERE ($1::timestamptz IS NULL
-       OR (s.created_at, s.id) < ($1::timestamptz, $2::text))
+WHERE ($1::text IS NULL OR s.source = $1)
+  AND ($2::timestamptz IS NULL
+       OR (s.created_at, s.id) < ($2::timestamptz, $3::text))
 ORDER BY s.created_at DESC, s.id DESC
-LIMIT $3
+LIMIT $4
 `
 
 type SkillListParams struct {
+	Source         *string
 	AfterCreatedAt *time.Time
 	AfterID        string
 	RowLimit       int32
@@ -97,11 +148,17 @@ type SkillListRow struct {
 	DisplayName     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Source          string
 	LatestVersionID string
 }
 
 func (q *Queries) SkillList(ctx context.Context, arg SkillListParams) ([]SkillListRow, error) {
-	rows, err := q.db.Query(ctx, skillList, arg.AfterCreatedAt, arg.AfterID, arg.RowLimit)
+	rows, err := q.db.Query(ctx, skillList,
+		arg.Source,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +172,7 @@ func (q *Queries) SkillList(ctx context.Context, arg SkillListParams) ([]SkillLi
 			&i.DisplayName,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Source,
 			&i.LatestVersionID,
 		); err != nil {
 			return nil, err
@@ -138,6 +196,32 @@ func (q *Queries) SkillLockByID(ctx context.Context, id string) (string, error) 
 	return id_2, err
 }
 
+const skillLockShareMany = `-- name: SkillLockShareMany :many
+SELECT id FROM skills WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE
+`
+
+// Holds the skills an agent version names against a concurrent delete
+// (which locks them FOR UPDATE).
+func (q *Queries) SkillLockShareMany(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, skillLockShareMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const skillTouch = `-- name: SkillTouch :exec
 UPDATE skills SET updated_at = $2 WHERE id = $1
 `
@@ -150,6 +234,44 @@ type SkillTouchParams struct {
 func (q *Queries) SkillTouch(ctx context.Context, arg SkillTouchParams) error {
 	_, err := q.db.Exec(ctx, skillTouch, arg.ID, arg.UpdatedAt)
 	return err
+}
+
+const skillUsers = `-- name: SkillUsers :many
+SELECT DISTINCT r.agent_id
+FROM agent_skill_refs r
+JOIN agents a ON a.id = r.agent_id AND a.current_version = r.agent_version
+WHERE a.archived_at IS NULL AND r.skill_id = $1
+  AND ($2::text IS NULL OR r.skill_version_id = $2)
+ORDER BY r.agent_id
+LIMIT $3
+`
+
+type SkillUsersParams struct {
+	SkillID   string
+	VersionID *string
+	RowLimit  int32
+}
+
+// The non-archived agents whose current version names the skill (or,
+// with version_id, pins that version).
+func (q *Queries) SkillUsers(ctx context.Context, arg SkillUsersParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, skillUsers, arg.SkillID, arg.VersionID, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var agent_id string
+		if err := rows.Scan(&agent_id); err != nil {
+			return nil, err
+		}
+		items = append(items, agent_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const skillVersionCount = `-- name: SkillVersionCount :one
@@ -204,7 +326,7 @@ func (q *Queries) SkillVersionDeleteAll(ctx context.Context, skillID string) ([]
 }
 
 const skillVersionGet = `-- name: SkillVersionGet :one
-SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at FROM skill_versions WHERE skill_id = $1 AND id = $2
+SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at, content_sha256 FROM skill_versions WHERE skill_id = $1 AND id = $2
 `
 
 type SkillVersionGetParams struct {
@@ -224,24 +346,26 @@ func (q *Queries) SkillVersionGet(ctx context.Context, arg SkillVersionGetParams
 		&i.SizeBytes,
 		&i.FileCount,
 		&i.CreatedAt,
+		&i.ContentSha256,
 	)
 	return i, err
 }
 
 const skillVersionInsert = `-- name: SkillVersionInsert :exec
-INSERT INTO skill_versions (id, skill_id, name, description, storage_key, size_bytes, file_count, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO skill_versions (id, skill_id, name, description, storage_key, size_bytes, file_count, content_sha256, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 `
 
 type SkillVersionInsertParams struct {
-	ID          string
-	SkillID     string
-	Name        string
-	Description string
-	StorageKey  string
-	SizeBytes   int64
-	FileCount   int32
-	CreatedAt   time.Time
+	ID            string
+	SkillID       string
+	Name          string
+	Description   string
+	StorageKey    string
+	SizeBytes     int64
+	FileCount     int32
+	ContentSha256 string
+	CreatedAt     time.Time
 }
 
 func (q *Queries) SkillVersionInsert(ctx context.Context, arg SkillVersionInsertParams) error {
@@ -253,13 +377,14 @@ func (q *Queries) SkillVersionInsert(ctx context.Context, arg SkillVersionInsert
 		arg.StorageKey,
 		arg.SizeBytes,
 		arg.FileCount,
+		arg.ContentSha256,
 		arg.CreatedAt,
 	)
 	return err
 }
 
 const skillVersionLatest = `-- name: SkillVersionLatest :one
-SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at FROM skill_versions WHERE skill_id = $1
+SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at, content_sha256 FROM skill_versions WHERE skill_id = $1
 ORDER BY created_at DESC, id DESC LIMIT 1
 `
 
@@ -275,12 +400,13 @@ func (q *Queries) SkillVersionLatest(ctx context.Context, skillID string) (Skill
 		&i.SizeBytes,
 		&i.FileCount,
 		&i.CreatedAt,
+		&i.ContentSha256,
 	)
 	return i, err
 }
 
 const skillVersionList = `-- name: SkillVersionList :many
-SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at FROM skill_versions
+SELECT id, skill_id, name, description, storage_key, size_bytes, file_count, created_at, content_sha256 FROM skill_versions
 WHERE skill_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::text))
@@ -318,7 +444,37 @@ func (q *Queries) SkillVersionList(ctx context.Context, arg SkillVersionListPara
 			&i.SizeBytes,
 			&i.FileCount,
 			&i.CreatedAt,
+			&i.ContentSha256,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const skillVersionsExist = `-- name: SkillVersionsExist :many
+SELECT id, skill_id FROM skill_versions WHERE id = ANY($1::text[])
+`
+
+type SkillVersionsExistRow struct {
+	ID      string
+	SkillID string
+}
+
+func (q *Queries) SkillVersionsExist(ctx context.Context, ids []string) ([]SkillVersionsExistRow, error) {
+	rows, err := q.db.Query(ctx, skillVersionsExist, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SkillVersionsExistRow
+	for rows.Next() {
+		var i SkillVersionsExistRow
+		if err := rows.Scan(&i.ID, &i.SkillID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -349,6 +349,33 @@ func (s *Store) ListKeys(ctx context.Context, after string, limit int) ([]filest
 	return out, nil
 }
 
+// Walk calls fn for every object whose key begins with the store's
+// prefix, in key order, with its key less the prefix, its size and a
+// function that opens its bytes. It is for trees that are not blobs (the
+// skills catalog, MANGO_SKILLS_CATALOG): keys are not checked. An error of
+// fn ends the walk and is returned.
+func (s *Store) Walk(ctx context.Context, fn func(key string, size int64, open func() (io.ReadCloser, error)) error) error {
+	ctx, stop := context.WithCancel(ctx) // ends the listing when fn fails
+	defer stop()
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return fmt.Errorf("list s3://%s/%s: %w", s.bucket, s.prefix, obj.Err)
+		}
+		name := obj.Key
+		open := func() (io.ReadCloser, error) {
+			o, err := s.client.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("read s3://%s/%s: %w", s.bucket, name, err)
+			}
+			return o, nil
+		}
+		if err := fn(strings.TrimPrefix(name, s.prefix), obj.Size, open); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PresignGet implements [filestore.Presigner]. It does not check that the
 // blob exists.
 func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error) {

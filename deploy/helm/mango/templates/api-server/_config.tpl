@@ -67,6 +67,9 @@ MANGO_MCP_ALLOW_PRIVATE: {{ .Values.mcp.allowPrivateNetworks | quote }}
 {{- with .Values.skills }}
 MANGO_SKILLS_MAX_BYTES: {{ .maxBytes | int64 | quote }}
 MANGO_SKILLS_MAX_FILES: {{ .maxFiles | int64 | quote }}
+{{- with .catalog }}
+MANGO_SKILLS_CATALOG: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- with .Values.files }}
 MANGO_FILES_MAX_BYTES: {{ .maxBytes | int64 | quote }}
