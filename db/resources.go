@@ -327,6 +327,24 @@ func (s *Store) SkillResource(ctx context.Context, sessionID, id string) (*Resou
 	return resourceFromRow(row)
 }
 
+// SkillReadable reports whether skillID is one of the skills of session
+// sessionID or, with sessionID empty, of a self-hosted session of
+// environment environmentID: what a self-hosted worker's credential may
+// read of the Skills API.
+func (s *Store) SkillReadable(ctx context.Context, skillID, sessionID, environmentID string) (bool, error) {
+	arg := dbsqlc.SkillReadableParams{SkillID: skillID}
+	if sessionID != "" {
+		arg.SessionID = &sessionID
+	} else {
+		arg.EnvironmentID = &environmentID
+	}
+	ok, err := s.q.SkillReadable(ctx, arg)
+	if err != nil {
+		return false, mapErr("check skill access", err)
+	}
+	return ok, nil
+}
+
 // ResourceSetToken replaces a live resource's sealed token.
 func (s *Store) ResourceSetToken(ctx context.Context, sessionID, id string, sealed []byte, now time.Time) (*Resource, error) {
 	row, err := s.q.ResourceSetToken(ctx, dbsqlc.ResourceSetTokenParams{SessionID: sessionID, ID: id, TokenSealed: sealed, UpdatedAt: now})

@@ -39,8 +39,11 @@ ALTER TABLE session_resources ADD CONSTRAINT session_resources_type_check
     CHECK (type IN ('file', 'github_repository', 'skill'));
 ALTER TABLE session_resources ADD CONSTRAINT session_resources_skill_check
     CHECK ((type = 'skill') = (skill_id IS NOT NULL AND skill_version_id IS NOT NULL));
+-- Self-hosted workers may read the skills of their sessions (db.SkillReadable).
+CREATE INDEX session_resources_skill_idx ON session_resources (skill_id, session_id) WHERE type = 'skill' AND deleted_at IS NULL;
 
 -- +goose Down
+DROP INDEX session_resources_skill_idx;
 DELETE FROM session_resources WHERE type = 'skill';
 ALTER TABLE session_resources DROP CONSTRAINT session_resources_skill_check;
 ALTER TABLE session_resources DROP CONSTRAINT session_resources_type_check;

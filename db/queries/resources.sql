@@ -74,3 +74,12 @@ WHERE id = sqlc.arg(id) AND token_sealed = sqlc.arg(old_sealed);
 
 -- name: FileDeleteSessionCopies :many
 DELETE FROM files WHERE scope_session_id = $1 AND origin = 'session_copy' RETURNING storage_key;
+
+-- name: SkillReadable :one
+-- Whether the skill is one of a session's skills: of session_id, or of a
+-- self-hosted session of environment_id.
+SELECT EXISTS (
+    SELECT 1 FROM session_resources r JOIN sessions s ON s.id = r.session_id
+    WHERE r.type = 'skill' AND r.deleted_at IS NULL AND r.skill_id = sqlc.arg(skill_id)::text
+      AND (r.session_id = sqlc.narg(session_id) OR (s.environment_id = sqlc.narg(environment_id) AND s.self_hosted))
+)::bool;

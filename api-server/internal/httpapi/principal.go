@@ -52,6 +52,11 @@ const (
 	// sessionWorker: reading a session and sending it tool results
 	// (API key; environment key of its environment; its item's token).
 	sessionWorker
+	// skillReader: reading a skill version and its archive, as the SDK's
+	// worker downloads a session's skills (API key; environment key of an
+	// environment with a self-hosted session that has the skill; the token
+	// of an item whose session has it).
+	skillReader
 )
 
 // routeClasses classifies the routes that are not API-key only, by
@@ -67,6 +72,8 @@ var routeClasses = map[string]routeClass{
 	"GET /v1/sessions/:id/events":                   sessionWorker,
 	"GET /v1/sessions/:id/events/stream":            sessionWorker,
 	"POST /v1/sessions/:id/events":                  sessionWorker,
+	"GET /v1/skills/:id/versions/:version":          skillReader,
+	"GET /v1/skills/:id/versions/:version/content":  skillReader,
 }
 
 // authenticate resolves the request's credential to a principal and
@@ -150,8 +157,11 @@ func (a *API) authorize(c echo.Context, p *principal) error {
 		return apierror.Forbidden("a%s %s may call only the work routes of its environment and the session routes of a self-hosted worker; %s %s is not one of them",
 			article(p.kind), p.kind, method, route)
 	}
-	if class == sessionWorker {
+	switch class {
+	case sessionWorker:
 		return a.checkSessionRoute(c, p)
+	case skillReader:
+		return a.checkSkillRoute(c, p)
 	}
 	return checkWorkRoute(c, p, class)
 }
@@ -180,6 +190,24 @@ func checkWorkRoute(c echo.Context, p *principal, class routeClass) error {
 		return apierror.Forbidden("this work item secret is bound to work item %q and may not act on %q", p.workID, wid)
 	}
 	return nil
+}
+
+// checkSkillRoute lets a worker's credential read only the skills of its
+// sessions: its item's session (a work token) or a self-hosted session of
+// its environment (an environment key).
+func (a *API) checkSkillRoute(c echo.Context, p *principal) error {
+	skill := c.Param("id")
+	ok, err := a.deps.Store.SkillReadable(c.Request().Context(), skill, p.sessionID, p.environmentID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	if p.kind == auth.KindWorkToken {
+		return apierror.Forbidden("this work item secret may read only the skills of session %q's agent; skill %q is not one of them", p.sessionID, skill)
+	}
+	return apierror.Forbidden("this environment key may read only the skills of its environment's self-hosted sessions; skill %q is not one of them", skill)
 }
 
 // checkSessionRoute binds session routes to the credential's session (a

@@ -150,6 +150,36 @@ func (m *messagesAPI) lastUserMessage(t *testing.T) apiMessage {
 	return msg
 }
 
+// lastSystem is the system prompt of the last recorded request: its text,
+// or its text blocks joined by newlines.
+func (m *messagesAPI) lastSystem(t *testing.T) string {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.bodies) == 0 {
+		t.Fatal("the Messages API got no request")
+	}
+	var req struct {
+		System json.RawMessage `json:"system"`
+	}
+	if err := json.Unmarshal(m.bodies[len(m.bodies)-1], &req); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if json.Unmarshal(req.System, &text) == nil {
+		return text
+	}
+	var blocks []struct{ Text string }
+	if err := json.Unmarshal(req.System, &blocks); err != nil {
+		t.Fatalf("system of the last request is neither a string nor text blocks: %s", req.System)
+	}
+	parts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
 // withoutCacheControl is the JSON value of raw without its cache_control
 // member (the model client marks the last blocks for prompt caching),
 // re-encoded in a canonical form.

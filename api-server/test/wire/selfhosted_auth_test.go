@@ -56,7 +56,9 @@ func authCall(t *testing.T, base, method, path, cred, body string) (int, []byte)
 func TestSelfHostedAuthTable(t *testing.T) {
 	h := newSelfHosted(t)
 	ctx := context.Background()
-	sid := h.session(t, true)
+	skill := newRowCounter(t, h.client)
+	otherSkill := newRowCounter(t, h.client) // no session has it
+	sid := h.skilledSession(t, skill.ID)
 	other := h.session(t, false) // a session of the environment without work
 	worker := h.as(t, h.envKey)
 	w, err := worker.Beta.Environments.Work.Poll(ctx, h.envID, anthropic.BetaEnvironmentWorkPollParams{})
@@ -97,7 +99,9 @@ func TestSelfHostedAuthTable(t *testing.T) {
 		{"environment get", http.MethodGet, "/v1/environments/" + h.envID, ""},
 		{"admin key create", http.MethodPost, "/admin/environments/" + h.envID + "/keys", `{"name":5}`},
 		{"skills list", http.MethodGet, "/v1/skills", ""},
-		{"skill version content", http.MethodGet, "/v1/skills/skill_000000000000000000000000/versions/latest/content", ""},
+		{"skill version", http.MethodGet, "/v1/skills/" + skill.ID + "/versions/" + skill.LatestVersionID, ""},
+		{"skill version content", http.MethodGet, "/v1/skills/" + skill.ID + "/versions/" + skill.LatestVersionID + "/content", ""},
+		{"other skill version content", http.MethodGet, "/v1/skills/" + otherSkill.ID + "/versions/latest/content", ""},
 	}
 	// want[credential][call name]; a call not named is forbidden.
 	creds := []struct {
@@ -107,12 +111,13 @@ func TestSelfHostedAuthTable(t *testing.T) {
 		{"API key", h.srv.APIKey, map[string]int{"work get": allowed, "work update": allowed, "session get": allowed, "session events": allowed,
 			"session stream": allowed, "session send result": allowed, "session send message": allowed, "other session get": allowed,
 			"session list": allowed, "session update": allowed, "agents list": allowed, "environment get": allowed, "admin key create": allowed,
-			"skills list": allowed, "skill version content": allowed}},
+			"skills list": allowed, "skill version": allowed, "skill version content": allowed, "other skill version content": allowed}},
 		{"environment key", h.envKey, map[string]int{"work poll": allowed, "work ack": allowed, "work heartbeat": allowed, "work stop": allowed,
 			"work list": allowed, "work stats": allowed, "session get": allowed, "session events": allowed, "session stream": allowed,
-			"session send result": allowed, "other session get": allowed}},
+			"session send result": allowed, "other session get": allowed, "skill version": allowed, "skill version content": allowed}},
 		{"work item secret", token, map[string]int{"work heartbeat": allowed, "work stop": allowed, "session get": allowed,
-			"session events": allowed, "session stream": allowed, "session send result": allowed}},
+			"session events": allowed, "session stream": allowed, "session send result": allowed, "skill version": allowed,
+			"skill version content": allowed}},
 		{"key of another environment", keyB, map[string]int{}},
 		{"unknown environment key", "mango_envkey_unknown", nil},
 		{"unknown work secret", "mango_wst_unknown", nil},
@@ -142,6 +147,23 @@ func TestSelfHostedAuthTable(t *testing.T) {
 			checkAuthEnvelope(t, cr.name+", "+c.name, status, body)
 		}
 	}
+}
+
+// skilledSession creates a session of the environment, with a first
+// message, whose agent (the table's, overridden) has the custom skill.
+func (h *selfHosted) skilledSession(t *testing.T, skillID string) string {
+	t.Helper()
+	s, err := h.client.Beta.Sessions.New(context.Background(), anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfBetaManagedAgentsAgentWithOverrides: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
+			ID: h.agent, Skills: []anthropic.BetaManagedAgentsSkillParamsUnion{{OfCustom: &anthropic.BetaManagedAgentsCustomSkillParams{SkillID: skillID}}}}},
+		EnvironmentID: h.envID,
+		InitialEvents: []anthropic.BetaSessionNewParamsInitialEventUnion{{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
+			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: "hi"}}}}}},
+	})
+	if err != nil {
+		t.Fatalf("create session with skill %s: %v", skillID, err)
+	}
+	return s.ID
 }
 
 // checkAuthEnvelope: a refusal is the error envelope of its status.

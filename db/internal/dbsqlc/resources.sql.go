@@ -566,3 +566,26 @@ func (q *Queries) ResourceTokensAll(ctx context.Context) ([]ResourceTokensAllRow
 	}
 	return items, nil
 }
+
+const skillReadable = `-- name: SkillReadable :one
+SELECT EXISTS (
+    SELECT 1 FROM session_resources r JOIN sessions s ON s.id = r.session_id
+    WHERE r.type = 'skill' AND r.deleted_at IS NULL AND r.skill_id = $1::text
+      AND (r.session_id = $2 OR (s.environment_id = $3 AND s.self_hosted))
+)::bool
+`
+
+type SkillReadableParams struct {
+	SkillID       string
+	SessionID     *string
+	EnvironmentID *string
+}
+
+// Whether the skill is one of a session's skills: of session_id, or of a
+// self-hosted session of environment_id.
+func (q *Queries) SkillReadable(ctx context.Context, arg SkillReadableParams) (bool, error) {
+	row := q.db.QueryRow(ctx, skillReadable, arg.SkillID, arg.SessionID, arg.EnvironmentID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
