@@ -55,6 +55,8 @@ type Materializer struct {
 	Resources pb.SessionResourcesClient
 	// Files reads file resources' bytes.
 	Files FileOpener
+	// Memory reads and syncs memory_store resources; nil refuses them.
+	Memory pb.SessionMemoryClient
 	// Clone clones repository resources; nil refuses them.
 	Clone Clone
 	// TempDir holds clones and skill archives while they are copied ("" :
@@ -129,7 +131,9 @@ var ErrUnusable = errors.New("repository unusable")
 // Materialize brings the sandbox of sessionID up to date with the
 // session's resources: it mounts what is new or changed and removes what
 // the client deleted, recording each step with the api-server. A
-// resource already in the sandbox costs nothing but the listing.
+// resource already in the sandbox costs nothing but the listing, except a
+// memory_store resource: it is synced and placed again on every call (see
+// memory.go), so call Materialize once per turn.
 func (m *Materializer) Materialize(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
 	list, err := m.Resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sessionID})
 	if err != nil {
@@ -147,7 +151,9 @@ func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, 
 	}
 	var ft sandbox.FileTransfer
 	for _, r := range resources {
-		if !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion() {
+		current := !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion()
+		memory := r.GetType() == MemoryStoreType && !r.GetDeleted()
+		if current && !memory {
 			continue
 		}
 		if ft == nil {
@@ -158,6 +164,9 @@ func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, 
 		}
 		if err := m.one(ctx, sessionID, ft, r); err != nil {
 			return err
+		}
+		if current {
+			continue
 		}
 		if _, err := m.Resources.MarkResourceMaterialized(ctx, &pb.MarkResourceMaterializedRequest{
 			SessionId: sessionID, ResourceId: r.GetId(), Version: r.GetVersion()}); err != nil {
@@ -174,6 +183,11 @@ func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.Fil
 		if err := ft.RemoveAll(ctx, r.GetMountPath()); err != nil {
 			return fmt.Errorf("remove resource %s: %w", r.GetId(), err)
 		}
+		if r.GetType() == MemoryStoreType {
+			if err := ft.RemoveAll(ctx, markerPath(r.GetId())); err != nil {
+				return fmt.Errorf("remove the placement marker of %s: %w", r.GetId(), err)
+			}
+		}
 		return nil
 	}
 	switch r.GetType() {
@@ -183,6 +197,8 @@ func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.Fil
 		return m.putRepository(ctx, sessionID, ft, r, log)
 	case "skill":
 		return m.putSkill(ctx, sessionID, ft, r, log)
+	case MemoryStoreType:
+		return m.placeMemory(ctx, sessionID, ft, r, log)
 	}
 	return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("resource type %q is not supported by this worker", r.GetType())}
 }
