@@ -28,6 +28,8 @@ type Client struct {
 	pb.ContextSnapshotsClient
 	// SessionResources is served on the same connection.
 	pb.SessionResourcesClient
+	// SessionMemory is served on the same connection.
+	pb.SessionMemoryClient
 	// FilesClient reaches the Files service on the same connection (read
 	// it through [Files], which resumes broken streams).
 	FilesClient pb.FilesClient
@@ -79,7 +81,7 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 		return nil, fmt.Errorf("controlplane: dial %s: %w", addr, err)
 	}
 	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
-		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn),
+		SessionResourcesClient: pb.NewSessionResourcesClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn), FilesClient: pb.NewFilesClient(conn),
 		CredentialsClient: pb.NewCredentialsClient(conn), conn: conn}, nil
 }
 
