@@ -92,11 +92,17 @@ func (m *Materializer) placeMemory(ctx context.Context, sessionID string, ft san
 	return m.memoryError(r, m.replaceMount(ctx, sessionID, ft, r, log))
 }
 
-// memoryError turns NOT_FOUND (the store or the resource is gone) into a
-// *ResourceError; other errors are returned as they are.
+// memoryError turns NOT_FOUND (the store or the resource is gone) and a
+// mount path the sandbox refuses into a *ResourceError; other errors are
+// returned as they are.
 func (m *Materializer) memoryError(r *pb.SessionResource, err error) error {
-	if err != nil && isNotFound(err) {
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err):
 		return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("its memory store no longer exists (%v)", err)}
+	case errors.Is(err, sandbox.ErrPathEscape):
+		return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("this sandbox cannot hold its mount path %s", r.GetMountPath())}
 	}
 	return err
 }

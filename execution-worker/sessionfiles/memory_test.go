@@ -513,3 +513,17 @@ func TestMemoryStoreGone(t *testing.T) {
 	}
 	e.sync(t)
 }
+
+// A mount path the sandbox refuses is a ResourceError naming it.
+func TestMemoryMountRefused(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{"a.md": "a\n"})
+	e.res.mu.Lock()
+	e.res.resources[0].MountPath = "/elsewhere/notes"
+	e.res.mu.Unlock()
+	err := e.m.Materialize(t.Context(), memSession, e.sb)
+	var re *sessionfiles.ResourceError
+	if !errors.As(err, &re) || !strings.Contains(re.Reason, "/elsewhere/notes") {
+		t.Errorf("Materialize with mount path /elsewhere/notes = %v, want a ResourceError naming it", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mangohq/mango/execution-worker/interrupts"
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -232,5 +233,71 @@ func TestTurnPlacesAndSyncsMemory(t *testing.T) {
 		if !strings.Contains(sys, want) {
 			t.Errorf("system prompt =\n%s\nwant it to contain %q", sys, want)
 		}
+	}
+}
+
+// interruptingModel is the fake model whose second call delivers a
+// pushed interrupt for the session and waits for the turn's cancellation.
+type interruptingModel struct {
+	*modelfake.Client
+	reg *interrupts.Registry
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (m *interruptingModel) interrupt(ctx context.Context) error {
+	m.mu.Lock()
+	m.calls++
+	n := m.calls
+	m.mu.Unlock()
+	if n < 2 {
+		return nil
+	}
+	m.reg.Deliver(interrupts.Interrupt{SessionID: "sesn_1", EventID: "sevt_interrupt", Seq: 1})
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (m *interruptingModel) Create(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if err := m.interrupt(ctx); err != nil {
+		return nil, err
+	}
+	return m.Client.Create(ctx, req)
+}
+
+func (m *interruptingModel) Stream(ctx context.Context, req *model.Request, on func(model.StreamEvent)) (*model.Response, error) {
+	if err := m.interrupt(ctx); err != nil {
+		return nil, err
+	}
+	return m.Client.Stream(ctx, req, on)
+}
+
+// An interrupted turn syncs its memory stores too: what the agent wrote
+// before the interrupt is saved.
+func TestInterruptedTurnSyncsMemory(t *testing.T) {
+	t.Parallel()
+	cp := memoryCP{&toolCP{text: `#tool write {"file_path":"` + notesMount + `/before.md","content":"written before the interrupt"}` + "\n#reply never"}}
+	mem := &memClient{stores: map[string]*memStore{
+		"sesrsc_notes": {access: "read_write", mount: notesMount, memories: map[string]string{}, base: map[string]string{}},
+		"sesrsc_refs":  {access: "read_only", mount: refsMount, memories: map[string]string{}, base: map[string]string{}},
+	}}
+	p, err := sandboxlocal.New(sandboxlocal.Config{Root: t.TempDir(), Installation: "memory-interrupt-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := interrupts.NewRegistry()
+	a := &session.TurnActivities{ControlPlane: cp, Model: &interruptingModel{Client: modelfake.New(), reg: reg},
+		Manager: sandbox.NewSessionManager(p, sandboxtest.NewBindings(), "mango.local.h1"), Interrupts: reg,
+		Resources: &sessionfiles.Materializer{Memory: mem}}
+	res := runTurn(t, a, session.RunTurnInput{SessionID: "sesn_1"})
+	if res.Outcome != session.TurnInterrupted {
+		t.Fatalf("outcome %s, want %s", res.Outcome, session.TurnInterrupted)
+	}
+	mem.mu.Lock()
+	notes := maps.Clone(mem.stores["sesrsc_notes"].memories)
+	mem.mu.Unlock()
+	if want := map[string]string{"before.md": "written before the interrupt"}; !maps.Equal(notes, want) {
+		t.Errorf("notes store = %q, want %q", notes, want)
 	}
 }
