@@ -624,10 +624,7 @@ func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode
 
 // sandboxPath is fakeapi.HostPath reversed.
 func sandboxPath(sb sandbox.Sandbox, h string) string {
-	if rest, ok := strings.CutPrefix(h, sb.Root()+sandbox.SessionDir); ok && (rest == "" || rest[0] == '/') {
-		return sandbox.SessionDir + rest
-	}
-	return h
+	return fakeapi.SandboxPath(sb.Root(), h)
 }
 
 // fileInfo is execd's FileInfo of the sandbox path p.
