@@ -2,8 +2,10 @@ package sandboxtest
 
 import (
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/internal/testenv"
@@ -73,6 +75,30 @@ func (s *suite) testTransferMemoryPaths(t *testing.T) {
 	putFile(t, ft, notes, []byte("again"), 0o444)
 	if got := runAsAgent(t, sb, "cat "+notes); got != "again" {
 		t.Errorf("cat %s after placing it again printed %q, want %q", notes, got, "again")
+	}
+	checkEmptyMemoryStore(t, sb, ft)
+}
+
+// checkEmptyMemoryStore places an empty store as the worker does (PutTree
+// of its directory alone under [sandbox.MemoryDir]) and checks that the
+// agent can write into it by its absolute path and that what it wrote is
+// listed.
+func checkEmptyMemoryStore(t *testing.T, sb sandbox.Sandbox, ft sandbox.FileTransfer) {
+	t.Helper()
+	if _, ok := ft.(sandbox.TreePutter); !ok {
+		t.Logf("%T is no TreePutter: PutTree skips empty directories, an empty store is not placed", ft)
+		return
+	}
+	empty := fstest.MapFS{"empty-store": &fstest.MapFile{Mode: fs.ModeDir | 0o755}}
+	if err := sandbox.PutTree(t.Context(), ft, sandbox.MemoryDir, empty); err != nil {
+		t.Fatalf("PutTree(%q, an empty store directory) = %v, want no error", sandbox.MemoryDir, err)
+	}
+	name := sandbox.MemoryDir + "/empty-store/first.md"
+	if got := runAsAgent(t, sb, "printf first > "+name+" && cat "+name); got != "first" {
+		t.Errorf("writing %s with a command printed %q, want %q", name, got, "first")
+	}
+	if got := fileSizes(listFiles(t, ft, sandbox.MemoryDir+"/empty-store")); got != name+" 5\n" {
+		t.Errorf("ListFiles of the empty store after the agent wrote %s =\n%s\nwant %s 5", name, got, name)
 	}
 }
 
