@@ -52,7 +52,7 @@ const MemoryStoreType = "memory_store"
 // session's stores are synced by the SDK's worker to
 // SelfHostedMemoryDir/<name>, relative to its working directory.
 const (
-	MemoryDir           = "/mnt/memory"
+	MemoryDir           = sandbox.MemoryDir
 	SelfHostedMemoryDir = "memory"
 	// MemoryStateDir holds the placement markers of memory mounts (one
 	// file per resource id).

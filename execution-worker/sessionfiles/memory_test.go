@@ -25,15 +25,15 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
 	"github.com/mangohq/mango/execution-worker/sessionfiles"
+	"github.com/mangohq/mango/internal/testenv"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
 const (
 	memSession  = "sesn_mem"
 	memResource = "sesrsc_mem"
-	// memMount is where the tests mount the store: a local sandbox
-	// accepts paths under /mnt/session.
-	memMount = sandbox.SessionDir + "/memory/notes"
+	// memMount is where the tests mount the store.
+	memMount = sandbox.MemoryDir + "/notes"
 )
 
 func sha(s string) string {
@@ -526,4 +526,23 @@ func TestMemoryMountRefused(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(re.Reason, "/elsewhere/notes") {
 		t.Errorf("Materialize with mount path /elsewhere/notes = %v, want a ResourceError naming it", err)
 	}
+}
+
+// The agent's shell sees the placed store at its mount path, and what it
+// writes there is synced.
+func TestMemoryShellEditsSynced(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{"notes.md": "n1\n"})
+	e.materialize(t)
+	if !sandboxlocal.SessionPathsVisible(e.p) {
+		testenv.Unavailable(t, "this host gives no private mount namespace (%s); the shell does not see %s", sandboxlocal.SessionPathsUnavailable(e.p), sandbox.MemoryDir)
+	}
+	cmd := "cat " + memMount + "/notes.md && echo from-bash >> " + memMount + "/notes.md && echo new > " + memMount + "/bash.md"
+	res, err := e.sb.(sandbox.Shell).ShellExec(t.Context(), sandbox.ExecRequest{Command: cmd})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "n1\n" {
+		t.Fatalf("%q = %v, exit %v, stdout %q, stderr %q; want exit 0 and n1", cmd, err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	e.sync(t)
+	mems, _ := e.mem.state()
+	checkMap(t, "the store", mems, map[string]string{"notes.md": "n1\nfrom-bash\n", "bash.md": "new\n"})
 }

@@ -73,7 +73,7 @@ func TestSessionPaths(t *testing.T) {
 func TestReadOnlyRoots(t *testing.T) {
 	t.Parallel()
 	sb := localSandboxes(t)(t, "sesn_tools_read_only")
-	root := sandbox.SessionDir + "/memory/ro"
+	root := sandbox.MemoryDir + "/ro"
 	if err := sb.WriteFile(t.Context(), root+"/notes.md", []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

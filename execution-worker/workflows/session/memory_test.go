@@ -26,10 +26,10 @@ import (
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
-// Mounts of the test's stores: a local sandbox accepts /mnt/session paths.
+// Mounts of the test's stores.
 const (
-	notesMount = sandbox.SessionDir + "/memory/notes"
-	refsMount  = sandbox.SessionDir + "/memory/refs"
+	notesMount = sandbox.MemoryDir + "/notes"
+	refsMount  = sandbox.MemoryDir + "/refs"
 )
 
 // memoryCP is toolCP whose agent has the write tool and whose session
