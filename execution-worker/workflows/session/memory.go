@@ -3,6 +3,7 @@ package session
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"path"
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
@@ -63,6 +64,19 @@ func (a *TurnActivities) syncMemory(ctx context.Context, sid string, sb sandbox.
 		}
 	}
 	return a.Resources.SyncMemory(ctx, sid, sb, resources)
+}
+
+// syncMemoryInterrupted is syncMemory for an interrupted turn, which ends
+// whatever the sync's outcome: an error is logged, and what the sync could
+// not save stays in the sandbox for the next placement's sync.
+func (a *TurnActivities) syncMemoryInterrupted(ctx context.Context, sid string, sb sandbox.Sandbox, tc *pb.TurnContext) {
+	if err := a.syncMemory(ctx, sid, sb, tc); err != nil {
+		log := slog.Default()
+		if a.Resources != nil && a.Resources.Logger != nil {
+			log = a.Resources.Logger
+		}
+		log.Warn("memory stores not synced at the end of an interrupted turn; the next placement syncs them", "session_id", sid, "error", err)
+	}
 }
 
 func hasMemoryStore(resources []*pb.SessionResource) bool {

@@ -695,10 +695,9 @@ func (t *turn) finishInterrupted(ctx, done context.Context) (*RunTurnResult, err
 	by, pushed := t.reg.Interrupted()
 	consumed := interruptConsumed(t.batch, t.pending[len(t.batch):], by.EventID, pushed)
 	// What the agent changed in its memory stores before the interrupt
-	// is saved like at any turn's end.
-	if err := t.a.syncMemory(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext()); err != nil {
-		return nil, err
-	}
+	// is saved like at any turn's end (a failure is only logged: the
+	// interrupted turn ends, and the next placement syncs what is left).
+	t.a.syncMemoryInterrupted(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext())
 	if err := t.a.complete(done, t.sid, t.key+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 		return nil, err
 	}
@@ -732,8 +731,8 @@ func interruptConsumed(batch, rest []*pb.Event, pushedID string, pushed bool) []
 }
 
 // finish ends a turn whose core ran to an outcome: it syncs the session's
-// memory stores, publishes the outputs the agent left (a note on those left unpublished precedes the
-// turn's ending) and commits the outcome.
+// memory stores, publishes the outputs the agent left (a note on those
+// left unpublished precedes the turn's ending) and commits the outcome.
 func (t *turn) finish(done context.Context, result *agentruntime.Result) (*RunTurnResult, error) {
 	var notes []*pb.NewEvent
 	// A self-hosted session never acquires a sandbox (t.once.Sandbox() is
