@@ -279,10 +279,14 @@ func (m *Materializer) logger() *slog.Logger {
 // that turn. [Once.Start] begins the acquisition as the turn starts, so
 // that provisioning overlaps the turn's first model call.
 type Once struct {
-	mu    sync.Mutex
-	sb    sandbox.Sandbox // handed out by Acquire
-	done  bool            // materialized
-	early *early          // begun by Start, not yet taken by an Acquire
+	mu   sync.Mutex      // held through an acquisition
+	sb   sandbox.Sandbox // handed out by Acquire
+	done bool            // materialized
+	// emu guards early on its own: an Acquire must find the acquisition
+	// Start began, and wait for it only as long as its context allows,
+	// while that acquisition holds mu.
+	emu   sync.Mutex
+	early *early // begun by Start, not yet taken by an Acquire
 }
 
 // early is an acquisition begun by Start.
@@ -308,9 +312,9 @@ type early struct {
 func (o *Once) Start(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	e := &early{done: make(chan struct{})}
-	o.mu.Lock()
+	o.emu.Lock()
 	o.early = e
-	o.mu.Unlock()
+	o.emu.Unlock()
 	go func() {
 		defer close(e.done)
 		o.mu.Lock()
@@ -328,9 +332,9 @@ func (o *Once) Start(ctx context.Context, acquire func(context.Context) (sandbox
 // once; a failure is retried on the next call. After Start, the first
 // call waits (as long as ctx allows) for the acquisition Start began.
 func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (sandbox.Sandbox, error) {
-	o.mu.Lock()
+	o.emu.Lock()
 	e := o.early
-	o.mu.Unlock()
+	o.emu.Unlock()
 	if e != nil {
 		select {
 		case <-e.done:
@@ -340,8 +344,13 @@ func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandb
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if e != nil && o.early == e {
+	o.emu.Lock()
+	taken := e != nil && o.early == e
+	if taken {
 		o.early = nil
+	}
+	o.emu.Unlock()
+	if taken {
 		if e.err == nil {
 			o.sb = e.sb
 			return e.sb, nil
