@@ -174,6 +174,13 @@ func (f *fakeMemory) setBase(p, s string) {
 	}
 }
 
+// syncCount returns how many SyncMemoryStore calls were served.
+func (f *fakeMemory) syncCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncs
+}
+
 // state returns the memories and versions written.
 func (f *fakeMemory) state() (map[string]string, []string) {
 	f.mu.Lock()
@@ -356,8 +363,8 @@ func TestMemoryAgentEditsSynced(t *testing.T) {
 	}
 	// Nothing changed since: a second sync sends nothing.
 	e.sync(t)
-	if e.mem.syncs != 1 {
-		t.Errorf("%d SyncMemoryStore calls, want 1 (the second sync had nothing to send)", e.mem.syncs)
+	if n := e.mem.syncCount(); n != 1 {
+		t.Errorf("%d SyncMemoryStore calls, want 1 (the second sync had nothing to send)", n)
 	}
 }
 
@@ -368,7 +375,9 @@ func TestMemorySyncRetriedAfterLostResponse(t *testing.T) {
 	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{"notes.md": "n1\n"})
 	e.materialize(t)
 	e.write(t, "notes.md", "n2\n")
+	e.mem.mu.Lock()
 	e.mem.loseNext = true
+	e.mem.mu.Unlock()
 	err := e.m.SyncMemory(t.Context(), memSession, e.sb, nil)
 	if err == nil || !strings.Contains(err.Error(), "connection lost") {
 		t.Fatalf("SyncMemory with its response lost = %v, want the transport error", err)
@@ -545,4 +554,26 @@ func TestMemoryShellEditsSynced(t *testing.T) {
 	e.sync(t)
 	mems, _ := e.mem.state()
 	checkMap(t, "the store", mems, map[string]string{"notes.md": "n1\nfrom-bash\n", "bash.md": "new\n"})
+}
+
+// A deleted memory_store resource is removed from the sandbox with its
+// placement marker, without a sync (the api-server no longer knows it).
+func TestMemoryResourceDeleted(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{"notes.md": "n1\n"})
+	e.materialize(t)
+	e.write(t, "unsynced.md", "left behind\n")
+	e.res.mu.Lock()
+	e.res.resources[0].Deleted, e.res.resources[0].Version = true, 2
+	e.res.mu.Unlock()
+	e.materialize(t)
+	if got := e.mount(t); len(got) != 0 {
+		t.Errorf("the mount of a deleted resource holds %q, want nothing", got)
+	}
+	if files, err := e.ft.ListFiles(t.Context(), sessionfiles.MemoryStateDir); err != nil || len(files) != 0 {
+		t.Errorf("placement markers %v, %v; want none", files, err)
+	}
+	if n := e.mem.syncCount(); n != 0 {
+		t.Errorf("%d SyncMemoryStore calls, want 0", n)
+	}
 }
