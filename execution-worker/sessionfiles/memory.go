@@ -92,9 +92,9 @@ func (m *Materializer) placeMemory(ctx context.Context, sessionID string, ft san
 	return m.memoryError(r, m.replaceMount(ctx, sessionID, ft, r, log))
 }
 
-// memoryError turns NOT_FOUND (the store or the resource is gone) and a
-// mount path the sandbox refuses into a *ResourceError; other errors are
-// returned as they are.
+// memoryError turns NOT_FOUND (the store or the resource is gone), a
+// mount path the sandbox refuses and a store over the bounds into a
+// *ResourceError; other errors are returned as they are.
 func (m *Materializer) memoryError(r *pb.SessionResource, err error) error {
 	switch {
 	case err == nil:
@@ -103,6 +103,10 @@ func (m *Materializer) memoryError(r *pb.SessionResource, err error) error {
 		return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("its memory store no longer exists (%v)", err)}
 	case errors.Is(err, sandbox.ErrPathEscape):
 		return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("this sandbox cannot hold its mount path %s", r.GetMountPath())}
+	}
+	var tooLarge *memoryTooLargeError
+	if errors.As(err, &tooLarge) {
+		return &ResourceError{ResourceID: r.GetId(), Reason: "its memory store is too large to place: " + tooLarge.reason}
 	}
 	return err
 }
@@ -423,6 +427,12 @@ func (m *Materializer) readMemories(ctx context.Context, sessionID, id string) (
 	return header, tree, total, nil
 }
 
+// memoryTooLargeError reports a store over the bounds a placement
+// accepts: the client can fix it by removing memories.
+type memoryTooLargeError struct{ reason string }
+
+func (e *memoryTooLargeError) Error() string { return e.reason }
+
 // checkMemory checks a memory read from the store against the tree so far
 // (its files, their directories and total bytes).
 func checkMemory(f *pb.MemoryFile, tree fstest.MapFS, dirs map[string]bool, total int64) error {
@@ -435,9 +445,9 @@ func checkMemory(f *pb.MemoryFile, tree fstest.MapFS, dirs map[string]bool, tota
 	case tree[p] != nil || dirs[p]:
 		return fmt.Errorf("memory path %q appears twice, or is also a directory", p)
 	case len(tree) >= maxMemoryFiles:
-		return fmt.Errorf("the store holds more than %d memories", maxMemoryFiles)
+		return &memoryTooLargeError{fmt.Sprintf("it holds more than %d memories", maxMemoryFiles)}
 	case total+int64(len(f.GetContent())) > maxMemoryTotalBytes:
-		return fmt.Errorf("the store holds more than %d bytes", maxMemoryTotalBytes)
+		return &memoryTooLargeError{fmt.Sprintf("it holds more than %d bytes", maxMemoryTotalBytes)}
 	}
 	sum := sha256.Sum256(f.GetContent())
 	if got := hex.EncodeToString(sum[:]); got != f.GetContentSha256() {

@@ -577,3 +577,22 @@ func TestMemoryResourceDeleted(t *testing.T) {
 		t.Errorf("%d SyncMemoryStore calls, want 0", n)
 	}
 }
+
+// A store over the bounds a placement accepts is a ResourceError, and
+// nothing of it is placed.
+func TestMemoryStoreTooLarge(t *testing.T) {
+	t.Parallel()
+	memories := map[string]string{}
+	for i := range 10_001 {
+		memories[fmt.Sprintf("m%05d.md", i)] = "x"
+	}
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, memories)
+	err := e.m.Materialize(t.Context(), memSession, e.sb)
+	var re *sessionfiles.ResourceError
+	if !errors.As(err, &re) || !strings.Contains(re.Reason, "more than 10000 memories") {
+		t.Errorf("Materialize of a store of 10001 memories = %v, want a ResourceError saying it holds more than 10000", err)
+	}
+	if got := e.mount(t); len(got) != 0 {
+		t.Errorf("the mount holds %d files, want none", len(got))
+	}
+}
