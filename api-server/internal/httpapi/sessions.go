@@ -60,7 +60,7 @@ func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessio
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
-		Resources: toResourceResponses(resources), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
+		Resources: toResourceResponses(resources, s.SelfHosted), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
