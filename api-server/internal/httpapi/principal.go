@@ -57,6 +57,12 @@ const (
 	// environment with a self-hosted session that has the skill; the token
 	// of an item whose session has it).
 	skillReader
+	// memoryWorker: a memory store's memories (list, get, create, update,
+	// delete), as the SDK's worker syncs a session's memory stores (API
+	// key; the token of an item whose session has the store attached,
+	// writes only when attached read_write; never an environment key, as
+	// the SDK documents).
+	memoryWorker
 )
 
 // routeClasses classifies the routes that are not API-key only, by
@@ -74,6 +80,11 @@ var routeClasses = map[string]routeClass{
 	"POST /v1/sessions/:id/events":                  sessionWorker,
 	"GET /v1/skills/:id/versions/:version":          skillReader,
 	"GET /v1/skills/:id/versions/:version/content":  skillReader,
+	"GET /v1/memory_stores/:id/memories":            memoryWorker,
+	"POST /v1/memory_stores/:id/memories":           memoryWorker,
+	"GET /v1/memory_stores/:id/memories/:memory":    memoryWorker,
+	"POST /v1/memory_stores/:id/memories/:memory":   memoryWorker,
+	"DELETE /v1/memory_stores/:id/memories/:memory": memoryWorker,
 }
 
 // authenticate resolves the request's credential to a principal and
@@ -162,6 +173,8 @@ func (a *API) authorize(c echo.Context, p *principal) error {
 		return a.checkSessionRoute(c, p)
 	case skillReader:
 		return a.checkSkillRoute(c, p)
+	case memoryWorker:
+		return a.checkMemoryRoute(c, p)
 	}
 	return checkWorkRoute(c, p, class)
 }
