@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,19 +127,6 @@ func assignMemoryMounts(rs []db.ResourceCreate, taken map[string]bool) {
 	}
 }
 
-// liveMountPaths returns the mount paths of a session's live resources.
-func (a *API) liveMountPaths(ctx context.Context, sessionID string) (map[string]bool, error) {
-	rs, err := a.deps.Store.ResourceList(ctx, sessionID, nil, db.MaxResourcesPerSession+1)
-	if err != nil {
-		return nil, err
-	}
-	taken := make(map[string]bool, len(rs))
-	for _, r := range rs {
-		taken[r.MountPath] = true
-	}
-	return taken, nil
-}
-
 // memoryResourceResponse is a memory_store resource's wire form
 // (BetaManagedAgentsMemoryStoreResource, with the id and timestamps every
 // session resource has). mount_path is null for a self-hosted session:
@@ -173,19 +161,63 @@ func toMemoryResourceResponse(r *db.Resource, selfHosted bool) *memoryResourceRe
 // addMemoryResource adds a memory_store resource to a session at the
 // first free mount path its store's name gives. A concurrent add that took
 // the same path first is answered by trying the next one.
-func (a *API) addMemoryResource(ctx context.Context, sessionID string, rc db.ResourceCreate) (*db.Resource, error) {
+func (a *API) addMemoryResource(ctx context.Context, sess *db.Session, rc db.ResourceCreate) (*db.Resource, error) {
 	const attempts = 3
 	for i := 0; ; i++ {
-		taken, err := a.liveMountPaths(ctx, sessionID)
+		live, err := a.deps.Store.ResourceList(ctx, sess.ID, nil, db.MaxResourcesPerSession+1)
 		if err != nil {
 			return nil, err
 		}
 		rs := []db.ResourceCreate{rc}
+		if sess.SelfHosted {
+			if err := checkSelfHostedMemoryFolders(live, rs, ""); err != nil {
+				return nil, err
+			}
+		}
+		taken := make(map[string]bool, len(live))
+		for _, r := range live {
+			taken[r.MountPath] = true
+		}
 		assignMemoryMounts(rs, taken)
-		r, err := a.deps.Store.ResourceAdd(ctx, sessionID, rs[0], a.now())
+		r, err := a.deps.Store.ResourceAdd(ctx, sess.ID, rs[0], a.now())
 		if errors.Is(err, db.ErrMountTaken) && i+1 < attempts {
 			continue
 		}
 		return r, err
 	}
+}
+
+// checkSelfHostedMemoryFolders refuses, for a self-hosted session, memory
+// stores the SDK's worker cannot place: with mount_path null it uses
+// {Workdir}/memory/<store name> (the store id when the name is empty), so
+// the name must be one folder name and no other store of the session may
+// have it. existing are the session's live resources, added the new ones
+// (where names them in errors: "resources" or "").
+func checkSelfHostedMemoryFolders(existing []*db.Resource, added []db.ResourceCreate, where string) error {
+	taken := map[string]bool{}
+	for _, r := range existing {
+		if r.Type == db.ResourceMemoryStore {
+			taken[cmp.Or(r.StoreName, r.MemoryStoreID)] = true
+		}
+	}
+	for i, rc := range added {
+		if rc.Type != db.ResourceMemoryStore {
+			continue
+		}
+		p := where + ".memory_store_id"
+		if where != "" {
+			p = fmt.Sprintf("%s[%d].memory_store_id", where, i)
+		}
+		folder := cmp.Or(rc.StoreName, rc.MemoryStoreID)
+		if folder == "." || folder == ".." || strings.ContainsAny(folder, `/\`) {
+			return apierror.Invalid("%s: memory store %q is named %q, which is not one folder name (it is \".\" or \"..\" or holds a slash); "+
+				"the SDK's worker of a self-hosted session places a store at memory/<store name>", p, rc.MemoryStoreID, rc.StoreName)
+		}
+		if taken[folder] {
+			return apierror.Invalid("%s: another memory store of this self-hosted session is named %q; the SDK's worker places each store "+
+				"at memory/<store name>, so the stores of a self-hosted session need distinct names", p, folder)
+		}
+		taken[folder] = true
+	}
+	return nil
 }

@@ -364,7 +364,7 @@ func (a *API) resourceAdd(c echo.Context) error {
 	}
 	var r *db.Resource
 	if rc.Type == db.ResourceMemoryStore {
-		r, err = a.addMemoryResource(ctx, sid, rc)
+		r, err = a.addMemoryResource(ctx, sess, rc)
 	} else {
 		r, err = a.deps.Store.ResourceAdd(ctx, sid, rc, a.now())
 	}

@@ -196,7 +196,9 @@ func TestMemoryStoreResourceRefusals(t *testing.T) {
 
 // TestMemoryStoreResourceSelfHosted: in a self-hosted session a
 // memory_store resource has mount_path null (the SDK's worker places the
-// store under its working directory), wherever it is rendered.
+// store under its working directory), wherever it is rendered; stores that
+// worker could not place (two of one name, a name that is no folder name)
+// are refused.
 func TestMemoryStoreResourceSelfHosted(t *testing.T) {
 	t.Parallel()
 	h := newSelfHosted(t)
@@ -208,20 +210,33 @@ func TestMemoryStoreResourceSelfHosted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create self-hosted session with a memory store: %v", err)
 	}
-	wantNullMount := func(what, raw string) {
-		t.Helper()
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(raw), &m); err != nil || string(m["mount_path"]) != "null" || string(m["name"]) != `"Team Notes"` {
-			t.Errorf("%s = %s; want mount_path null and the store's name", what, raw)
-		}
-	}
+	wantNullMount := wantNullMountOf(t)
 	wantNullMount("session create", s.Resources[0].RawJSON())
 	got, err := h.client.Beta.Sessions.Resources.Get(ctx, s.Resources[0].ID, anthropic.BetaSessionResourceGetParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantNullMount("resource get", got.RawJSON())
-	r := addMemoryResource(t, h.srv, s.ID, `{"type":"memory_store","memory_store_id":"`+store+`","access":"read_only"}`)
+	other := newMemoryStore(t, h.client, "Team Notes", "Another store of the same name.")
+	slashed := newMemoryStore(t, h.client, "a/b", "")
+	for what, body := range map[string]string{
+		"the same store again":            `{"type":"memory_store","memory_store_id":"` + store + `"}`,
+		"a store of the same name":        `{"type":"memory_store","memory_store_id":"` + other + `"}`,
+		"a store whose name is no folder": `{"type":"memory_store","memory_store_id":"` + slashed + `"}`,
+	} {
+		if r := addMemoryResource(t, h.srv, s.ID, body); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "memory_store_id") {
+			t.Errorf("add %s to a self-hosted session: %d %s; want 400 naming memory_store_id (the SDK's worker places stores at memory/<name>)",
+				what, r.status, r.body)
+		}
+	}
+	_, err = h.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(h.agent)}, EnvironmentID: h.envID,
+		Resources: []anthropic.BetaSessionNewParamsResourceUnion{memoryResourceParam(store, "", ""), memoryResourceParam(other, "", "")}})
+	if e := apiErrorWithStatus(t, err, http.StatusBadRequest); !strings.Contains(e.Error(), "resources[1].memory_store_id") {
+		t.Errorf("self-hosted session with two stores of one name: %v; want 400 naming resources[1].memory_store_id", e)
+	}
+	renamed := newMemoryStore(t, h.client, "Personal", "")
+	r := addMemoryResource(t, h.srv, s.ID, `{"type":"memory_store","memory_store_id":"`+renamed+`","access":"read_only"}`)
 	if r.status != http.StatusOK {
 		t.Fatalf("add: %d %s", r.status, r.body)
 	}
@@ -238,4 +253,16 @@ func TestMemoryStoreResourceSelfHosted(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNullMount("session get", sess.Resources[1].RawJSON())
+}
+
+// wantNullMountOf returns a check that a memory_store resource's raw JSON
+// has mount_path null and a name.
+func wantNullMountOf(t *testing.T) func(what, raw string) {
+	return func(what, raw string) {
+		t.Helper()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &m); err != nil || string(m["mount_path"]) != "null" || len(m["name"]) < 3 {
+			t.Errorf("%s = %s; want mount_path null and the store's name", what, raw)
+		}
+	}
 }
