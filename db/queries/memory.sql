@@ -118,3 +118,9 @@ SELECT sqlc.arg(session_id)::text, sqlc.arg(resource_id)::text, unnest(sqlc.arg(
 
 -- name: MemoryBaseDelete :exec
 DELETE FROM session_memory_bases WHERE session_id = $1 AND resource_id = $2 AND path = $3;
+
+-- name: MemoryStoreAccessOfSession :many
+-- The access of the session's live memory_store resources of the store
+-- (a self-hosted worker's work token may use the store through the API).
+SELECT access::text FROM session_resources
+WHERE type = 'memory_store' AND deleted_at IS NULL AND memory_store_id = sqlc.arg(store_id)::text AND session_id = sqlc.arg(session_id)::text;

@@ -337,6 +337,38 @@ func (q *Queries) MemoryPathClash(ctx context.Context, arg MemoryPathClashParams
 	return path, err
 }
 
+const memoryStoreAccessOfSession = `-- name: MemoryStoreAccessOfSession :many
+SELECT access::text FROM session_resources
+WHERE type = 'memory_store' AND deleted_at IS NULL AND memory_store_id = $1::text AND session_id = $2::text
+`
+
+type MemoryStoreAccessOfSessionParams struct {
+	StoreID   string
+	SessionID string
+}
+
+// The access of the session's live memory_store resources of the store
+// (a self-hosted worker's work token may use the store through the API).
+func (q *Queries) MemoryStoreAccessOfSession(ctx context.Context, arg MemoryStoreAccessOfSessionParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, memoryStoreAccessOfSession, arg.StoreID, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var access string
+		if err := rows.Scan(&access); err != nil {
+			return nil, err
+		}
+		items = append(items, access)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const memoryStoreArchive = `-- name: MemoryStoreArchive :one
 UPDATE memory_stores SET archived_at = COALESCE(archived_at, $1::timestamptz), updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2
