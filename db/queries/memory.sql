@@ -56,8 +56,11 @@ SELECT * FROM memories WHERE store_id = $1 ORDER BY path;
 
 -- name: MemoryListRange :many
 -- Memories of a store in path order, from lo (inclusive, or exclusive
--- when lo_exclusive) to hi (exclusive; '' : no bound).
-SELECT * FROM memories
+-- when lo_exclusive) to hi (exclusive; '' : no bound); content is ''
+-- unless with_content.
+SELECT id, store_id, path, CASE WHEN sqlc.arg(with_content)::bool THEN content ELSE '' END::text AS content,
+       content_sha256, size_bytes, version_id, created_at, updated_at
+FROM memories
 WHERE store_id = sqlc.arg(store_id)
   AND (path > sqlc.arg(lo)::text OR (NOT sqlc.arg(lo_exclusive)::bool AND path = sqlc.arg(lo)::text))
   AND (sqlc.arg(hi)::text = '' OR path < sqlc.arg(hi)::text)
