@@ -244,6 +244,8 @@ type MemoryListParams struct {
 	After       string
 	AfterPrefix bool
 	Limit       int
+	// WithContent loads the memories' content (else Content is "").
+	WithContent bool
 }
 
 // MemoryListItem is a memory, or (Memory nil) a folder Prefix ending
@@ -271,7 +273,7 @@ func (s *Store) MemoryList(ctx context.Context, p MemoryListParams) ([]MemoryLis
 	for len(out) <= p.Limit {
 		want := p.Limit + 1 - len(out)
 		rows, err := s.q.MemoryListRange(ctx, dbsqlc.MemoryListRangeParams{StoreID: p.StoreID, Lo: lo, LoExclusive: loExcl, Hi: hi,
-			RowLimit: int32(want)}) //nolint:gosec // limits are small
+			WithContent: p.WithContent, RowLimit: int32(want)}) //nolint:gosec // limits are small
 		if err != nil {
 			return nil, false, mapErr("list memories", err)
 		}
@@ -284,7 +286,7 @@ func (s *Store) MemoryList(ctx context.Context, p MemoryListParams) ([]MemoryLis
 				lo, loExcl, rolled = folderEnd(folder), false, true
 				break
 			}
-			out = append(out, MemoryListItem{Memory: memoryFromRow(r)})
+			out = append(out, MemoryListItem{Memory: memoryFromRow(dbsqlc.Memory(r))})
 			lo, loExcl = r.Path, true
 		}
 		if !rolled && len(rows) < want {

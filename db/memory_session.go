@@ -242,3 +242,21 @@ func (sy *memSync) saveConflict(ctx context.Context, wire, content string) (stri
 	}
 	return cp, "", err
 }
+
+// MemoryStoreAccess returns the access a session has to a store through
+// its live memory_store resources: AccessReadWrite when one grants it,
+// AccessReadOnly, or "" when the session has none of the store.
+func (s *Store) MemoryStoreAccess(ctx context.Context, storeID, sessionID string) (string, error) {
+	rows, err := s.q.MemoryStoreAccessOfSession(ctx, dbsqlc.MemoryStoreAccessOfSessionParams{StoreID: storeID, SessionID: sessionID})
+	if err != nil {
+		return "", mapErr("get memory store access", err)
+	}
+	out := ""
+	for _, a := range rows {
+		if a == AccessReadWrite {
+			return a, nil
+		}
+		out = a
+	}
+	return out, nil
+}

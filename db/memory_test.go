@@ -228,6 +228,11 @@ func TestMemoryList(t *testing.T) {
 		{db.MemoryListParams{Depth: 1, Limit: 2, After: "/notes-archive/", AfterPrefix: true}, "prefix:/notes/ /z.md", false},
 		{db.MemoryListParams{Limit: 2, After: "/notes/deep/y.md"}, "/notes/deep/z.md /notes/x.md", true},
 	}
+	basic, _, _ := store.MemoryList(ctx, db.MemoryListParams{StoreID: "memstore_ls", Limit: 1})
+	full, _, _ := store.MemoryList(ctx, db.MemoryListParams{StoreID: "memstore_ls", Limit: 1, WithContent: true})
+	if len(basic) != 1 || basic[0].Memory.Content != "" || basic[0].Memory.SHA256 != db.ContentSHA256([]byte("/a.md")) || len(full) != 1 || full[0].Memory.Content != "/a.md" {
+		t.Fatalf("list without content = %+v, with = %+v; want the hash always, the content only when asked", basic, full)
+	}
 	for _, c := range cases {
 		c.p.StoreID = "memstore_ls"
 		items, more, err := store.MemoryList(ctx, c.p)
@@ -348,7 +353,7 @@ func checkOutcomes(t *testing.T, what string, got []db.MemoryChangeResult, err e
 
 func checkMemory(t *testing.T, store *db.Store, storeID, path, content string) {
 	t.Helper()
-	items, _, err := store.MemoryList(context.Background(), db.MemoryListParams{StoreID: storeID, Limit: 100})
+	items, _, err := store.MemoryList(context.Background(), db.MemoryListParams{StoreID: storeID, Limit: 100, WithContent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,5 +428,61 @@ func TestValidateMemoryPath(t *testing.T) {
 		if err := db.ValidateMemoryPath(p); err == nil {
 			t.Errorf("ValidateMemoryPath(%q) = nil; want an error", p)
 		}
+	}
+}
+
+// TestMemoryBaseGoesWithResource: deleting a memory_store resource drops
+// its base, at once when never materialized, else once the worker
+// reports it removed.
+func TestMemoryBaseGoesWithResource(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	newMemoryStore(t, store, "memstore_b", "sesn_b", t0)
+	if _, err := store.MemoryCreate(ctx, "memstore_b", "/a.md", "a", apiActor, t0); err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		t.Helper()
+		if _, err := store.MemoryReadForSession(ctx, "sesn_b", "sesrsc_m", "memstore_b"); err != nil {
+			t.Fatal(err)
+		}
+		if base, _ := store.MemoryBase(ctx, "sesn_b", "sesrsc_m"); len(base) != 1 {
+			t.Fatalf("base after a read = %v; want a.md", base)
+		}
+	}
+	read()
+	if err := store.ResourceMarkMaterialized(ctx, "sesn_b", "sesrsc_m", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ResourceDelete(ctx, "sesn_b", "sesrsc_m", t0); err != nil {
+		t.Fatal(err)
+	}
+	if base, _ := store.MemoryBase(ctx, "sesn_b", "sesrsc_m"); len(base) != 1 {
+		t.Fatalf("base of a deleted resource still in the sandbox = %v; want it kept until the worker removes it", base)
+	}
+	if err := store.ResourceMarkMaterialized(ctx, "sesn_b", "sesrsc_m", 2); err != nil {
+		t.Fatal(err)
+	}
+	if base, _ := store.MemoryBase(ctx, "sesn_b", "sesrsc_m"); len(base) != 0 {
+		t.Fatalf("base after the worker removed the resource = %v; want none", base)
+	}
+	_, err := store.ResourceAdd(ctx, "sesn_b", db.ResourceCreate{ID: "sesrsc_m2", Type: db.ResourceMemoryStore, MountPath: "/mnt/memory/b",
+		MemoryStoreID: "memstore_b", Access: db.AccessReadOnly}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MemoryReadForSession(ctx, "sesn_b", "sesrsc_m2", "memstore_b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ResourceDelete(ctx, "sesn_b", "sesrsc_m2", t0); err != nil {
+		t.Fatal(err)
+	}
+	if base, _ := store.MemoryBase(ctx, "sesn_b", "sesrsc_m2"); len(base) != 0 {
+		t.Fatalf("base after deleting an unmaterialized resource = %v; want none", base)
+	}
+	if acc, err := store.MemoryStoreAccess(ctx, "memstore_b", "sesn_b"); err != nil || acc != "" {
+		t.Fatalf("access after both resources went = %q, %v; want none", acc, err)
 	}
 }

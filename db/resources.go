@@ -394,6 +394,8 @@ func (s *Store) ResourceDelete(ctx context.Context, sessionID, id string, now ti
 		row, err := q.ResourceDeleteUnmaterialized(ctx, dbsqlc.ResourceDeleteUnmaterializedParams{SessionID: sessionID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			row, err = q.ResourceSoftDelete(ctx, dbsqlc.ResourceSoftDeleteParams{SessionID: sessionID, ID: id, DeletedAt: &now})
+		} else if err == nil && row.Type == ResourceMemoryStore {
+			err = q.MemoryBaseClear(ctx, dbsqlc.MemoryBaseClearParams{SessionID: sessionID, ResourceID: id})
 		}
 		if err != nil {
 			return err
@@ -414,6 +416,9 @@ func (s *Store) ResourceMarkMaterialized(ctx context.Context, sessionID, id stri
 	}
 	if n == 0 {
 		_, err = s.q.ResourcePurgeDeleted(ctx, dbsqlc.ResourcePurgeDeletedParams{SessionID: sessionID, ID: id})
+		if err == nil { // the base of a memory_store resource goes with it
+			err = s.q.MemoryBaseClear(ctx, dbsqlc.MemoryBaseClearParams{SessionID: sessionID, ResourceID: id})
+		}
 		return mapErr("purge deleted resource", err)
 	}
 	return nil

@@ -56,8 +56,11 @@ SELECT * FROM memories WHERE store_id = $1 ORDER BY path;
 
 -- name: MemoryListRange :many
 -- Memories of a store in path order, from lo (inclusive, or exclusive
--- when lo_exclusive) to hi (exclusive; '' : no bound).
-SELECT * FROM memories
+-- when lo_exclusive) to hi (exclusive; '' : no bound); content is ''
+-- unless with_content.
+SELECT id, store_id, path, CASE WHEN sqlc.arg(with_content)::bool THEN content ELSE '' END::text AS content,
+       content_sha256, size_bytes, version_id, created_at, updated_at
+FROM memories
 WHERE store_id = sqlc.arg(store_id)
   AND (path > sqlc.arg(lo)::text OR (NOT sqlc.arg(lo_exclusive)::bool AND path = sqlc.arg(lo)::text))
   AND (sqlc.arg(hi)::text = '' OR path < sqlc.arg(hi)::text)
@@ -118,3 +121,9 @@ SELECT sqlc.arg(session_id)::text, sqlc.arg(resource_id)::text, unnest(sqlc.arg(
 
 -- name: MemoryBaseDelete :exec
 DELETE FROM session_memory_bases WHERE session_id = $1 AND resource_id = $2 AND path = $3;
+
+-- name: MemoryStoreAccessOfSession :many
+-- The access of the session's live memory_store resources of the store
+-- (a self-hosted worker's work token may use the store through the API).
+SELECT access::text FROM session_resources
+WHERE type = 'memory_store' AND deleted_at IS NULL AND memory_store_id = sqlc.arg(store_id)::text AND session_id = sqlc.arg(session_id)::text;

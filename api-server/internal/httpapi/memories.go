@@ -268,6 +268,7 @@ func memoryListQuery(c echo.Context, storeID string) (db.MemoryListParams, strin
 	if err != nil {
 		return p, "", err
 	}
+	p.WithContent = view == viewFull
 	page, err := parsePage(c, maxPageLimit)
 	if err != nil {
 		return p, "", err

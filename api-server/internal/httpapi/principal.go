@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -57,11 +58,10 @@ const (
 	// environment with a self-hosted session that has the skill; the token
 	// of an item whose session has it).
 	skillReader
-	// memoryWorker: a memory store's memories (list, get, create, update,
-	// delete), as the SDK's worker syncs a session's memory stores (API
-	// key; the token of an item whose session has the store attached,
-	// writes only when attached read_write; never an environment key, as
-	// the SDK documents).
+	// memoryWorker: the memories of a memory store, as the SDK's
+	// self-hosted worker syncs a session's memory stores (API key; the
+	// token of an item whose session has the store attached: reads, and
+	// writes when attached read_write).
 	memoryWorker
 )
 
@@ -221,6 +221,28 @@ func (a *API) checkSkillRoute(c echo.Context, p *principal) error {
 		return apierror.Forbidden("this work item secret may read only the skills of session %q's agent; skill %q is not one of them", p.sessionID, skill)
 	}
 	return apierror.Forbidden("this environment key may read only the skills of its environment's self-hosted sessions; skill %q is not one of them", skill)
+}
+
+// checkMemoryRoute lets a work token use the memories of the stores
+// attached to its session: reads, and writes when attached read_write.
+// Environment keys may not (the SDK syncs memory with the work token).
+func (a *API) checkMemoryRoute(c echo.Context, p *principal) error {
+	store := c.Param("id")
+	if p.kind != auth.KindWorkToken || p.sessionID == "" {
+		return apierror.Forbidden("the memories of memory store %q accept an API key or the secret of a work item whose session has the store attached, not a%s %s",
+			store, article(p.kind), p.kind)
+	}
+	access, err := a.deps.Store.MemoryStoreAccess(c.Request().Context(), store, p.sessionID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case access == "":
+		return apierror.Forbidden("this work item secret may use only the memory stores attached to session %q; memory store %q is not one of them", p.sessionID, store)
+	case access == db.AccessReadOnly && c.Request().Method != http.MethodGet:
+		return apierror.Forbidden("memory store %q is attached read_only to session %q; this work item secret may read its memories, not change them", store, p.sessionID)
+	}
+	return nil
 }
 
 // checkSessionRoute binds session routes to the credential's session (a

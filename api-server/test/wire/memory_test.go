@@ -43,7 +43,9 @@ func TestMemoryStores(t *testing.T) {
 	if err != nil || up.Name != "Notes" || up.Metadata["team"] != "a" || up.Metadata["owner"] != "b" || up.Description != "what we learned" {
 		t.Fatalf("updated store = %v, %v; want the name changed, metadata merged, description kept", up, err)
 	}
-	got, err := ms.Get(ctx, st.ID, anthropic.BetaMemoryStoreGetParams{})
+	// The SDK sends agent-memory-2026-07-22; managed-agents-2026-04-01 is
+	// accepted as well.
+	got, err := ms.Get(ctx, st.ID, anthropic.BetaMemoryStoreGetParams{}, option.WithHeader("anthropic-beta", "managed-agents-2026-04-01"))
 	if err != nil || got.Name != "Notes" {
 		t.Fatalf("get store = %v, %v", got, err)
 	}

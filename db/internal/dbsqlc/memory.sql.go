@@ -251,15 +251,18 @@ func (q *Queries) MemoryListAll(ctx context.Context, storeID string) ([]Memory, 
 }
 
 const memoryListRange = `-- name: MemoryListRange :many
-SELECT id, store_id, path, content, content_sha256, size_bytes, version_id, created_at, updated_at FROM memories
-WHERE store_id = $1
-  AND (path > $2::text OR (NOT $3::bool AND path = $2::text))
-  AND ($4::text = '' OR path < $4::text)
+SELECT id, store_id, path, CASE WHEN $1::bool THEN content ELSE '' END::text AS content,
+       content_sha256, size_bytes, version_id, created_at, updated_at
+FROM memories
+WHERE store_id = $2
+  AND (path > $3::text OR (NOT $4::bool AND path = $3::text))
+  AND ($5::text = '' OR path < $5::text)
 ORDER BY path
-LIMIT $5
+LIMIT $6
 `
 
 type MemoryListRangeParams struct {
+	WithContent bool
 	StoreID     string
 	Lo          string
 	LoExclusive bool
@@ -267,10 +270,24 @@ type MemoryListRangeParams struct {
 	RowLimit    int32
 }
 
+type MemoryListRangeRow struct {
+	ID            string
+	StoreID       string
+	Path          string
+	Content       string
+	ContentSha256 string
+	SizeBytes     int64
+	VersionID     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
 // Memories of a store in path order, from lo (inclusive, or exclusive
-// when lo_exclusive) to hi (exclusive; ” : no bound).
-func (q *Queries) MemoryListRange(ctx context.Context, arg MemoryListRangeParams) ([]Memory, error) {
+// when lo_exclusive) to hi (exclusive; ” : no bound); content is ”
+// unless with_content.
+func (q *Queries) MemoryListRange(ctx context.Context, arg MemoryListRangeParams) ([]MemoryListRangeRow, error) {
 	rows, err := q.db.Query(ctx, memoryListRange,
+		arg.WithContent,
 		arg.StoreID,
 		arg.Lo,
 		arg.LoExclusive,
@@ -281,9 +298,9 @@ func (q *Queries) MemoryListRange(ctx context.Context, arg MemoryListRangeParams
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Memory
+	var items []MemoryListRangeRow
 	for rows.Next() {
-		var i Memory
+		var i MemoryListRangeRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.StoreID,
@@ -335,6 +352,38 @@ func (q *Queries) MemoryPathClash(ctx context.Context, arg MemoryPathClashParams
 	var path string
 	err := row.Scan(&path)
 	return path, err
+}
+
+const memoryStoreAccessOfSession = `-- name: MemoryStoreAccessOfSession :many
+SELECT access::text FROM session_resources
+WHERE type = 'memory_store' AND deleted_at IS NULL AND memory_store_id = $1::text AND session_id = $2::text
+`
+
+type MemoryStoreAccessOfSessionParams struct {
+	StoreID   string
+	SessionID string
+}
+
+// The access of the session's live memory_store resources of the store
+// (a self-hosted worker's work token may use the store through the API).
+func (q *Queries) MemoryStoreAccessOfSession(ctx context.Context, arg MemoryStoreAccessOfSessionParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, memoryStoreAccessOfSession, arg.StoreID, arg.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var access string
+		if err := rows.Scan(&access); err != nil {
+			return nil, err
+		}
+		items = append(items, access)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const memoryStoreArchive = `-- name: MemoryStoreArchive :one
