@@ -112,7 +112,7 @@ func (m *memoryEnv) sync(ctx context.Context, sid, rid string, header bool, chan
 // content returns the store's memories by wire path.
 func (m *memoryEnv) content(t *testing.T) map[string]string {
 	t.Helper()
-	items, _, err := m.store.MemoryList(context.Background(), db.MemoryListParams{StoreID: m.storeID, Limit: 100})
+	items, _, err := m.store.MemoryList(context.Background(), db.MemoryListParams{StoreID: m.storeID, Limit: 100, WithContent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func (m *memoryEnv) content(t *testing.T) map[string]string {
 // memoryID returns the id of the store's memory at wire path p.
 func (m *memoryEnv) memoryID(t *testing.T, p string) string {
 	t.Helper()
-	items, _, err := m.store.MemoryList(context.Background(), db.MemoryListParams{StoreID: m.storeID, Limit: 100})
+	items, _, err := m.store.MemoryList(context.Background(), db.MemoryListParams{StoreID: m.storeID, Limit: 100, WithContent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
