@@ -25,10 +25,42 @@ const (
 	// OutputsDir is where the agent writes files to be published as Files
 	// before the session goes idle.
 	OutputsDir = SessionDir + "/outputs"
+	// MemoryDir holds the session's memory stores, each mounted at
+	// MemoryDir/<name>. Like SessionDir it is a session root: every
+	// provider maps it, and it cannot be removed itself.
+	MemoryDir = "/mnt/memory"
 	// WorkspaceDir is the workspace as container providers mount it; a
 	// repository resource's default mount path is WorkspaceDir/<repo>.
 	WorkspaceDir = "/workspace"
 )
+
+// SessionRoots are the directories outside the workspace a session may
+// address ([SessionDir] and [MemoryDir]): providers whose Root is not
+// /workspace map each of them into their workspace, and
+// [FileTransfer.RemoveAll] refuses to remove one of them itself.
+var SessionRoots = []string{SessionDir, MemoryDir}
+
+// SessionRoot returns the session root ([SessionRoots]) the absolute,
+// cleaned path p is or lies under, and false when there is none.
+func SessionRoot(p string) (string, bool) {
+	for _, dir := range SessionRoots {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return dir, true
+		}
+	}
+	return "", false
+}
+
+// IsSessionRoot reports whether the absolute, cleaned path p is one of
+// [SessionRoots] itself.
+func IsSessionRoot(p string) bool {
+	for _, dir := range SessionRoots {
+		if p == dir {
+			return true
+		}
+	}
+	return false
+}
 
 // FileInfo describes one regular file found by [FileTransfer.ListFiles].
 type FileInfo struct {
@@ -44,13 +76,13 @@ type FileInfo struct {
 
 // FileTransfer is the capability of sandboxes that exchange whole files
 // with the worker at absolute paths: the workspace, and the session
-// directories under [SessionDir] even when they lie outside Root. The
+// directories under [SessionDir] and [MemoryDir] even when they lie outside Root. The
 // worker uses it to mount session resources and to collect outputs. Every
 // provider's Sandbox implements it.
 //
 // Paths are absolute as the agent sees them ([Sandbox.ReadFile] accepts the
 // same); a path that is neither under Root, nor under [WorkspaceDir], nor
-// under [SessionDir] returns [ErrPathEscape]. Implementations stream: no
+// under one of [SessionRoots] returns [ErrPathEscape]. Implementations stream: no
 // method holds a whole file in memory.
 type FileTransfer interface {
 	// PutFile writes size bytes read from r to path, creating missing
@@ -68,21 +100,20 @@ type FileTransfer interface {
 	// dir is not an error: the list is empty.
 	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
 	// RemoveAll removes path and everything under it; a missing path is
-	// not an error.
+	// not an error. The workspace root and the [SessionRoots] themselves
+	// are refused.
 	RemoveAll(ctx context.Context, path string) error
 }
 
 // InSessionPaths reports whether the absolute, cleaned path p lies in a
-// directory the session may address outside its Root: [SessionDir] or
-// [WorkspaceDir] (or is one of them).
+// directory the session may address outside its Root: [SessionDir],
+// [MemoryDir] or [WorkspaceDir] (or is one of them).
 func InSessionPaths(p string) bool {
 	p = path.Clean(p)
-	for _, dir := range []string{SessionDir, WorkspaceDir} {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			return true
-		}
+	if _, ok := SessionRoot(p); ok {
+		return true
 	}
-	return false
+	return p == WorkspaceDir || strings.HasPrefix(p, WorkspaceDir+"/")
 }
 
 // ErrSizeMismatch reports a [FileTransfer.PutFile] reader that yielded

@@ -134,8 +134,8 @@ type Sandbox interface {
 	// (TimedOut, ExitCode -1, with the output produced until then).
 	Exec(ctx context.Context, req ExecRequest) (*ExecResult, error)
 	// ReadFile reads a file; path is relative to Root, or absolute under
-	// Root, under WorkspaceDir or under SessionDir (see [InSessionPaths];
-	// the local provider maps those two into its workspace).
+	// Root, under WorkspaceDir, under SessionDir or under MemoryDir (see
+	// [InSessionPaths]; the local provider maps those into its workspace).
 	// Anything else, lexically or through a symbolic link, returns
 	// ErrPathEscape; a missing file returns an error matching
 	// fs.ErrNotExist (not ErrNotFound, which means the sandbox itself is

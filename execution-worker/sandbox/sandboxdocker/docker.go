@@ -44,8 +44,8 @@
 //
 // ReadFile, WriteFile and the [sandbox.FileTransfer] methods use the
 // archive endpoints (tar, streamed through a pipe for uploads). A path is
-// first checked lexically (it must stay under /workspace or
-// [sandbox.SessionDir]), then resolved component by component with the stat
+// first checked lexically (it must stay under /workspace, [sandbox.SessionDir]
+// or [sandbox.MemoryDir]), then resolved component by component with the stat
 // endpoint, which reports the fully resolved target of every symbolic link
 // inside the container; a link that resolves outside those directories is
 // refused with [sandbox.ErrPathEscape]. ListFiles runs find and stat in the

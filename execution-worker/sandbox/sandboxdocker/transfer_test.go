@@ -40,6 +40,33 @@ func TestSessionPathsAreContainerPaths(t *testing.T) {
 	mustExec(t, sb, "test -d /etc && test ! -e /etc/outputs")
 }
 
+// TestMemoryPathsAreContainerPaths checks that /mnt/memory is the real
+// container directory, and that a link planted in its place cannot lead
+// file access elsewhere.
+func TestMemoryPathsAreContainerPaths(t *testing.T) {
+	daemon(t)
+	sb, _ := create(t, newProvider(t, sandboxdocker.Config{}), newKey(t))
+	ft := sb.(sandbox.FileTransfer)
+	name := sandbox.MemoryDir + "/store/notes.md"
+	if err := ft.PutFile(t.Context(), name, strings.NewReader("note"), 4, 0o644); err != nil {
+		t.Fatalf("PutFile(%q) = %v", name, err)
+	}
+	if got := mustExec(t, sb, "cat "+name+"; stat -c ' %a' "+name+" /mnt/memory/store"); got != "note 644\n 755\n" {
+		t.Errorf("in the container: %q, want the file with mode 644 in a directory of mode 755", got)
+	}
+	mustExec(t, sb, "rm -rf /mnt/memory && ln -s /etc /mnt/memory")
+	if err := ft.PutFile(t.Context(), sandbox.MemoryDir+"/store/x", strings.NewReader("x"), 1, 0o644); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("PutFile through a link /mnt/memory -> /etc = %v, want ErrPathEscape", err)
+	}
+	if _, err := ft.ListFiles(t.Context(), sandbox.MemoryDir); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("ListFiles through a link /mnt/memory -> /etc = %v, want ErrPathEscape", err)
+	}
+	if err := ft.RemoveAll(t.Context(), sandbox.MemoryDir); err == nil {
+		t.Error("RemoveAll(/mnt/memory) = nil, want an error (a top directory)")
+	}
+	mustExec(t, sb, "test -d /etc && test ! -e /etc/store")
+}
+
 // TestListFilesOddNames checks names with spaces, quotes and newlines, and
 // that links are neither followed nor listed.
 func TestListFilesOddNames(t *testing.T) {

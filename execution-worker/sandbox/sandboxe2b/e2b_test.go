@@ -411,3 +411,35 @@ func TestSessionPaths(t *testing.T) {
 		t.Errorf("%d processes ran as root after the session-path checks, want still 1 (the setup)", n)
 	}
 }
+
+// TestMemoryPathSetsUpSession checks that a first use of the memory root
+// (before any /mnt/session path) runs root's setup, which creates
+// /mnt/memory for the envd user, and that the setup runs once for both
+// roots.
+func TestMemoryPathSetsUpSession(t *testing.T) {
+	f := newFake(t)
+	p := newProvider(t, fakeConfig(f))
+	sb, _, err := p.Create(t.Context(), "sesn_memory_paths", sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	ft := sb.(sandbox.FileTransfer)
+	name := sandbox.MemoryDir + "/store/notes.md"
+	if err := ft.PutFile(t.Context(), name, strings.NewReader("n\n"), 2, 0o644); err != nil {
+		t.Fatalf("PutFile(%q) = %v, want no error", name, err)
+	}
+	if n := f.ProcessesAs("root"); n != 1 {
+		t.Errorf("%d processes ran as root after a first memory-path write, want 1 (the setup)", n)
+	}
+	if err := sb.WriteFile(t.Context(), sandbox.OutputsDir+"/r.txt", []byte("r"), 0o644); err != nil {
+		t.Fatalf("WriteFile(outputs/r.txt) = %v", err)
+	}
+	if n := f.ProcessesAs("root"); n != 1 {
+		t.Errorf("%d processes ran as root after a session-path write, want still 1", n)
+	}
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "cat " + name + " && test -d " + sandbox.UploadsDir + " && echo setup"})
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "n\nsetup\n" {
+		t.Errorf("cat %s and test -d uploads = %+v, %v; want %q", name, res, err, "n\nsetup\n")
+	}
+}

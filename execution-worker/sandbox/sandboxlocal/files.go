@@ -177,15 +177,16 @@ func (s *localSandbox) agentPath(name string) string {
 }
 
 // RemoveAll removes name and everything under it; a symbolic link is
-// removed, not followed. The workspace itself (Destroy removes it) and
-// [sandbox.SessionDir] cannot be removed, as on container providers.
+// removed, not followed. The workspace itself (Destroy removes it) and the
+// session roots ([sandbox.SessionRoots]) cannot be removed, as on
+// container providers.
 func (s *localSandbox) RemoveAll(ctx context.Context, name string) error {
 	root, rel, err := s.openRoot(ctx, name)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
 	defer func() { _ = root.Close() }()
-	if rel == "." || filepath.IsAbs(name) && filepath.Clean(name) == sandbox.SessionDir {
+	if rel == "." || sandbox.IsSessionRoot("/"+filepath.ToSlash(rel)) {
 		return fmt.Errorf("remove %s: cannot remove a top directory", name)
 	}
 	if err := root.RemoveAll(rel); err != nil {

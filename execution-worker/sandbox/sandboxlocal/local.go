@@ -35,8 +35,11 @@
 //     links, fail with [sandbox.ErrPathEscape].
 //   - The absolute paths of container providers are mapped into the
 //     workspace, lexically: /workspace/X names X, and the session
-//     directories /mnt/session/X live at mnt/session/X (commands see them
-//     as ./mnt/session/X from their working directory).
+//     directories /mnt/session/X live at mnt/session/X and the memory
+//     directory /mnt/memory/X at mnt/memory/X (commands see them as
+//     ./mnt/session/X and ./mnt/memory/X from their working directory,
+//     and at their absolute paths where the host allows a private mount
+//     namespace).
 //   - Commands run as /bin/sh -c in the workspace with an environment that
 //     is cleared and rebuilt: PATH=/usr/local/bin:/usr/bin:/bin, HOME=the
 //     workspace, LANG=C.UTF-8, then Spec.Env, then the request's Env.
@@ -167,7 +170,7 @@ type Provider struct {
 	installation string
 	execTimeout  time.Duration
 	maxOutput    int
-	view         sessionView // how shells see /mnt/session
+	view         sessionView // how shells see /mnt/session and /mnt/memory
 }
 
 // New returns a provider for cfg, creating cfg.Root if needed.
@@ -764,8 +767,9 @@ func checkEnv(k, v string) error {
 // rel maps a sandbox path to a clean path relative to the workspace,
 // rejecting lexical escapes. Accepted are paths relative to the workspace,
 // absolute paths under it, and the absolute paths container providers use:
-// /workspace/X names X and /mnt/session/X names mnt/session/X (a lexical
-// mapping; the workspace is the only directory ever touched). Escapes
+// /workspace/X names X, /mnt/session/X names mnt/session/X and
+// /mnt/memory/X names mnt/memory/X (a lexical mapping; the workspace is the
+// only directory ever touched). Escapes
 // through symbolic links are caught by os.Root when the path is used.
 func (s *localSandbox) rel(name string) (string, error) {
 	if name == "" {
@@ -786,7 +790,8 @@ func (s *localSandbox) rel(name string) (string, error) {
 		return ".", nil
 	case strings.HasPrefix(clean, sandbox.WorkspaceDir+"/"):
 		return strings.TrimPrefix(clean, sandbox.WorkspaceDir+"/"), nil
-	case clean == sandbox.SessionDir || strings.HasPrefix(clean, sandbox.SessionDir+"/"):
+	}
+	if _, ok := sandbox.SessionRoot(clean); ok {
 		return filepath.FromSlash(strings.TrimPrefix(clean, "/")), nil
 	}
 	return "", sandbox.ErrPathEscape

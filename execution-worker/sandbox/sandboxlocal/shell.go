@@ -32,18 +32,20 @@ var shellArgv = sync.OnceValue(func() []string {
 // user and mount namespaces (Linux, where the kernel and the worker's
 // seccomp profile allow unprivileged user namespaces), each shell runs in
 // a private mount namespace in which a small tmpfs covers /mnt and the
-// workspace's mnt/session is bind-mounted at /mnt/session, so commands use
-// the same absolute paths as the file tools and container providers.
-// Without them commands reach those directories only through the workspace
-// (./mnt/session/...).
+// workspace's mnt/session and mnt/memory are bind-mounted at /mnt/session
+// and /mnt/memory, so commands use the same absolute paths as the file
+// tools and container providers. Without them commands reach those
+// directories only through the workspace (./mnt/session/...,
+// ./mnt/memory/...).
 type sessionView struct {
 	once  sync.Once
 	mount string // the mount program; "" when the view is unavailable
 	why   string // why it is unavailable
 }
 
-// available reports whether shells get /mnt/session, probing once: a shell
-// started in new namespaces must mount a directory at /mnt/session.
+// available reports whether shells get the session roots, probing once: a
+// shell started in new namespaces must mount a directory at /mnt/session
+// and at /mnt/memory.
 func (v *sessionView) available() bool {
 	v.once.Do(func() {
 		mount, err := exec.LookPath("mount")
@@ -65,11 +67,15 @@ func (v *sessionView) available() bool {
 			return
 		}
 		defer func() { _ = os.RemoveAll(dir) }()
-		if err := os.MkdirAll(filepath.Join(dir, "mnt/session/probe"), 0o700); err != nil {
-			v.why = err.Error()
-			return
+		probe := "true"
+		for _, root := range sandbox.SessionRoots {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(root), "probe"), 0o700); err != nil {
+				v.why = err.Error()
+				return
+			}
+			probe += " && test -d " + root + "/probe"
 		}
-		cmd := exec.Command("/bin/sh", "-c", mountScript(mount, dir)+" && test -d "+sandbox.SessionDir+"/probe")
+		cmd := exec.Command("/bin/sh", "-c", mountScript(mount, dir)+" && "+probe)
 		cmd.SysProcAttr = namespaceAttr()
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -94,12 +100,27 @@ func namespaceAttr() *syscall.SysProcAttr {
 }
 
 // mountScript covers /mnt with a tmpfs in the shell's own mount namespace
-// and binds the workspace's session directory at /mnt/session.
+// and binds the workspace's session roots at /mnt/session and /mnt/memory.
+// The sources must exist (see [makeSessionRoots]).
 func mountScript(mount, workspace string) string {
-	src := shellexec.Quote(filepath.Join(workspace, "mnt/session"))
 	m := shellexec.Quote(mount)
-	return m + " -t tmpfs -o mode=0755,size=64k mango-session /mnt && mkdir " + sandbox.SessionDir +
-		" && " + m + " --bind " + src + " " + sandbox.SessionDir
+	script := m + " -t tmpfs -o mode=0755,size=64k mango-session /mnt"
+	for _, root := range sandbox.SessionRoots {
+		src := shellexec.Quote(filepath.Join(workspace, filepath.FromSlash(root)))
+		script += " && mkdir " + root + " && " + m + " --bind " + src + " " + root
+	}
+	return script
+}
+
+// makeSessionRoots creates the workspace's directories that mountScript
+// binds at the session roots.
+func makeSessionRoots(workspace string) error {
+	for _, root := range sandbox.SessionRoots {
+		if err := os.MkdirAll(filepath.Join(workspace, filepath.FromSlash(root)), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shell returns the sandbox's persistent shell, creating it on first use.
@@ -122,7 +143,7 @@ func (s *localSandbox) startShell(context.Context) (shellsession.Process, error)
 	cmd.Dir, cmd.Env = s.dir, env
 	view := s.p.view.available() && !under(s.dir, "/mnt")
 	if view {
-		if err := os.MkdirAll(filepath.Join(s.dir, "mnt/session"), 0o755); err != nil {
+		if err := makeSessionRoots(s.dir); err != nil {
 			return nil, err
 		}
 		cmd.SysProcAttr = namespaceAttr()
@@ -189,11 +210,11 @@ func (s *localSandbox) Close() error {
 var _ sandbox.Shell = (*localSandbox)(nil)
 
 // SessionPathsVisible reports whether p's shells see the session
-// directories at /mnt/session (probing once).
+// directories at /mnt/session and /mnt/memory (probing once).
 func SessionPathsVisible(p *Provider) bool { return p.view.available() }
 
-// SessionPathsUnavailable says why p's shells do not see /mnt/session ("" when
-// they do).
+// SessionPathsUnavailable says why p's shells do not see /mnt/session and
+// /mnt/memory ("" when they do).
 func SessionPathsUnavailable(p *Provider) string {
 	p.view.available()
 	return p.view.why

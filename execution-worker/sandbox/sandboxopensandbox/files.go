@@ -22,15 +22,15 @@ const maxFileSize = 256 << 20
 
 // resolver prints the physical path of $2 (an absolute path), resolving
 // symbolic links as far as the path exists; with $3 = mkdir it also creates
-// the parent directory when the result lies under the root $1 or the
-// session directory /mnt/session. Exit 3: the
+// the parent directory when the result lies under the root $1 or a session
+// root (/mnt/session, /mnt/memory). Exit 3: the
 // path cannot be resolved.
 const resolver = `r="$1"; p="$2"; rest=
 while [ ! -e "$p" ] && [ ! -L "$p" ]; do rest="/${p##*/}$rest"; p="${p%/*}"; [ -z "$p" ] && p=/; done
 q=$(readlink -f -- "$p") || exit 3
 [ "$q" = / ] && q=
 t="$q$rest"; [ -z "$t" ] && t=/
-case "$t/" in "$r"/*|/mnt/session/*) [ "$3" = mkdir ] && { mkdir -p -- "${t%/*}" || exit 4; } ;; esac
+case "$t/" in "$r"/*|/mnt/session/*|/mnt/memory/*) [ "$3" = mkdir ] && { mkdir -p -- "${t%/*}" || exit 4; } ;; esac
 printf '%s' "$t"`
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
@@ -88,7 +88,7 @@ func (s *remote) WriteFile(ctx context.Context, p string, data []byte, perm fs.F
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if real == s.root || real == sandbox.SessionDir {
+	if real == s.root || sandbox.IsSessionRoot(real) {
 		return fmt.Errorf("write %s: is a directory", p)
 	}
 	perm = cmp.Or(perm, 0o644)

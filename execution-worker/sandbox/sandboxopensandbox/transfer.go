@@ -38,7 +38,7 @@ func (s *remote) PutFile(ctx context.Context, p string, r io.Reader, size int64,
 	if err != nil {
 		return fmt.Errorf("put %s: %w", p, err)
 	}
-	if real == s.root || real == sandbox.SessionDir {
+	if real == s.root || sandbox.IsSessionRoot(real) {
 		return fmt.Errorf("put %s: is a directory", p)
 	}
 	perm = cmp.Or(perm, 0o644)

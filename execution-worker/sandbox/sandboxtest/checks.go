@@ -130,7 +130,7 @@ func CheckSessionPaths(t *testing.T, sb sandbox.Sandbox) {
 	if _, _, err := ft.GetFile(ctx, sandbox.OutputsDir+"/r.txt"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("GetFile of a removed file = %v, want fs.ErrNotExist", err)
 	}
-	for _, bad := range []string{"/etc/x", "../x", "/mnt/sessionx/y", "/mnt/x"} {
+	for _, bad := range []string{"/etc/x", "../x", "/mnt/sessionx/y", "/mnt/memoryx/y", "/mnt/x"} {
 		if err := ft.PutFile(ctx, bad, strings.NewReader("x"), 1, 0o644); !errors.Is(err, sandbox.ErrPathEscape) {
 			t.Errorf("PutFile(%q) = %v, want ErrPathEscape", bad, err)
 		}

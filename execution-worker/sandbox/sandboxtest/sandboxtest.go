@@ -26,8 +26,11 @@
 // heap does not grow by half of it), copy a 500-file tree with
 // [sandbox.PutTree], place and replace a read-only tree under the session
 // directory as skills are placed ([sandbox.PutReadOnlyTree], its script
-// run by a command), and exercise the session paths ([sandbox.SessionDir]),
-// escapes, removal and missing files. Commands assume the POSIX environment the built-in toolset needs:
+// run by a command), exercise the session paths ([sandbox.SessionDir]),
+// escapes, removal and missing files, and the memory root
+// ([sandbox.MemoryDir]) as memory stores use it (files placed under
+// /mnt/memory/<name>, seen and changed by a command at their absolute
+// paths, listed back). Commands assume the POSIX environment the built-in toolset needs:
 // /bin/sh, find, grep, and the usual coreutils (cat, head, printf, sed, cut,
 // wc, ln, sleep, kill).
 //
@@ -84,8 +87,9 @@ type Harness struct {
 	// transfer test then checks content but not the process's heap.
 	FilesInProcess bool
 	// SessionDirHidden, when set, says why commands of p's sandboxes do
-	// not see the session directory at its absolute path
-	// ([sandbox.SessionDir]), or returns "" when they do: a local provider
+	// not see the session roots at their absolute paths
+	// ([sandbox.SessionDir], [sandbox.MemoryDir]), or returns "" when they
+	// do: a local provider
 	// on a host without private mount namespaces. Commands run as the bash
 	// tool runs them, in the persistent shell when the sandbox has one
 	// ([sandbox.Shell]). Unset: they see it.
@@ -133,6 +137,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransferRemoveAndMissing", s.testTransferRemoveAndMissing},
 		{"TransferSizeMismatch", s.testTransferSizeMismatch},
 		{"TransferReadOnlyTree", s.testTransferReadOnlyTree},
+		{"TransferMemoryPaths", s.testTransferMemoryPaths},
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},

@@ -344,10 +344,11 @@ func (s *remoteSandbox) runAs(ctx context.Context, user string, timeout time.Dur
 	}
 }
 
-// sessionSetup, run as root, creates the session directories and hands
-// them to the envd user $1, who cannot create them under /mnt.
-const sessionSetup = `d=` + sandbox.SessionDir + `
-mkdir -p "$d" "$d/uploads" "$d/outputs" && chown "$1" "$d" "$d/uploads" "$d/outputs"`
+// sessionSetup, run as root, creates the session directories and the
+// memory directory and hands them to the envd user $1, who cannot create
+// them under /mnt.
+const sessionSetup = `d=` + sandbox.SessionDir + `; m=` + sandbox.MemoryDir + `
+mkdir -p "$d" "$d/uploads" "$d/outputs" "$m" && chown "$1" "$d" "$d/uploads" "$d/outputs" "$m"`
 
 // ensureSession runs sessionSetup once per sandbox value, before the first
 // use of a session path. It is best effort: a template without a root
@@ -469,7 +470,7 @@ func (s *remoteSandbox) resolve(ctx context.Context, p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if real == s.root || real == sandbox.SessionDir {
+	if real == s.root || sandbox.IsSessionRoot(real) {
 		return "", fmt.Errorf("%q: is a directory", p)
 	}
 	return real, nil
@@ -481,7 +482,7 @@ func (s *remoteSandbox) resolveAny(ctx context.Context, p string) (string, error
 	if err != nil {
 		return "", err
 	}
-	if abs == sandbox.SessionDir || strings.HasPrefix(abs, sandbox.SessionDir+"/") {
+	if _, ok := sandbox.SessionRoot(abs); ok {
 		s.ensureSession(ctx)
 	}
 	out, code, err := s.run(ctx, resolver, abs)

@@ -179,15 +179,27 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// HostPath maps a path in a fake sandbox to the host: the session
-// directory ([sandbox.SessionDir]) lies inside root, the local sandbox's
-// directory; other paths are host paths already.
+// HostPath maps a path in a fake sandbox to the host: the session roots
+// ([sandbox.SessionRoots]: /mnt/session, /mnt/memory) lie inside root, the
+// local sandbox's directory; other paths are host paths already.
 func HostPath(root, p string) string {
 	p = path.Clean(p)
-	if p == sandbox.SessionDir || strings.HasPrefix(p, sandbox.SessionDir+"/") {
+	if _, ok := sandbox.SessionRoot(p); ok {
 		return root + p
 	}
 	return p
+}
+
+// SandboxPath is HostPath reversed: a host path inside one of the session
+// roots under root names that session path; other paths are returned as
+// they are.
+func SandboxPath(root, h string) string {
+	for _, dir := range sandbox.SessionRoots {
+		if rest, ok := strings.CutPrefix(h, root+dir); ok && (rest == "" || rest[0] == '/') {
+			return dir + rest
+		}
+	}
+	return h
 }
 
 // RandomHex returns n random bytes, hex-encoded.
@@ -235,12 +247,17 @@ func NewLocal(ctx context.Context, dir, id string) (sandbox.Sandbox, error) {
 }
 
 // SessionRewrite returns the replacers of a fake that runs commands in the
-// local sandbox whose directory is root, where [sandbox.SessionDir] is a
-// directory inside root: in rewrites the session directory in what a
-// command is given, out rewrites it back in what the command prints.
+// local sandbox whose directory is root, where each session root
+// ([sandbox.SessionRoots]) is a directory inside root: in rewrites the
+// session roots in what a command is given, out rewrites them back in what
+// the command prints.
 func SessionRewrite(root string) (in, out *strings.Replacer) {
-	host := root + sandbox.SessionDir
-	return strings.NewReplacer(sandbox.SessionDir, host), strings.NewReplacer(host, sandbox.SessionDir)
+	var ins, outs []string
+	for _, dir := range sandbox.SessionRoots {
+		ins = append(ins, dir, root+dir)
+		outs = append(outs, root+dir, dir)
+	}
+	return strings.NewReplacer(ins...), strings.NewReplacer(outs...)
 }
 
 // Locked calls fn with m[key] under mu when m holds key: the fakes' hooks

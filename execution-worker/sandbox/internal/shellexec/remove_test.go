@@ -31,11 +31,10 @@ func TestRemoveTarget(t *testing.T) {
 		ok      bool
 	}{
 		{"dir/sub", root + "/dir/sub", true},
-		{"alias/sub", root + "/dir/sub", true},         // a parent link is resolved
-		{"outside", root + "/outside", true},           // the path itself is kept: the link goes, not its target
-		{"/workspace/dir", root + "/dir", true},        // /workspace names the root
-		{"missing/x", "", false},                       // nothing to remove
-		{sandbox.SessionDir, sandbox.SessionDir, true}, // the session directory as it is
+		{"alias/sub", root + "/dir/sub", true},  // a parent link is resolved
+		{"outside", root + "/outside", true},    // the path itself is kept: the link goes, not its target
+		{"/workspace/dir", root + "/dir", true}, // /workspace names the root
+		{"missing/x", "", false},                // nothing to remove
 	} {
 		got, ok, err := sh.RemoveTarget(t.Context(), tc.p)
 		if err != nil || ok != tc.ok || got != tc.want {
@@ -45,7 +44,12 @@ func TestRemoveTarget(t *testing.T) {
 	if _, _, err := sh.RemoveTarget(t.Context(), "."); err == nil || !strings.Contains(err.Error(), "workspace root") {
 		t.Errorf("RemoveTarget(.) = %v, want a workspace-root error", err)
 	}
-	for _, p := range []string{"../x", "/etc/passwd", "outside/x"} {
+	for _, p := range sandbox.SessionRoots {
+		if _, _, err := sh.RemoveTarget(t.Context(), p); err == nil || !strings.Contains(err.Error(), "top directory") {
+			t.Errorf("RemoveTarget(%q) = %v, want a top-directory error", p, err)
+		}
+	}
+	for _, p := range []string{"../x", "/etc/passwd", "outside/x", "/mnt/memoryx/y"} {
 		if _, _, err := sh.RemoveTarget(t.Context(), p); !errors.Is(err, sandbox.ErrPathEscape) {
 			t.Errorf("RemoveTarget(%q) = %v, want ErrPathEscape", p, err)
 		}

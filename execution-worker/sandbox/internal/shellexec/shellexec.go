@@ -25,8 +25,8 @@
 // [Lexical] checks a path against the workspace root without contacting
 // the sandbox; [Shell.Resolve] then resolves it inside the sandbox with
 // readlink -f, so a path that leaves the root through a symbolic link is
-// [sandbox.ErrPathEscape]. Paths under [sandbox.SessionDir] are accepted
-// as well, and /workspace/x names root/x. A command running concurrently can race the
+// [sandbox.ErrPathEscape]. Paths under the session roots
+// ([sandbox.SessionRoots]: /mnt/session, /mnt/memory) are accepted as well, and /workspace/x names root/x. A command running concurrently can race the
 // check by swapping a component for a link; the sandbox is the isolation
 // boundary, the check keeps file access within the workspace.
 //
@@ -184,18 +184,18 @@ func (sh *Shell) RemoveTarget(ctx context.Context, p string) (target string, ok 
 // resolveDir and p itself, when a link, kept (removed, not followed).
 // resolveDir returns the resolved form of an absolute directory, and false
 // when it is missing: then ok is false, as there is nothing to remove. The
-// workspace root cannot be removed; [sandbox.SessionDir] is removed as it
-// is. Errors name p.
+// workspace root and the session roots ([sandbox.SessionRoots]) cannot be
+// removed. Errors name p.
 func RemovePath(root, p string, resolveDir func(dir string) (string, bool, error)) (target string, ok bool, err error) {
 	abs, err := Lexical(root, p)
 	if err != nil {
 		return "", false, fmt.Errorf("remove %s: %w", p, err)
 	}
-	switch abs {
-	case root:
+	if abs == root {
 		return "", false, fmt.Errorf("remove %s: is the workspace root", p)
-	case sandbox.SessionDir:
-		return abs, true, nil
+	}
+	if sandbox.IsSessionRoot(abs) {
+		return "", false, fmt.Errorf("remove %s: cannot remove a top directory", p)
 	}
 	parent, ok, err := resolveDir(path.Dir(abs))
 	if err != nil {
@@ -474,9 +474,9 @@ const (
 
 // Lexical maps p to a clean absolute path the sandbox's files may be
 // reached at, or ErrPathEscape: p relative to root, absolute under it, or
-// absolute under [sandbox.SessionDir] or [sandbox.WorkspaceDir].
-// /workspace/x maps to root/x when root is elsewhere; /mnt/session paths
-// stay as they are.
+// absolute under a session root ([sandbox.SessionRoots]) or
+// [sandbox.WorkspaceDir]. /workspace/x maps to root/x when root is
+// elsewhere; /mnt/session and /mnt/memory paths stay as they are.
 func Lexical(root, p string) (string, error) {
 	if p == "" || strings.ContainsAny(p, "\x00\n") {
 		return "", fmt.Errorf("invalid path %q", p)
@@ -502,15 +502,18 @@ func Within(root, p string) bool {
 }
 
 // Allowed reports whether the clean absolute path p lies under root or
-// under [sandbox.SessionDir].
-func Allowed(root, p string) bool { return Within(root, p) || Within(sandbox.SessionDir, p) }
+// under a session root ([sandbox.SessionRoots]).
+func Allowed(root, p string) bool {
+	_, inSession := sandbox.SessionRoot(p)
+	return Within(root, p) || inSession
+}
 
 // resolveScript resolves $p inside the sandbox: the deepest existing prefix
 // through readlink -f, plus the missing rest. It prints the canonical root,
 // the resolved path and its kind (file, dir, missing, other). With mk=1 and
-// a resolved path inside the root or /mnt/session, it also creates the
-// missing parent directories. A resolved path outside both prints
-// "escape".
+// a resolved path inside the root, /mnt/session or /mnt/memory, it also
+// creates the missing parent directories. A resolved path outside them
+// prints "escape".
 const resolveScript = `exec 2>/dev/null
 R=$(readlink -f -- "$root") || { echo fail; exit 0; }
 q=$p; rest=
@@ -518,7 +521,7 @@ while [ ! -e "$q" ] && [ ! -L "$q" ]; do rest="/${q##*/}$rest"; q=${q%/*}; [ -n 
 r=$(readlink -f -- "$q") || { echo fail; exit 0; }
 [ "$r" = / ] && r=
 x=$r$rest
-case "$x" in "$R"|"$R"/*|/mnt/session|/mnt/session/*) ;; *) echo escape; exit 0;; esac
+case "$x" in "$R"|"$R"/*|/mnt/session|/mnt/session/*|/mnt/memory|/mnt/memory/*) ;; *) echo escape; exit 0;; esac
 if [ -n "$rest" ] || [ ! -e "$x" ]; then k=missing
 elif [ -f "$x" ]; then k=file
 elif [ -d "$x" ]; then k=dir
@@ -531,8 +534,8 @@ printf 'ok\n%s\n%s\n%s\n' "$R" "$x" "$k"
 type Resolved struct {
 	// Root is the canonical workspace root.
 	Root string
-	// Path is the canonical absolute path, under Root or under
-	// [sandbox.SessionDir].
+	// Path is the canonical absolute path, under Root or under a session
+	// root ([sandbox.SessionRoots]).
 	Path string
 	// Kind is KindFile, KindDir, KindMissing or KindOther.
 	Kind string

@@ -18,8 +18,8 @@
 //
 // Every remote sandbox is backed by a real local process sandbox
 // (sandboxlocal), so commands really run, in their own process groups, and
-// files really exist; a sandbox's /mnt/session is the directory
-// mnt/session inside it (file routes map it, commands and their working
+// files really exist; a sandbox's /mnt/session and /mnt/memory are the
+// directories mnt/session and mnt/memory inside it (file routes map them, commands and their working
 // directory are rewritten and their output back). Uploads are recorded
 // ([Server.Upload]). A new sandbox is "creating" until its first GET, and
 // a started one is "starting" until the next GET, so clients must poll.
@@ -401,8 +401,9 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, local sandbox.S
 	if req.Timeout > 0 {
 		timeout = time.Duration(req.Timeout) * time.Second
 	}
-	// The sandbox's /mnt/session is a directory inside the local sandbox:
-	// the command sees it there, and its output names it /mnt/session.
+	// The sandbox's /mnt/session and /mnt/memory are directories inside
+	// the local sandbox: the command sees them there, and its output names
+	// them /mnt/session and /mnt/memory.
 	in, out := fakeapi.SessionRewrite(local.Root())
 	cmd := in.Replace(req.Command)
 	if m := encodedScript.FindStringSubmatch(req.Command); m != nil {

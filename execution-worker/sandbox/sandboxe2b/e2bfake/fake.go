@@ -3,8 +3,8 @@
 // the control plane and, for requests whose Host is 49983-<id>.<domain>,
 // envd. Each fake sandbox is backed by a real local process sandbox
 // (sandboxlocal), so commands, process groups, kills and files are real.
-// A sandbox's /mnt/session is the directory mnt/session inside its local
-// directory: the file routes map it, and process arguments, working
+// A sandbox's /mnt/session and /mnt/memory are the directories mnt/session
+// and mnt/memory inside its local directory: the file routes map them, and process arguments, working
 // directory and environment are rewritten (and their output back), as the
 // fake shares the host's file system. Uploads are streamed to disk and
 // recorded (size and SHA-256, see [Server.Upload]).
@@ -558,8 +558,9 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, sb *fakeSandbox
 	send(0, map[string]any{"event": map[string]any{"start": map[string]any{"pid": 1}}})
 	_ = rc.Flush()
 
-	// The sandbox's /mnt/session is a directory inside the fake sandbox:
-	// the process sees it there, and its output names it /mnt/session.
+	// The sandbox's /mnt/session and /mnt/memory are directories inside
+	// the fake sandbox: the process sees them there, and its output names
+	// them /mnt/session and /mnt/memory.
 	in, out := fakeapi.SessionRewrite(sb.sb.Root())
 	words := []string{shellexec.Quote(in.Replace(req.Process.Cmd))}
 	for _, a := range req.Process.Args {

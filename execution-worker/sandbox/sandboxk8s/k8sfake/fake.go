@@ -29,9 +29,9 @@
 //
 // Every sandbox is backed by a real local process sandbox (sandboxlocal),
 // so commands really run, in their own process groups, and files really
-// exist. A pod's /mnt/session is the directory mnt/session inside it:
-// commands (inside a base64-encoded "sh -c" script too) are rewritten to
-// see it there, and their output back. Faults can be injected: error statuses for the next n matching
+// exist. A pod's /mnt/session and /mnt/memory are the directories
+// mnt/session and mnt/memory inside it: commands (inside a base64-encoded
+// "sh -c" script too) are rewritten to see them there, and their output back. Faults can be injected: error statuses for the next n matching
 // requests of either server, malformed or truncated bodies, a vanished
 // (killed) or finished resource, a relabelled one.
 package k8sfake
@@ -768,9 +768,10 @@ func (rt runtime) execute(w http.ResponseWriter, r *http.Request) {
 		failed(w, "list index out of range")
 		return
 	}
-	// The pod's /mnt/session is a directory inside the local sandbox: the
-	// command sees it there (inside a base64-encoded "sh -c" script too),
-	// and its output names it /mnt/session.
+	// The pod's /mnt/session and /mnt/memory are directories inside the
+	// local sandbox: the command sees them there (inside a base64-encoded
+	// "sh -c" script too), and its output names them /mnt/session and
+	// /mnt/memory.
 	in, out := fakeapi.SessionRewrite(rt.local.Root())
 	quoted := make([]string, len(args))
 	for i, a := range args {

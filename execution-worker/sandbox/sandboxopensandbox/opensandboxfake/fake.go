@@ -1,8 +1,9 @@
 // Package opensandboxfake is an offline OpenSandbox server for tests: an
 // httptest server on 127.0.0.1 speaking the subset of the lifecycle and
 // execd protocols the adapter uses, backed by a real local process sandbox
-// (sandboxlocal) per remote sandbox. A sandbox's /mnt/session is the
-// directory mnt/session inside its local sandbox: the file routes map it,
+// (sandboxlocal) per remote sandbox. A sandbox's /mnt/session and
+// /mnt/memory are the directories mnt/session and mnt/memory inside its
+// local sandbox: the file routes map them,
 // commands, their working directory and environment are rewritten (their
 // output back), since the fake shares the host's file system. Uploads are
 // streamed to disk and recorded ([Server.Upload]). It can inject faults:
@@ -493,8 +494,9 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(map[string]any{"type": "init", "text": "cmd-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
-	// The sandbox's /mnt/session is a directory inside the local sandbox:
-	// commands see it there, and their output names it /mnt/session.
+	// The sandbox's /mnt/session and /mnt/memory are directories inside
+	// the local sandbox: commands see them there, and their output names
+	// them /mnt/session and /mnt/memory.
 	in, out := fakeapi.SessionRewrite(sb.Root())
 	env := map[string]string{}
 	for k, v := range req.Envs {
@@ -624,10 +626,7 @@ func (s *Server) store(sb sandbox.Sandbox, id, p string, content io.Reader, mode
 
 // sandboxPath is fakeapi.HostPath reversed.
 func sandboxPath(sb sandbox.Sandbox, h string) string {
-	if rest, ok := strings.CutPrefix(h, sb.Root()+sandbox.SessionDir); ok && (rest == "" || rest[0] == '/') {
-		return sandbox.SessionDir + rest
-	}
-	return h
+	return fakeapi.SandboxPath(sb.Root(), h)
 }
 
 // fileInfo is execd's FileInfo of the sandbox path p.
