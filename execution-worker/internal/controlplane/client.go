@@ -34,7 +34,10 @@ type Client struct {
 	// CredentialsClient reaches the Credentials service on the same
 	// connection (use it through [MCPCredentials]).
 	CredentialsClient pb.CredentialsClient
-	conn              *grpc.ClientConn
+	// SessionMemoryClient reaches the SessionMemory service on the same
+	// connection.
+	SessionMemoryClient pb.SessionMemoryClient
+	conn                *grpc.ClientConn
 }
 
 // MaxResponseBytes bounds one response message: GetRun carries the whole
@@ -80,7 +83,7 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 	}
 	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
 		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn),
-		CredentialsClient: pb.NewCredentialsClient(conn), conn: conn}, nil
+		CredentialsClient: pb.NewCredentialsClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.

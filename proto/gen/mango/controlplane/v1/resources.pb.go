@@ -26,7 +26,7 @@ type SessionResource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resource identifier (sesrsc_...).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// "file", "github_repository" or "skill".
+	// "file", "github_repository", "skill" or "memory_store".
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Absolute path in the sandbox.
 	MountPath string `protobuf:"bytes,3,opt,name=mount_path,json=mountPath,proto3" json:"mount_path,omitempty"`
@@ -56,8 +56,21 @@ type SessionResource struct {
 	SkillName string `protobuf:"bytes,14,opt,name=skill_name,json=skillName,proto3" json:"skill_name,omitempty"`
 	// skill: the description from its SKILL.md.
 	SkillDescription string `protobuf:"bytes,15,opt,name=skill_description,json=skillDescription,proto3" json:"skill_description,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// memory_store: the store's identifier (memstore_...; read its memories
+	// with SessionMemory.ReadMemoryStore).
+	MemoryStoreId string `protobuf:"bytes,16,opt,name=memory_store_id,json=memoryStoreId,proto3" json:"memory_store_id,omitempty"`
+	// memory_store: "read_write" or "read_only".
+	MemoryAccess string `protobuf:"bytes,17,opt,name=memory_access,json=memoryAccess,proto3" json:"memory_access,omitempty"`
+	// memory_store: the attachment's instructions for the agent (at most
+	// 4096 characters; may be empty).
+	MemoryInstructions string `protobuf:"bytes,18,opt,name=memory_instructions,json=memoryInstructions,proto3" json:"memory_instructions,omitempty"`
+	// memory_store: the store's name, snapshotted at attach.
+	MemoryStoreName string `protobuf:"bytes,19,opt,name=memory_store_name,json=memoryStoreName,proto3" json:"memory_store_name,omitempty"`
+	// memory_store: the store's description, snapshotted at attach (may be
+	// empty).
+	MemoryStoreDescription string `protobuf:"bytes,20,opt,name=memory_store_description,json=memoryStoreDescription,proto3" json:"memory_store_description,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *SessionResource) Reset() {
@@ -191,6 +204,41 @@ func (x *SessionResource) GetSkillName() string {
 func (x *SessionResource) GetSkillDescription() string {
 	if x != nil {
 		return x.SkillDescription
+	}
+	return ""
+}
+
+func (x *SessionResource) GetMemoryStoreId() string {
+	if x != nil {
+		return x.MemoryStoreId
+	}
+	return ""
+}
+
+func (x *SessionResource) GetMemoryAccess() string {
+	if x != nil {
+		return x.MemoryAccess
+	}
+	return ""
+}
+
+func (x *SessionResource) GetMemoryInstructions() string {
+	if x != nil {
+		return x.MemoryInstructions
+	}
+	return ""
+}
+
+func (x *SessionResource) GetMemoryStoreName() string {
+	if x != nil {
+		return x.MemoryStoreName
+	}
+	return ""
+}
+
+func (x *SessionResource) GetMemoryStoreDescription() string {
+	if x != nil {
+		return x.MemoryStoreDescription
 	}
 	return ""
 }
@@ -603,7 +651,7 @@ var File_mango_controlplane_v1_resources_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_resources_proto_rawDesc = "" +
 	"\n" +
-	"%mango/controlplane/v1/resources.proto\x12\x15mango.controlplane.v1\"\xdc\x03\n" +
+	"%mango/controlplane/v1/resources.proto\x12\x15mango.controlplane.v1\"\xc0\x05\n" +
 	"\x0fSessionResource\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1d\n" +
@@ -622,7 +670,12 @@ const file_mango_controlplane_v1_resources_proto_rawDesc = "" +
 	"\x10skill_version_id\x18\r \x01(\tR\x0eskillVersionId\x12\x1d\n" +
 	"\n" +
 	"skill_name\x18\x0e \x01(\tR\tskillName\x12+\n" +
-	"\x11skill_description\x18\x0f \x01(\tR\x10skillDescription\"<\n" +
+	"\x11skill_description\x18\x0f \x01(\tR\x10skillDescription\x12&\n" +
+	"\x0fmemory_store_id\x18\x10 \x01(\tR\rmemoryStoreId\x12#\n" +
+	"\rmemory_access\x18\x11 \x01(\tR\fmemoryAccess\x12/\n" +
+	"\x13memory_instructions\x18\x12 \x01(\tR\x12memoryInstructions\x12*\n" +
+	"\x11memory_store_name\x18\x13 \x01(\tR\x0fmemoryStoreName\x128\n" +
+	"\x18memory_store_description\x18\x14 \x01(\tR\x16memoryStoreDescription\"<\n" +
 	"\x1bListSessionResourcesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"d\n" +
