@@ -27,14 +27,15 @@ const (
 	maxMemoryMountName = 64
 )
 
-// memoryMountName derives a store's folder name from its name: lowercased,
-// each run of characters outside [a-z0-9._-] becomes "-", trimmed of "-",
-// at most 64 characters; the store id when nothing (or only dots) is left.
+// memoryMountName derives a store's folder name from its name as the SDK
+// documents it: lowercased, each run of characters other than ASCII
+// letters and digits becomes one "-", trimmed of "-", at most 64
+// characters; the store id when nothing is left.
 func memoryMountName(name, storeID string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(name) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '.' || r == '_' || r == '-' {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)
 			dash = false
 			continue
@@ -48,7 +49,7 @@ func memoryMountName(name, storeID string) string {
 	if len(s) > maxMemoryMountName {
 		s = strings.Trim(s[:maxMemoryMountName], "-")
 	}
-	if strings.Trim(s, ".") == "" {
+	if s == "" {
 		return storeID
 	}
 	return s

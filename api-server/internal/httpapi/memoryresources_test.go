@@ -8,7 +8,7 @@ import (
 )
 
 // TestMemoryMountName: a store's folder name is its name lowercased, with
-// runs of other characters as one "-", trimmed, at most 64 characters, and
+// runs of characters other than ASCII letters and digits as one "-", trimmed, at most 64 characters, and
 // the store id when nothing usable is left.
 func TestMemoryMountName(t *testing.T) {
 	const id = "memstore_0123456789abcdefghijklmn"
@@ -16,15 +16,16 @@ func TestMemoryMountName(t *testing.T) {
 	for name, want := range map[string]string{
 		"User Preferences":             "user-preferences",
 		"  --Team: notes!! v2 ":        "team-notes-v2",
-		"a.b_c-d":                      "a.b_c-d",
+		"a.b_c-d":                      "a-b-c-d",
 		"Ünïcode café":                 "n-code-caf",
 		"日本語":                          id,
 		"":                             id,
 		"..":                           id,
 		"-.-":                          id,
+		"notes.v2":                     "notes-v2",
 		long:                           long[:64],
 		strings.Repeat("a", 63) + " b": strings.Repeat("a", 63),
-		"x/../../etc":                  "x-..-..-etc",
+		"x/../../etc":                  "x-etc",
 	} {
 		got := memoryMountName(name, id)
 		if got != want {
