@@ -23,6 +23,17 @@ const (
 	// ResourceSetToken, ResourceDelete) and MaxResourcesPerSession ignore
 	// them; workers see them (ResourcesForWorker, RunState).
 	ResourceSkill = "skill"
+	// ResourceMemoryStore is a memory store attached to the session
+	// (MemoryStoreID, Access, Instructions, StoreName, StoreDescription),
+	// synced with the sandbox through MemoryReadForSession and
+	// MemorySyncApply.
+	ResourceMemoryStore = "memory_store"
+)
+
+// Access of a memory_store resource.
+const (
+	AccessReadWrite = "read_write"
+	AccessReadOnly  = "read_only"
 )
 
 // SkillsMountDir is where a session's skills are placed in its sandbox,
@@ -70,6 +81,14 @@ type Resource struct {
 	SkillVersionID   string
 	SkillName        string
 	SkillDescription string
+	// MemoryStoreID, Access (AccessReadWrite or AccessReadOnly),
+	// Instructions, and the store's name and description as attached
+	// describe a memory_store resource.
+	MemoryStoreID    string
+	Access           string
+	Instructions     string
+	StoreName        string
+	StoreDescription string
 	// Version counts what the sandbox must hold; MaterializedVersion is
 	// what it holds (0: nothing yet).
 	Version             int64
@@ -92,6 +111,13 @@ type ResourceCreate struct {
 	URL          string
 	Checkout     *Checkout
 	TokenSealed  []byte
+	// MemoryStoreID, Access, Instructions, StoreName and
+	// StoreDescription describe a memory_store resource.
+	MemoryStoreID    string
+	Access           string
+	Instructions     string
+	StoreName        string
+	StoreDescription string
 }
 
 func resourceFromRow(r dbsqlc.SessionResource) (*Resource, error) {
@@ -109,6 +135,8 @@ func resourceFromRow(r dbsqlc.SessionResource) (*Resource, error) {
 	if r.SkillVersionID != nil {
 		out.SkillVersionID = *r.SkillVersionID
 	}
+	out.MemoryStoreID, out.Access, out.Instructions = deref(r.MemoryStoreID), deref(r.Access), deref(r.Instructions)
+	out.StoreName, out.StoreDescription = deref(r.StoreName), deref(r.StoreDescription)
 	if len(r.Checkout) > 0 && string(r.Checkout) != "null" {
 		out.Checkout = &Checkout{}
 		if err := json.Unmarshal(r.Checkout, out.Checkout); err != nil {
@@ -160,7 +188,9 @@ func (s *Store) insertResources(ctx context.Context, q *dbsqlc.Queries, sessionI
 			checkout, _ = json.Marshal(rc.Checkout) // a Checkout always marshals
 		}
 		row, err := q.ResourceInsert(ctx, dbsqlc.ResourceInsertParams{ID: rc.ID, SessionID: sessionID, Type: rc.Type, MountPath: rc.MountPath,
-			FileID: fileID, Url: optString(rc.URL), Checkout: checkout, TokenSealed: rc.TokenSealed, CreatedAt: at})
+			FileID: fileID, Url: optString(rc.URL), Checkout: checkout, TokenSealed: rc.TokenSealed, CreatedAt: at,
+			MemoryStoreID: optString(rc.MemoryStoreID), Access: optString(rc.Access), Instructions: memoryText(rc),
+			StoreName: memoryField(rc, rc.StoreName), StoreDescription: memoryField(rc, rc.StoreDescription)})
 		if err != nil {
 			if errors.Is(mapErr("", err), ErrConflict) {
 				return nil, fmt.Errorf("resource at %s: %w", rc.MountPath, ErrMountTaken)
@@ -364,6 +394,8 @@ func (s *Store) ResourceDelete(ctx context.Context, sessionID, id string, now ti
 		row, err := q.ResourceDeleteUnmaterialized(ctx, dbsqlc.ResourceDeleteUnmaterializedParams{SessionID: sessionID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			row, err = q.ResourceSoftDelete(ctx, dbsqlc.ResourceSoftDeleteParams{SessionID: sessionID, ID: id, DeletedAt: &now})
+		} else if err == nil && row.Type == ResourceMemoryStore {
+			err = q.MemoryBaseClear(ctx, dbsqlc.MemoryBaseClearParams{SessionID: sessionID, ResourceID: id})
 		}
 		if err != nil {
 			return err
@@ -384,6 +416,9 @@ func (s *Store) ResourceMarkMaterialized(ctx context.Context, sessionID, id stri
 	}
 	if n == 0 {
 		_, err = s.q.ResourcePurgeDeleted(ctx, dbsqlc.ResourcePurgeDeletedParams{SessionID: sessionID, ID: id})
+		if err == nil { // the base of a memory_store resource goes with it
+			err = s.q.MemoryBaseClear(ctx, dbsqlc.MemoryBaseClearParams{SessionID: sessionID, ResourceID: id})
+		}
 		return mapErr("purge deleted resource", err)
 	}
 	return nil
@@ -448,4 +483,28 @@ func fileCopyTx(ctx context.Context, q *dbsqlc.Queries, srcID, newID, sessionID 
 		return fmt.Errorf("file %s has expired: %w", srcID, ErrNotFound)
 	}
 	return q.FileInsert(ctx, fileInsertParams(&cp))
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// memoryText is a memory_store resource's instructions (nil for other
+// types): an empty string is stored as such.
+func memoryText(rc ResourceCreate) *string {
+	if rc.Type != ResourceMemoryStore {
+		return nil
+	}
+	return &rc.Instructions
+}
+
+// memoryField is v for a memory_store resource, nil for other types.
+func memoryField(rc ResourceCreate, v string) *string {
+	if rc.Type != ResourceMemoryStore {
+		return nil
+	}
+	return &v
 }

@@ -1,6 +1,7 @@
 -- name: ResourceInsert :one
-INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at,
+    memory_store_id, access, instructions, store_name, store_description)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14)
 RETURNING *;
 
 -- name: ResourceGetLive :one

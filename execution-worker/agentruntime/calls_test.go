@@ -137,10 +137,19 @@ func TestAbandonedAttemptLeavesItsToolCallToTheNext(t *testing.T) {
 			if <-h.store.marked {
 				t.Fatal("the second attempt marked the call started again")
 			}
-			// The call is still held: the second attempt finds it running.
-			h.release()
+			// The call is still held. In the same process the second
+			// attempt waits for it, so it is released first; from another
+			// process the attempt must decide while the call still runs
+			// (released after, else its result may be journaled first and
+			// the attempt would rightly find it).
+			if tc.sameProcess {
+				h.release()
+			}
 			if r := <-res; r == nil || r.Outcome != agentruntime.OutcomeEndTurn {
 				t.Fatalf("second attempt: %+v, want the turn ended", r)
+			}
+			if !tc.sameProcess {
+				h.release()
 			}
 			result := toolResultText(t, h.store.memStore)
 			if got := strings.Contains(result, "may or may not have completed"); got != tc.wantAmbiguous {

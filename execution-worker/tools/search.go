@@ -135,9 +135,9 @@ type execPather interface {
 }
 
 // searchPath returns the directory commands search for p: a path under
-// the workspace as it is, and the session paths (/mnt/session/..., /mnt/memory/...,
-// /workspace/...) where the sandbox's commands see them. ok is false for
-// any other path.
+// the workspace as it is, and the session paths (/mnt/session/...,
+// /mnt/memory/..., /workspace/...) where the sandbox's commands see them.
+// ok is false for any other path.
 func (t *call) searchPath(p string) (string, bool) {
 	if abs, ok := inside(t.root, p); ok {
 		return abs, true

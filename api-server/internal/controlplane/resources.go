@@ -36,7 +36,9 @@ func resourcesToPB(rs []*db.Resource) []*pb.SessionResource {
 	for _, res := range rs {
 		p := &pb.SessionResource{Id: res.ID, Type: res.Type, MountPath: res.MountPath, FileId: res.FileID, Url: res.URL,
 			HasToken: len(res.TokenSealed) > 0, Deleted: res.DeletedAt != nil, Version: res.Version, MaterializedVersion: res.MaterializedVersion,
-			SkillId: res.SkillID, SkillVersionId: res.SkillVersionID, SkillName: res.SkillName, SkillDescription: res.SkillDescription}
+			SkillId: res.SkillID, SkillVersionId: res.SkillVersionID, SkillName: res.SkillName, SkillDescription: res.SkillDescription,
+			MemoryStoreId: res.MemoryStoreID, MemoryAccess: res.Access, MemoryInstructions: res.Instructions,
+			MemoryStoreName: res.StoreName, MemoryStoreDescription: res.StoreDescription}
 		if c := res.Checkout; c != nil {
 			p.CheckoutType = c.Type
 			p.CheckoutRef = c.Name

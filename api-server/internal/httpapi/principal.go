@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -57,6 +58,11 @@ const (
 	// environment with a self-hosted session that has the skill; the token
 	// of an item whose session has it).
 	skillReader
+	// memoryWorker: the memories of a memory store, as the SDK's
+	// self-hosted worker syncs a session's memory stores (API key; the
+	// token of an item whose session has the store attached: reads, and
+	// writes when attached read_write).
+	memoryWorker
 )
 
 // routeClasses classifies the routes that are not API-key only, by
@@ -74,6 +80,11 @@ var routeClasses = map[string]routeClass{
 	"POST /v1/sessions/:id/events":                  sessionWorker,
 	"GET /v1/skills/:id/versions/:version":          skillReader,
 	"GET /v1/skills/:id/versions/:version/content":  skillReader,
+	"GET /v1/memory_stores/:id/memories":            memoryWorker,
+	"POST /v1/memory_stores/:id/memories":           memoryWorker,
+	"GET /v1/memory_stores/:id/memories/:memory":    memoryWorker,
+	"POST /v1/memory_stores/:id/memories/:memory":   memoryWorker,
+	"DELETE /v1/memory_stores/:id/memories/:memory": memoryWorker,
 }
 
 // authenticate resolves the request's credential to a principal and
@@ -162,6 +173,8 @@ func (a *API) authorize(c echo.Context, p *principal) error {
 		return a.checkSessionRoute(c, p)
 	case skillReader:
 		return a.checkSkillRoute(c, p)
+	case memoryWorker:
+		return a.checkMemoryRoute(c, p)
 	}
 	return checkWorkRoute(c, p, class)
 }
@@ -208,6 +221,28 @@ func (a *API) checkSkillRoute(c echo.Context, p *principal) error {
 		return apierror.Forbidden("this work item secret may read only the skills of session %q's agent; skill %q is not one of them", p.sessionID, skill)
 	}
 	return apierror.Forbidden("this environment key may read only the skills of its environment's self-hosted sessions; skill %q is not one of them", skill)
+}
+
+// checkMemoryRoute lets a work token use the memories of the stores
+// attached to its session: reads, and writes when attached read_write.
+// Environment keys may not (the SDK syncs memory with the work token).
+func (a *API) checkMemoryRoute(c echo.Context, p *principal) error {
+	store := c.Param("id")
+	if p.kind != auth.KindWorkToken || p.sessionID == "" {
+		return apierror.Forbidden("the memories of memory store %q accept an API key or the secret of a work item whose session has the store attached, not a%s %s",
+			store, article(p.kind), p.kind)
+	}
+	access, err := a.deps.Store.MemoryStoreAccess(c.Request().Context(), store, p.sessionID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case access == "":
+		return apierror.Forbidden("this work item secret may use only the memory stores attached to session %q; memory store %q is not one of them", p.sessionID, store)
+	case access == db.AccessReadOnly && c.Request().Method != http.MethodGet:
+		return apierror.Forbidden("memory store %q is attached read_only to session %q; this work item secret may read its memories, not change them", store, p.sessionID)
+	}
+	return nil
 }
 
 // checkSessionRoute binds session routes to the credential's session (a

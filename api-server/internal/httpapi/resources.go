@@ -29,9 +29,9 @@ const (
 )
 
 // resourceResponse is the wire form of a session resource: a file
-// (BetaManagedAgentsFileResource) or a repository
-// (BetaManagedAgentsGitHubRepositoryResource). A repository's token is
-// never returned.
+// (BetaManagedAgentsFileResource), a repository
+// (BetaManagedAgentsGitHubRepositoryResource) or a memory store
+// (memoryResourceResponse). A repository's token is never returned.
 type resourceResponse struct {
 	Type      string       `json:"type"`
 	ID        string       `json:"id"`
@@ -41,11 +41,16 @@ type resourceResponse struct {
 	MountPath string       `json:"mount_path"`
 	CreatedAt time.Time    `json:"created_at"`
 	UpdatedAt time.Time    `json:"updated_at"`
+	// memory is the whole wire form of a memory_store resource.
+	memory *memoryResourceResponse
 }
 
 // MarshalJSON writes checkout: null for a repository without one, and no
 // checkout member for a file.
 func (r *resourceResponse) MarshalJSON() ([]byte, error) {
+	if r.memory != nil {
+		return json.Marshal(r.memory)
+	}
 	type plain resourceResponse
 	b, err := json.Marshal((*plain)(r))
 	if err != nil || r.Type != db.ResourceRepository || r.Checkout != nil {
@@ -54,15 +59,20 @@ func (r *resourceResponse) MarshalJSON() ([]byte, error) {
 	return append(b[:len(b)-1], `,"checkout":null}`...), nil
 }
 
-func toResourceResponse(r *db.Resource) *resourceResponse {
+// toResourceResponse is a resource's wire form; selfHosted is whether its
+// session is self-hosted (a memory store's mount_path is then null).
+func toResourceResponse(r *db.Resource, selfHosted bool) *resourceResponse {
+	if r.Type == db.ResourceMemoryStore {
+		return &resourceResponse{Type: r.Type, ID: r.ID, memory: toMemoryResourceResponse(r, selfHosted)}
+	}
 	return &resourceResponse{Type: r.Type, ID: r.ID, FileID: r.FileID, URL: r.URL, Checkout: r.Checkout, MountPath: r.MountPath,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
-func toResourceResponses(rs []*db.Resource) []*resourceResponse {
+func toResourceResponses(rs []*db.Resource, selfHosted bool) []*resourceResponse {
 	out := make([]*resourceResponse, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, toResourceResponse(r))
+		out = append(out, toResourceResponse(r, selfHosted))
 	}
 	return out
 }
@@ -89,7 +99,8 @@ var (
 // MaxTokenBytes bounds a repository authorization token.
 const MaxTokenBytes = 4096
 
-// parseResources validates resources[] of a session create.
+// parseResources validates resources[] of a session create; memory_store
+// resources get their mount paths, deduplicated among them.
 func (a *API) parseResources(ctx context.Context, raw json.RawMessage, where string) ([]db.ResourceCreate, error) {
 	var list []json.RawMessage
 	if err := jsonx.Decode(raw, &list, where); err != nil {
@@ -109,9 +120,16 @@ func (a *API) parseResources(ctx context.Context, raw json.RawMessage, where str
 		if j, dup := mounts[rc.MountPath]; dup {
 			return nil, apierror.Invalid("%s.mount_path: %s is also the mount path of %s[%d]", p, rc.MountPath, where, j)
 		}
-		mounts[rc.MountPath] = i
+		if rc.Type != db.ResourceMemoryStore {
+			mounts[rc.MountPath] = i
+		}
 		out = append(out, rc)
 	}
+	taken := make(map[string]bool, len(mounts))
+	for m := range mounts {
+		taken[m] = true
+	}
+	assignMemoryMounts(out, taken)
 	return out, nil
 }
 
@@ -161,12 +179,17 @@ func (a *API) parseResource(ctx context.Context, raw json.RawMessage, p string) 
 				return rc, err
 			}
 		}
-	case "memory_store":
-		return rc, apierror.Invalid("%s.type: memory_store resources are not supported yet by this server (supported: file, github_repository)", p)
+	case db.ResourceMemoryStore:
+		mc, err := a.parseMemoryStoreResource(ctx, &in, p)
+		if err != nil {
+			return rc, err
+		}
+		mc.ID = rc.ID
+		rc = mc
 	case "":
-		return rc, apierror.Invalid("%s.type: is required (file or github_repository)", p)
+		return rc, apierror.Invalid("%s.type: is required (file, github_repository or memory_store)", p)
 	default:
-		return rc, apierror.Invalid("%s.type: unknown resource type %q (supported: file, github_repository)", p, in.Type)
+		return rc, apierror.Invalid("%s.type: unknown resource type %q (supported: file, github_repository, memory_store)", p, in.Type)
 	}
 	return rc, nil
 }
@@ -331,18 +354,24 @@ func (a *API) resourceAdd(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if _, err := a.deps.Store.SessionGet(ctx, sid); err != nil {
+	sess, err := a.deps.Store.SessionGet(ctx, sid)
+	if err != nil {
 		return sessionError(sid, err)
 	}
 	rc, err := a.parseResource(ctx, body, "")
 	if err != nil {
 		return err
 	}
-	r, err := a.deps.Store.ResourceAdd(ctx, sid, rc, a.now())
+	var r *db.Resource
+	if rc.Type == db.ResourceMemoryStore {
+		r, err = a.addMemoryResource(ctx, sess, rc)
+	} else {
+		r, err = a.deps.Store.ResourceAdd(ctx, sid, rc, a.now())
+	}
 	if err != nil {
 		return resourceError(sid, "", err)
 	}
-	return c.JSON(http.StatusOK, toResourceResponse(r))
+	return c.JSON(http.StatusOK, toResourceResponse(r, sess.SelfHosted))
 }
 
 func (a *API) resourceList(c echo.Context) error {
@@ -359,7 +388,8 @@ func (a *API) resourceList(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if _, err := a.deps.Store.SessionGet(ctx, sid); err != nil {
+	sess, err := a.deps.Store.SessionGet(ctx, sid)
+	if err != nil {
 		return sessionError(sid, err)
 	}
 	rs, err := a.deps.Store.ResourceList(ctx, sid, after, page.limit+1)
@@ -367,7 +397,8 @@ func (a *API) resourceList(c echo.Context) error {
 		return err
 	}
 	more := len(rs) > page.limit
-	return writeList(c, rs[:min(len(rs), page.limit)], more, toResourceResponse,
+	conv := func(r *db.Resource) *resourceResponse { return toResourceResponse(r, sess.SelfHosted) }
+	return writeList(c, rs[:min(len(rs), page.limit)], more, conv,
 		func(r *db.Resource) string { return timeCursor(r.CreatedAt, r.ID) })
 }
 
@@ -376,11 +407,20 @@ func (a *API) resourceGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := a.deps.Store.ResourceGet(c.Request().Context(), sid, rid)
+	ctx := c.Request().Context()
+	r, err := a.deps.Store.ResourceGet(ctx, sid, rid)
 	if err != nil {
 		return resourceError(sid, rid, err)
 	}
-	return c.JSON(http.StatusOK, toResourceResponse(r))
+	selfHosted := false
+	if r.Type == db.ResourceMemoryStore {
+		sess, err := a.deps.Store.SessionGet(ctx, sid)
+		if err != nil {
+			return sessionError(sid, err)
+		}
+		selfHosted = sess.SelfHosted
+	}
+	return c.JSON(http.StatusOK, toResourceResponse(r, selfHosted))
 }
 
 // resourceUpdate replaces a repository resource's authorization token
@@ -417,7 +457,7 @@ func (a *API) resourceUpdate(c echo.Context) error {
 	if err != nil {
 		return resourceError(sid, rid, err)
 	}
-	return c.JSON(http.StatusOK, toResourceResponse(r))
+	return c.JSON(http.StatusOK, toResourceResponse(r, false))
 }
 
 func (a *API) resourceDelete(c echo.Context) error {

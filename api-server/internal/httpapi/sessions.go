@@ -60,7 +60,7 @@ func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessio
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
-		Resources: toResourceResponses(resources), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
+		Resources: toResourceResponses(resources, s.SelfHosted), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
@@ -165,10 +165,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.checkEnvironmentSupport(ctx, env, provider); err != nil {
-		return err
-	}
-	if err := a.checkLiveWorker(ctx, provider); err != nil {
+	if err := a.checkSessionEnvironment(ctx, env, provider, resources); err != nil {
 		return err
 	}
 	vaultIDs, err := a.checkSessionVaults(c, in.VaultIDs, provider, "vault_ids")
@@ -269,6 +266,21 @@ const (
 	// CapabilityPackages: the provider installs an environment's packages.
 	CapabilityPackages = "packages"
 )
+
+// checkSessionEnvironment checks that a new session's environment can
+// run it: checkEnvironmentSupport, its memory stores' folders when it is
+// self-hosted, checkLiveWorker.
+func (a *API) checkSessionEnvironment(ctx context.Context, env *db.Environment, provider string, resources []db.ResourceCreate) error {
+	if err := a.checkEnvironmentSupport(ctx, env, provider); err != nil {
+		return err
+	}
+	if isSelfHosted(env) {
+		if err := checkSelfHostedMemoryFolders(nil, resources, "resources"); err != nil {
+			return err
+		}
+	}
+	return a.checkLiveWorker(ctx, provider)
+}
 
 // checkEnvironmentSupport refuses (422) a session whose environment asks
 // for what no live worker of its provider can do: limited networking

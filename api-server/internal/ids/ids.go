@@ -27,6 +27,12 @@ const (
 	Credential   = "vcrd_"
 	Skill        = "skill_"
 	SkillVersion = "skillver_"
+	// MemoryStore, Memory and MemoryVersion: memory ids and version ids
+	// are minted by package db (db.MemoryIDPrefix and
+	// db.MemoryVersionIDPrefix), in the same form.
+	MemoryStore   = "memstore_"
+	Memory        = "mem_"
+	MemoryVersion = "memver_"
 )
 
 const (

@@ -163,8 +163,8 @@ func tokenSealedAtRest(t *testing.T, databaseURL string) {
 	}
 }
 
-// TestSessionResourcesRefused: bad resources answer 400 naming the field,
-// memory stores are not supported yet, conflicts are 409.
+// TestSessionResourcesRefused: bad resources answer 400 naming the field
+// (a memory store that does not exist too), conflicts are 409.
 func TestSessionResourcesRefused(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t)
@@ -188,7 +188,7 @@ func TestSessionResourcesRefused(t *testing.T) {
 			URL: "https://github.com/a/b", Checkout: anthropic.BetaManagedAgentsGitHubRepositoryResourceParamsCheckoutUnion{
 				OfCommit: &anthropic.BetaManagedAgentsCommitCheckoutParam{Sha: "abc123"}}}}, "resources[0].checkout.sha"},
 		{"memory store", anthropic.BetaSessionNewParamsResourceUnion{OfMemoryStore: &anthropic.BetaManagedAgentsMemoryStoreResourceParam{
-			MemoryStoreID: "memstore_1"}}, "not supported yet"},
+			MemoryStoreID: "memstore_000000000000000000000000"}}, "resources[0].memory_store_id: memory store"},
 	}
 	for _, tc := range cases {
 		_, err := newSessionWith(t, client, []anthropic.BetaSessionNewParamsResourceUnion{tc.resource})

@@ -49,8 +49,9 @@ func authCall(t *testing.T, base, method, path, cred, body string) (int, []byte)
 	return resp.StatusCode, b
 }
 
-// TestSelfHostedAuthTable calls every work and session route, and a few
-// others, with each credential: the API key, the environment key, the
+// TestSelfHostedAuthTable calls every work and session route, the skill
+// and memory routes of a self-hosted worker, and a few others, with each
+// credential: the API key, the environment key, the
 // work item's secret, another environment's key, and credentials that
 // are unknown or revoked.
 func TestSelfHostedAuthTable(t *testing.T) {
@@ -60,6 +61,14 @@ func TestSelfHostedAuthTable(t *testing.T) {
 	otherSkill := newRowCounter(t, h.client) // no session has it
 	sid := h.skilledSession(t, skill.ID)
 	other := h.session(t, false) // a session of the environment without work
+	store := newMemoryStore(t, h.client, "Attached", "")
+	roStore := newMemoryStore(t, h.client, "Attached read-only", "")
+	otherStore := newMemoryStore(t, h.client, "Not attached", "") // no session has it
+	for st, access := range map[string]string{store: "read_write", roStore: "read_only"} {
+		if r := addMemoryResource(t, h.srv, sid, `{"type":"memory_store","memory_store_id":"`+st+`","access":"`+access+`"}`); r.status != http.StatusOK {
+			t.Fatalf("attach memory store: %d %s", r.status, r.body)
+		}
+	}
 	worker := h.as(t, h.envKey)
 	w, err := worker.Beta.Environments.Work.Poll(ctx, h.envID, anthropic.BetaEnvironmentWorkPollParams{})
 	if err != nil || w == nil {
@@ -73,6 +82,7 @@ func TestSelfHostedAuthTable(t *testing.T) {
 	}
 	keyB := createEnvironmentKey(t, h.srv, envB.ID)
 
+	const noMemory = "mem_000000000000000000000000"
 	work := "/v1/environments/" + h.envID + "/work"
 	item := work + "/" + w.ID
 	result := `{"events":[{"type":"user.tool_result","tool_use_id":"sevt_000000000000000000000000","content":[]}]}`
@@ -102,6 +112,15 @@ func TestSelfHostedAuthTable(t *testing.T) {
 		{"skill version", http.MethodGet, "/v1/skills/" + skill.ID + "/versions/" + skill.LatestVersionID, ""},
 		{"skill version content", http.MethodGet, "/v1/skills/" + skill.ID + "/versions/" + skill.LatestVersionID + "/content", ""},
 		{"other skill version content", http.MethodGet, "/v1/skills/" + otherSkill.ID + "/versions/latest/content", ""},
+		{"memories list", http.MethodGet, "/v1/memory_stores/" + store + "/memories", ""},
+		{"memory create", http.MethodPost, "/v1/memory_stores/" + store + "/memories", `{"path":5}`},
+		{"memory get", http.MethodGet, "/v1/memory_stores/" + store + "/memories/" + noMemory, ""},
+		{"memory update", http.MethodPost, "/v1/memory_stores/" + store + "/memories/" + noMemory, `{"content":5}`},
+		{"memory delete", http.MethodDelete, "/v1/memory_stores/" + store + "/memories/" + noMemory, ""},
+		{"read-only store memories list", http.MethodGet, "/v1/memory_stores/" + roStore + "/memories", ""},
+		{"read-only store memory create", http.MethodPost, "/v1/memory_stores/" + roStore + "/memories", `{"path":5}`},
+		{"other store memories list", http.MethodGet, "/v1/memory_stores/" + otherStore + "/memories", ""},
+		{"memory store get", http.MethodGet, "/v1/memory_stores/" + store, ""},
 	}
 	// want[credential][call name]; a call not named is forbidden.
 	creds := []struct {
@@ -111,13 +130,17 @@ func TestSelfHostedAuthTable(t *testing.T) {
 		{"API key", h.srv.APIKey, map[string]int{"work get": allowed, "work update": allowed, "session get": allowed, "session events": allowed,
 			"session stream": allowed, "session send result": allowed, "session send message": allowed, "other session get": allowed,
 			"session list": allowed, "session update": allowed, "agents list": allowed, "environment get": allowed, "admin key create": allowed,
-			"skills list": allowed, "skill version": allowed, "skill version content": allowed, "other skill version content": allowed}},
+			"skills list": allowed, "skill version": allowed, "skill version content": allowed, "other skill version content": allowed,
+			"memories list": allowed, "memory create": allowed, "memory get": allowed, "memory update": allowed, "memory delete": allowed,
+			"read-only store memories list": allowed, "read-only store memory create": allowed, "other store memories list": allowed,
+			"memory store get": allowed}},
 		{"environment key", h.envKey, map[string]int{"work poll": allowed, "work ack": allowed, "work heartbeat": allowed, "work stop": allowed,
 			"work list": allowed, "work stats": allowed, "session get": allowed, "session events": allowed, "session stream": allowed,
 			"session send result": allowed, "other session get": allowed, "skill version": allowed, "skill version content": allowed}},
 		{"work item secret", token, map[string]int{"work heartbeat": allowed, "work stop": allowed, "session get": allowed,
 			"session events": allowed, "session stream": allowed, "session send result": allowed, "skill version": allowed,
-			"skill version content": allowed}},
+			"skill version content": allowed, "memories list": allowed, "memory create": allowed, "memory get": allowed,
+			"memory update": allowed, "memory delete": allowed, "read-only store memories list": allowed}},
 		{"key of another environment", keyB, map[string]int{}},
 		{"unknown environment key", "mango_envkey_unknown", nil},
 		{"unknown work secret", "mango_wst_unknown", nil},

@@ -118,6 +118,45 @@ type Installation struct {
 	CreatedAt time.Time
 }
 
+type Memory struct {
+	ID            string
+	StoreID       string
+	Path          string
+	Content       string
+	ContentSha256 string
+	SizeBytes     int64
+	VersionID     string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type MemoryStore struct {
+	ID          string
+	Name        string
+	Description string
+	Metadata    json.RawMessage
+	ArchivedAt  *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type MemoryVersion struct {
+	ID             string
+	StoreID        string
+	MemoryID       string
+	Path           *string
+	Operation      string
+	Content        *string
+	ContentSha256  *string
+	SizeBytes      *int64
+	ActorType      string
+	ActorID        string
+	CreatedAt      time.Time
+	RedactedAt     *time.Time
+	RedactedByType *string
+	RedactedByID   *string
+}
+
 type Outbox struct {
 	ID            int64
 	SessionID     string
@@ -175,6 +214,13 @@ type Session struct {
 	SelfHosted     bool
 }
 
+type SessionMemoryBasis struct {
+	SessionID     string
+	ResourceID    string
+	Path          string
+	ContentSha256 string
+}
+
 type SessionResource struct {
 	ID                  string
 	SessionID           string
@@ -191,6 +237,11 @@ type SessionResource struct {
 	DeletedAt           *time.Time
 	SkillID             *string
 	SkillVersionID      *string
+	MemoryStoreID       *string
+	Access              *string
+	Instructions        *string
+	StoreName           *string
+	StoreDescription    *string
 }
 
 type Skill struct {

@@ -48,7 +48,7 @@ func (q *Queries) ResourceCountLive(ctx context.Context, sessionID string) (int6
 const resourceDeleteUnmaterialized = `-- name: ResourceDeleteUnmaterialized :one
 DELETE FROM session_resources
 WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version = 0
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description
 `
 
 type ResourceDeleteUnmaterializedParams struct {
@@ -75,12 +75,17 @@ func (q *Queries) ResourceDeleteUnmaterialized(ctx context.Context, arg Resource
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
 
 const resourceGetAny = `-- name: ResourceGetAny :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources WHERE session_id = $1 AND id = $2
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources WHERE session_id = $1 AND id = $2
 `
 
 type ResourceGetAnyParams struct {
@@ -107,12 +112,17 @@ func (q *Queries) ResourceGetAny(ctx context.Context, arg ResourceGetAnyParams) 
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
 
 const resourceGetLive = `-- name: ResourceGetLive :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
 `
 
 type ResourceGetLiveParams struct {
@@ -139,12 +149,17 @@ func (q *Queries) ResourceGetLive(ctx context.Context, arg ResourceGetLiveParams
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
 
 const resourceGetSkill = `-- name: ResourceGetSkill :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources
 WHERE session_id = $1 AND id = $2 AND type = 'skill' AND deleted_at IS NULL
 `
 
@@ -172,26 +187,37 @@ func (q *Queries) ResourceGetSkill(ctx context.Context, arg ResourceGetSkillPara
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
 
 const resourceInsert = `-- name: ResourceInsert :one
-INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
+INSERT INTO session_resources (id, session_id, type, mount_path, file_id, url, checkout, token_sealed, created_at, updated_at,
+    memory_store_id, access, instructions, store_name, store_description)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14)
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description
 `
 
 type ResourceInsertParams struct {
-	ID          string
-	SessionID   string
-	Type        string
-	MountPath   string
-	FileID      *string
-	Url         *string
-	Checkout    []byte
-	TokenSealed []byte
-	CreatedAt   time.Time
+	ID               string
+	SessionID        string
+	Type             string
+	MountPath        string
+	FileID           *string
+	Url              *string
+	Checkout         []byte
+	TokenSealed      []byte
+	CreatedAt        time.Time
+	MemoryStoreID    *string
+	Access           *string
+	Instructions     *string
+	StoreName        *string
+	StoreDescription *string
 }
 
 func (q *Queries) ResourceInsert(ctx context.Context, arg ResourceInsertParams) (SessionResource, error) {
@@ -205,6 +231,11 @@ func (q *Queries) ResourceInsert(ctx context.Context, arg ResourceInsertParams) 
 		arg.Checkout,
 		arg.TokenSealed,
 		arg.CreatedAt,
+		arg.MemoryStoreID,
+		arg.Access,
+		arg.Instructions,
+		arg.StoreName,
+		arg.StoreDescription,
 	)
 	var i SessionResource
 	err := row.Scan(
@@ -223,6 +254,11 @@ func (q *Queries) ResourceInsert(ctx context.Context, arg ResourceInsertParams) 
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
@@ -255,7 +291,7 @@ func (q *Queries) ResourceInsertSkill(ctx context.Context, arg ResourceInsertSki
 }
 
 const resourceListForWorker = `-- name: ResourceListForWorker :many
-SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r.token_sealed, r.version, r.materialized_version, r.created_at, r.updated_at, r.deleted_at, r.skill_id, r.skill_version_id, COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
+SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r.token_sealed, r.version, r.materialized_version, r.created_at, r.updated_at, r.deleted_at, r.skill_id, r.skill_version_id, r.memory_store_id, r.access, r.instructions, r.store_name, r.store_description, COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
@@ -296,6 +332,11 @@ func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) (
 			&i.SessionResource.DeletedAt,
 			&i.SessionResource.SkillID,
 			&i.SessionResource.SkillVersionID,
+			&i.SessionResource.MemoryStoreID,
+			&i.SessionResource.Access,
+			&i.SessionResource.Instructions,
+			&i.SessionResource.StoreName,
+			&i.SessionResource.StoreDescription,
 			&i.SkillName,
 			&i.SkillDescription,
 		); err != nil {
@@ -310,7 +351,7 @@ func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) (
 }
 
 const resourceListLive = `-- name: ResourceListLive :many
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources
 WHERE session_id = $1 AND deleted_at IS NULL AND type <> 'skill'
   AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::text))
 ORDER BY created_at, id
@@ -354,6 +395,11 @@ func (q *Queries) ResourceListLive(ctx context.Context, arg ResourceListLivePara
 			&i.DeletedAt,
 			&i.SkillID,
 			&i.SkillVersionID,
+			&i.MemoryStoreID,
+			&i.Access,
+			&i.Instructions,
+			&i.StoreName,
+			&i.StoreDescription,
 		); err != nil {
 			return nil, err
 		}
@@ -366,7 +412,7 @@ func (q *Queries) ResourceListLive(ctx context.Context, arg ResourceListLivePara
 }
 
 const resourceListLiveForSessions = `-- name: ResourceListLiveForSessions :many
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id FROM session_resources
+SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources
 WHERE session_id = ANY($1::text[]) AND deleted_at IS NULL AND type <> 'skill'
 ORDER BY session_id, created_at, id
 `
@@ -396,6 +442,11 @@ func (q *Queries) ResourceListLiveForSessions(ctx context.Context, sessionIds []
 			&i.DeletedAt,
 			&i.SkillID,
 			&i.SkillVersionID,
+			&i.MemoryStoreID,
+			&i.Access,
+			&i.Instructions,
+			&i.StoreName,
+			&i.StoreDescription,
 		); err != nil {
 			return nil, err
 		}
@@ -465,7 +516,7 @@ func (q *Queries) ResourceRewrapToken(ctx context.Context, arg ResourceRewrapTok
 const resourceSetToken = `-- name: ResourceSetToken :one
 UPDATE session_resources SET token_sealed = $3, updated_at = $4
 WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill'
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description
 `
 
 type ResourceSetTokenParams struct {
@@ -499,6 +550,11 @@ func (q *Queries) ResourceSetToken(ctx context.Context, arg ResourceSetTokenPara
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }
@@ -506,7 +562,7 @@ func (q *Queries) ResourceSetToken(ctx context.Context, arg ResourceSetTokenPara
 const resourceSoftDelete = `-- name: ResourceSoftDelete :one
 UPDATE session_resources SET deleted_at = $3, updated_at = $3, version = version + 1, token_sealed = NULL
 WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND materialized_version > 0
-RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id
+RETURNING id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description
 `
 
 type ResourceSoftDeleteParams struct {
@@ -534,6 +590,11 @@ func (q *Queries) ResourceSoftDelete(ctx context.Context, arg ResourceSoftDelete
 		&i.DeletedAt,
 		&i.SkillID,
 		&i.SkillVersionID,
+		&i.MemoryStoreID,
+		&i.Access,
+		&i.Instructions,
+		&i.StoreName,
+		&i.StoreDescription,
 	)
 	return i, err
 }

@@ -28,15 +28,16 @@ type Client struct {
 	pb.ContextSnapshotsClient
 	// SessionResources is served on the same connection.
 	pb.SessionResourcesClient
-	// SessionMemory is served on the same connection.
-	pb.SessionMemoryClient
 	// FilesClient reaches the Files service on the same connection (read
 	// it through [Files], which resumes broken streams).
 	FilesClient pb.FilesClient
 	// CredentialsClient reaches the Credentials service on the same
 	// connection (use it through [MCPCredentials]).
 	CredentialsClient pb.CredentialsClient
-	conn              *grpc.ClientConn
+	// SessionMemoryClient reaches the SessionMemory service on the same
+	// connection.
+	SessionMemoryClient pb.SessionMemoryClient
+	conn                *grpc.ClientConn
 }
 
 // MaxResponseBytes bounds one response message: GetRun carries the whole
@@ -81,8 +82,8 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 		return nil, fmt.Errorf("controlplane: dial %s: %w", addr, err)
 	}
 	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
-		SessionResourcesClient: pb.NewSessionResourcesClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn), FilesClient: pb.NewFilesClient(conn),
-		CredentialsClient: pb.NewCredentialsClient(conn), conn: conn}, nil
+		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn),
+		CredentialsClient: pb.NewCredentialsClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.
