@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"testing/fstest"
 	"unicode/utf8"
@@ -66,6 +67,9 @@ const (
 	MaxMemoryBytes            = 102_400
 	maxMemoryFiles            = 10_000
 	maxMemoryTotalBytes int64 = 256 << 20
+	// maxSyncBatch bounds the changes of one SyncMemoryStore call (the
+	// api-server accepts up to 10,000); more are sent in several calls.
+	maxSyncBatch = 1000
 )
 
 // memoryReadWriteMode is the mode of placed memories of a read_write
@@ -185,9 +189,13 @@ func (m *Materializer) syncMount(ctx context.Context, sessionID string, ft sandb
 	if err != nil || len(changes) == 0 {
 		return rep, err
 	}
-	results, err := m.sendChanges(ctx, sessionID, r.GetId(), changes)
-	if err != nil {
-		return rep, err
+	var results []*pb.MemoryChangeResult
+	for batch := range slices.Chunk(changes, maxSyncBatch) {
+		got, err := m.sendChanges(ctx, sessionID, r.GetId(), batch)
+		if err != nil {
+			return rep, err
+		}
+		results = append(results, got...)
 	}
 	for _, res := range results {
 		l := log.With("path", res.GetPath())

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -594,5 +595,27 @@ func TestMemoryStoreTooLarge(t *testing.T) {
 	}
 	if got := e.mount(t); len(got) != 0 {
 		t.Errorf("the mount holds %d files, want none", len(got))
+	}
+}
+
+// More changes than one SyncMemoryStore call carries are sent in several.
+func TestMemorySyncBatches(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{})
+	e.materialize(t)
+	tree := fstest.MapFS{}
+	for i := range 2500 {
+		tree[fmt.Sprintf("m%04d.md", i)] = &fstest.MapFile{Data: []byte("x"), Mode: 0o644}
+	}
+	if err := sandbox.PutTree(t.Context(), e.ft, memMount, tree); err != nil {
+		t.Fatal(err)
+	}
+	e.sync(t)
+	mems, _ := e.mem.state()
+	if len(mems) != 2500 {
+		t.Errorf("the store holds %d memories, want 2500", len(mems))
+	}
+	if n := e.mem.syncCount(); n != 3 {
+		t.Errorf("%d SyncMemoryStore calls, want 3 (batches of 1000)", n)
 	}
 }
