@@ -103,6 +103,9 @@ type Run struct {
 	// Sandbox returns the session's sandbox, provisioning it on first use.
 	// Unused when ToolResults is set.
 	Sandbox func(ctx context.Context) (sandbox.Sandbox, error)
+	// ReadOnlyRoots are directories of the sandbox the write and edit
+	// tools refuse to change (the mounts of read_only memory stores).
+	ReadOnlyRoots []string
 	// ToolResults, set for a session of a self-hosted environment, answers
 	// its built-in tool calls: the client's worker runs them, and the run
 	// waits for their results instead of running them in a sandbox (the
@@ -599,7 +602,7 @@ func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Blo
 			if err != nil {
 				return tools.Result{}, err
 			}
-			out, err := tools.Execute(ctx, sb, u.Name, input)
+			out, err := tools.Execute(tools.WithReadOnlyRoots(ctx, run.ReadOnlyRoots), sb, u.Name, input)
 			if err != nil {
 				return tools.Result{}, err
 			}

@@ -55,6 +55,8 @@ type Materializer struct {
 	Resources pb.SessionResourcesClient
 	// Files reads file resources' bytes.
 	Files FileOpener
+	// Memory reads and syncs memory_store resources; nil refuses them.
+	Memory pb.SessionMemoryClient
 	// Clone clones repository resources; nil refuses them.
 	Clone Clone
 	// TempDir holds clones and skill archives while they are copied ("" :
@@ -129,7 +131,9 @@ var ErrUnusable = errors.New("repository unusable")
 // Materialize brings the sandbox of sessionID up to date with the
 // session's resources: it mounts what is new or changed and removes what
 // the client deleted, recording each step with the api-server. A
-// resource already in the sandbox costs nothing but the listing.
+// resource already in the sandbox costs nothing but the listing, except a
+// memory_store resource: it is synced and placed again on every call (see
+// memory.go), so call Materialize once per turn.
 func (m *Materializer) Materialize(ctx context.Context, sessionID string, sb sandbox.Sandbox) error {
 	list, err := m.Resources.ListSessionResources(ctx, &pb.ListSessionResourcesRequest{SessionId: sessionID})
 	if err != nil {
@@ -147,7 +151,9 @@ func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, 
 	}
 	var ft sandbox.FileTransfer
 	for _, r := range resources {
-		if !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion() {
+		current := !r.GetDeleted() && r.GetMaterializedVersion() >= r.GetVersion()
+		memory := r.GetType() == MemoryStoreType && !r.GetDeleted()
+		if current && !memory {
 			continue
 		}
 		if ft == nil {
@@ -158,6 +164,9 @@ func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, 
 		}
 		if err := m.one(ctx, sessionID, ft, r); err != nil {
 			return err
+		}
+		if current {
+			continue
 		}
 		if _, err := m.Resources.MarkResourceMaterialized(ctx, &pb.MarkResourceMaterializedRequest{
 			SessionId: sessionID, ResourceId: r.GetId(), Version: r.GetVersion()}); err != nil {
@@ -174,6 +183,11 @@ func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.Fil
 		if err := ft.RemoveAll(ctx, r.GetMountPath()); err != nil {
 			return fmt.Errorf("remove resource %s: %w", r.GetId(), err)
 		}
+		if r.GetType() == MemoryStoreType {
+			if err := ft.RemoveAll(ctx, markerPath(r.GetId())); err != nil {
+				return fmt.Errorf("remove the placement marker of %s: %w", r.GetId(), err)
+			}
+		}
 		return nil
 	}
 	switch r.GetType() {
@@ -183,6 +197,8 @@ func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.Fil
 		return m.putRepository(ctx, sessionID, ft, r, log)
 	case "skill":
 		return m.putSkill(ctx, sessionID, ft, r, log)
+	case MemoryStoreType:
+		return m.placeMemory(ctx, sessionID, ft, r, log)
 	}
 	return &ResourceError{ResourceID: r.GetId(), Reason: fmt.Sprintf("resource type %q is not supported by this worker", r.GetType())}
 }
@@ -263,10 +279,14 @@ func (m *Materializer) logger() *slog.Logger {
 // that turn. [Once.Start] begins the acquisition as the turn starts, so
 // that provisioning overlaps the turn's first model call.
 type Once struct {
-	mu    sync.Mutex
-	sb    sandbox.Sandbox // handed out by Acquire
-	done  bool            // materialized
-	early *early          // begun by Start, not yet taken by an Acquire
+	mu   sync.Mutex      // held through an acquisition
+	sb   sandbox.Sandbox // handed out by Acquire
+	done bool            // materialized
+	// emu guards early on its own: an Acquire must find the acquisition
+	// Start began, and wait for it only as long as its context allows,
+	// while that acquisition holds mu.
+	emu   sync.Mutex
+	early *early // begun by Start, not yet taken by an Acquire
 }
 
 // early is an acquisition begun by Start.
@@ -292,9 +312,9 @@ type early struct {
 func (o *Once) Start(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	e := &early{done: make(chan struct{})}
-	o.mu.Lock()
+	o.emu.Lock()
 	o.early = e
-	o.mu.Unlock()
+	o.emu.Unlock()
 	go func() {
 		defer close(e.done)
 		o.mu.Lock()
@@ -312,9 +332,9 @@ func (o *Once) Start(ctx context.Context, acquire func(context.Context) (sandbox
 // once; a failure is retried on the next call. After Start, the first
 // call waits (as long as ctx allows) for the acquisition Start began.
 func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandbox.Sandbox, error), materialize func(context.Context, sandbox.Sandbox) error) (sandbox.Sandbox, error) {
-	o.mu.Lock()
+	o.emu.Lock()
 	e := o.early
-	o.mu.Unlock()
+	o.emu.Unlock()
 	if e != nil {
 		select {
 		case <-e.done:
@@ -324,8 +344,13 @@ func (o *Once) Acquire(ctx context.Context, acquire func(context.Context) (sandb
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if e != nil && o.early == e {
+	o.emu.Lock()
+	taken := e != nil && o.early == e
+	if taken {
 		o.early = nil
+	}
+	o.emu.Unlock()
+	if taken {
 		if e.err == nil {
 			o.sb = e.sb
 			return e.sb, nil

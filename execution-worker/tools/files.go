@@ -131,6 +131,9 @@ func (in *writeInput) check() error {
 // write creates or replaces a file, creating its parent directories.
 func (t *call) write(in writeInput) (Result, error) {
 	p := *in.FilePath
+	if r, refused := t.refuseReadOnly(p); refused {
+		return r, nil
+	}
 	if err := t.sb.WriteFile(t.ctx, p, []byte(*in.Content), 0); err != nil {
 		return t.fileFailure(err, p)
 	}
@@ -167,6 +170,9 @@ func (in *editInput) check() error {
 // edit replaces old_string, which must be unique unless replace_all is set.
 func (t *call) edit(in editInput) (Result, error) {
 	p := *in.FilePath
+	if r, refused := t.refuseReadOnly(p); refused {
+		return r, nil
+	}
 	data, err := t.sb.ReadFile(t.ctx, p)
 	if err != nil {
 		return t.fileFailure(err, p)

@@ -65,3 +65,49 @@ func TestSessionPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyRoots checks that write and edit refuse paths in a
+// read-only root (a read_only memory store's mount), by absolute or
+// relative path, and leave the file unchanged; read works, and paths
+// beside the root are writable.
+func TestReadOnlyRoots(t *testing.T) {
+	t.Parallel()
+	sb := localSandboxes(t)(t, "sesn_tools_read_only")
+	root := sandbox.MemoryDir + "/ro"
+	if err := sb.WriteFile(t.Context(), root+"/notes.md", []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := tools.WithReadOnlyRoots(t.Context(), []string{root + "/"})
+	for _, st := range []struct {
+		tool, input string
+		wantErr     bool
+	}{
+		{"write", `{"file_path":"` + root + `/notes.md","content":"changed"}`, true},
+		{"write", `{"file_path":"` + root + `/sub/../new.md","content":"new"}`, true},
+		{"edit", `{"file_path":"` + root + `/notes.md","old_string":"kept","new_string":"changed"}`, true},
+		{"write", `{"file_path":"` + root + `","content":"x"}`, true},
+		{"read", `{"file_path":"` + root + `/notes.md"}`, false},
+		{"write", `{"file_path":"` + root + `-rw/notes.md","content":"beside"}`, false},
+		{"write", `{"file_path":"rel.md","content":"in the workspace"}`, false},
+	} {
+		res, err := tools.Execute(ctx, sb, st.tool, json.RawMessage(st.input))
+		if err != nil {
+			t.Fatalf("Execute(%s, %s) = %v, want a Result", st.tool, st.input, err)
+		}
+		if res.IsError != st.wantErr {
+			t.Errorf("Execute(%s, %s): IsError = %v, want %v; content %q", st.tool, st.input, res.IsError, st.wantErr, res.Content)
+		}
+		if st.wantErr && !strings.Contains(res.Content, "read_only") {
+			t.Errorf("Execute(%s, %s) = %q, want it to say the store is read_only", st.tool, st.input, res.Content)
+		}
+	}
+	if got, err := sb.ReadFile(t.Context(), root+"/notes.md"); err != nil || string(got) != "kept\n" {
+		t.Errorf("the read-only file holds %q, %v; want %q", got, err, "kept\n")
+	}
+	// A relative path resolved into a read-only root is refused too.
+	ctx = tools.WithReadOnlyRoots(t.Context(), []string{sb.Root() + "/memory/ro"})
+	res, err := tools.Execute(ctx, sb, "write", json.RawMessage(`{"file_path":"memory/ro/a.md","content":"x"}`))
+	if err != nil || !res.IsError {
+		t.Errorf("write of a relative path in a read-only root = %+v, %v; want an IsError result", res, err)
+	}
+}

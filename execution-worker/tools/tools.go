@@ -103,7 +103,7 @@ func Execute(ctx context.Context, sb sandbox.Sandbox, name string, input json.Ra
 			res, err = errorf("internal error while running %s", name), nil
 		}
 	}()
-	t := &call{ctx: ctx, sb: sb, name: name, root: cleanRoot(sb.Root())}
+	t := &call{ctx: ctx, sb: sb, name: name, root: cleanRoot(sb.Root()), readOnly: readOnlyRoots(ctx)}
 	switch name {
 	case Bash:
 		var in bashInput
@@ -158,6 +158,47 @@ type call struct {
 	sb   sandbox.Sandbox
 	name string
 	root string // sb.Root(), cleaned
+	// readOnly are the directories write and edit refuse (WithReadOnlyRoots).
+	readOnly []string
+}
+
+// readOnlyKey is the context key of WithReadOnlyRoots.
+type readOnlyKey struct{}
+
+// WithReadOnlyRoots returns a context under which [Execute]'s write and
+// edit refuse any path in one of roots (absolute, as the agent sees them:
+// the mounts of the session's read_only memory stores). The check is
+// lexical, as for the workspace: bash can still change those files, and
+// the worker's memory sync refuses what it changed.
+func WithReadOnlyRoots(ctx context.Context, roots []string) context.Context {
+	if len(roots) == 0 {
+		return ctx
+	}
+	clean := make([]string, 0, len(roots))
+	for _, r := range roots {
+		clean = append(clean, path.Clean(r))
+	}
+	return context.WithValue(ctx, readOnlyKey{}, clean)
+}
+
+func readOnlyRoots(ctx context.Context) []string {
+	roots, _ := ctx.Value(readOnlyKey{}).([]string)
+	return roots
+}
+
+// refuseReadOnly returns the result refusing to change p, and true, when
+// p (relative to the root, or absolute) lies in a read-only root.
+func (t *call) refuseReadOnly(p string) (Result, bool) {
+	abs := path.Clean(p)
+	if !path.IsAbs(p) {
+		abs = path.Join(t.root, p)
+	}
+	for _, r := range t.readOnly {
+		if abs == r || strings.HasPrefix(abs, r+"/") || r == "/" {
+			return errorf("%s is in %s, a memory store attached read_only to this session: %s cannot change it", p, r, t.name), true
+		}
+	}
+	return Result{}, false
 }
 
 // checker is implemented by inputs with required fields or constraints

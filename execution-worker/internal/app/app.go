@@ -236,7 +236,7 @@ func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionMa
 	p.turnActs = &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
-		Resources:  &sessionfiles.Materializer{Resources: cp, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
+		Resources:  &sessionfiles.Materializer{Resources: cp, Memory: cp.SessionMemoryClient, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
 		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls(),
 		SelfHostedToolTimeout: cfg.SelfHostedToolTimeout}

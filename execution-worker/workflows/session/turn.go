@@ -288,6 +288,8 @@ type turn struct {
 	selfHosted  bool
 	acquire     func(context.Context) (sandbox.Sandbox, error)
 	materialize func(context.Context, sandbox.Sandbox) error
+	// readOnly are the mounts of the session's read_only memory stores.
+	readOnly []string
 }
 
 // onReturn has f run when RunTurn returns, before what was registered
@@ -548,7 +550,12 @@ func (t *turn) buildCore(ctx context.Context) error {
 	}
 	// The model learns the session's skills from the system prompt, and
 	// reads a skill's SKILL.md when a task needs it.
-	t.agent.System = agentruntime.SystemWithSkills(t.agent.System, sessionSkills(run.GetTurnContext().GetResources(), t.selfHosted))
+	resources := run.GetTurnContext().GetResources()
+	t.agent.System = agentruntime.SystemWithSkills(t.agent.System, sessionSkills(resources, t.selfHosted))
+	// And its memory stores: where they are, their access, what they are
+	// for. The write and edit tools refuse the read_only ones' mounts.
+	t.agent.System = agentruntime.SystemWithMemory(t.agent.System, sessionMemoryStores(resources, t.selfHosted))
+	t.readOnly = readOnlyMounts(resources)
 	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
 	if err != nil {
 		return err
@@ -614,7 +621,7 @@ func (t *turn) runCore() (*agentruntime.Result, error) {
 	}
 	run := &agentruntime.Run{
 		TurnKey: t.key, SessionID: t.sid, Agent: &t.agent, Tools: t.tools, Conversation: t.conv, TurnMessages: turnMessages(t.keys, t.key),
-		Approved: t.approved, Unsaved: t.unsaved, Anchor: t.anchor, Snapshot: t.snapshot,
+		Approved: t.approved, Unsaved: t.unsaved, Anchor: t.anchor, Snapshot: t.snapshot, ReadOnlyRoots: t.readOnly,
 		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) {
 			return t.once.Acquire(ctx, t.acquire, t.materialize)
 		},
@@ -687,6 +694,10 @@ func classifyEnd(runErr error, cancelled, interrupted bool) turnEnd {
 func (t *turn) finishInterrupted(ctx, done context.Context) (*RunTurnResult, error) {
 	by, pushed := t.reg.Interrupted()
 	consumed := interruptConsumed(t.batch, t.pending[len(t.batch):], by.EventID, pushed)
+	// What the agent changed in its memory stores before the interrupt
+	// is saved like at any turn's end (a failure is only logged: the
+	// interrupted turn ends, and the next placement syncs what is left).
+	t.a.syncMemoryInterrupted(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext())
 	if err := t.a.complete(done, t.sid, t.key+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 		return nil, err
 	}
@@ -719,13 +730,17 @@ func interruptConsumed(batch, rest []*pb.Event, pushedID string, pushed bool) []
 	return consumed
 }
 
-// finish ends a turn whose core ran to an outcome: it publishes the
-// outputs the agent left (a note on those left unpublished precedes the
-// turn's ending) and commits the outcome.
+// finish ends a turn whose core ran to an outcome: it syncs the session's
+// memory stores, publishes the outputs the agent left (a note on those
+// left unpublished precedes the turn's ending) and commits the outcome.
 func (t *turn) finish(done context.Context, result *agentruntime.Result) (*RunTurnResult, error) {
 	var notes []*pb.NewEvent
 	// A self-hosted session never acquires a sandbox (t.once.Sandbox() is
-	// nil): it publishes no outputs.
+	// nil): it syncs no memory store and publishes no outputs. The memory
+	// stores are synced first: the session goes idle with them saved.
+	if err := t.a.syncMemory(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext()); err != nil {
+		return nil, err
+	}
 	if note, err := t.a.publishOutputs(done, t.sid, t.key, t.once.Sandbox()); err != nil {
 		return nil, err
 	} else if note != nil {
