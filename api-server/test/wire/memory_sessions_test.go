@@ -260,3 +260,53 @@ func TestMemoryAPIEditDuringTurnSurvives(t *testing.T) {
 		t.Errorf("the agent's concurrent edit = %+v; want it kept at /prefs.conflict-%s.md", conflict, sid)
 	}
 }
+
+// TestMemoryTurnCost measures what an attached memory store adds to a
+// turn (placement at its first sandbox use, the turn-end sync): turns of
+// one bash call, timed from the user.message event to session.status_idle,
+// with and without a store of 200 memories of 1 kB. Opt-in:
+// MANGO_MEMORY_COST=<turns> (docker too when its image is built).
+func TestMemoryTurnCost(t *testing.T) {
+	n := 0
+	if _, err := fmt.Sscan(os.Getenv("MANGO_MEMORY_COST"), &n); err != nil || n <= 0 {
+		t.Skip("set MANGO_MEMORY_COST=<turns> to measure")
+	}
+	providers := map[string]map[string]string{"local": nil}
+	if exec.Command("docker", "image", "inspect", "mango-sandbox:latest").Run() == nil {
+		providers["docker"] = map[string]string{"mango.sandbox": "docker"}
+	}
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_SANDBOX_PROVIDERS", "local,docker"))
+	e := &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}
+	startWorkerWith(t, srv, "wire-memory-cost-local", e.root, nil)
+	if _, ok := providers["docker"]; ok {
+		startWorkerWith(t, srv, "wire-memory-cost-docker", t.TempDir(), map[string]string{"MANGO_SANDBOX": "docker", "MANGO_DOCKER_LABELS": "mango.test=" + srv.TaskQueuePrefix})
+	}
+	for name, md := range providers {
+		f := newMemoryFixture(t, e, md)
+		for i := range 199 {
+			if _, err := e.client.Beta.MemoryStores.Memories.New(context.Background(), f.store.ID, anthropic.BetaMemoryStoreMemoryNewParams{
+				Path: fmt.Sprintf("/notes/n%03d.md", i), Content: param.NewOpt(strings.Repeat("x", 1023) + "\n")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plain, err := e.client.Beta.Sessions.New(context.Background(), anthropic.BetaSessionNewParams{
+			Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(f.agentID)}, EnvironmentID: f.envID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ what, sid string }{{"without a store", plain.ID},
+			{"with 200 memories", f.session(t, anthropic.BetaManagedAgentsMemoryStoreResourceParamAccessReadWrite)}} {
+			events := e.watch(t, c.sid)
+			var ds []time.Duration
+			for i := range n + 1 {
+				e.say(t, c.sid, fmt.Sprintf(`#tool bash {"command": "echo %d"}`, i))
+				evs := until(t, events, "session.status_idle", 90*time.Second)
+				if i == 0 {
+					continue // the sandbox's provisioning
+				}
+				ds = append(ds, createdAt(t, last(evs, "session.status_idle")).Sub(createdAt(t, last(evs, "user.message"))))
+			}
+			t.Logf("%s, %s: turn p50 %v p90 %v max %v over %d turns", name, c.what, pct(ds, 50), pct(ds, 90), pct(ds, 100), n)
+		}
+	}
+}
