@@ -150,6 +150,20 @@ func TestDreamCancel(t *testing.T) {
 		t.Fatalf("create dream: %v", err)
 	}
 	waitDream(t, e, d.ID, anthropic.BetaDreamStatusRunning)
+	poll.Until(t, 90*time.Second, "the dream's session calls the held bash command", func() (bool, string) {
+		evs, err := e.client.Beta.Sessions.Events.List(ctx, d.SessionID, anthropic.BetaSessionEventListParams{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var types []string
+		for _, ev := range evs.Data {
+			if ev.Type == "agent.tool_use" {
+				return true, ""
+			}
+			types = append(types, ev.Type)
+		}
+		return false, strings.Join(types, ",")
+	})
 	_, err = e.client.Beta.Dreams.Archive(ctx, d.ID, anthropic.BetaDreamArchiveParams{})
 	wantAPIError(t, err, 400)
 	c, err := e.client.Beta.Dreams.Cancel(ctx, d.ID, anthropic.BetaDreamCancelParams{})
@@ -210,4 +224,28 @@ func TestDreamValidation(t *testing.T) {
 	}
 	_, err := e.client.Beta.Dreams.Get(ctx, "drm_000000000000000000000000", anthropic.BetaDreamGetParams{})
 	wantAPIError(t, err, 404)
+}
+
+// TestDreamUpdateExisting: an update_existing dream writes into the input
+// store itself.
+func TestDreamUpdateExisting(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	f := newMemoryFixture(t, e, nil)
+	sid := talkedSession(t, f)
+	p := dreamParams(f.store.ID, sid, strings.Join([]string{
+		`#tool write {"file_path": "` + dreamOutputMount + `/prefs.md", "content": "drinks: tea, always\n"}`,
+		`#reply Done.`}, "\n"))
+	p.OutputBehavior = anthropic.BetaOutputBehaviorParamOfUpdateExisting(f.store.ID)
+	d, err := e.client.Beta.Dreams.New(context.Background(), p)
+	if err != nil {
+		t.Fatalf("create dream: %v", err)
+	}
+	if len(d.Outputs) != 1 || d.Outputs[0].MemoryStoreID != f.store.ID || d.OutputBehavior.MemoryStoreID != f.store.ID {
+		t.Fatalf("created dream = %s; want the input store as its output", d.RawJSON())
+	}
+	waitDream(t, e, d.ID, anthropic.BetaDreamStatusCompleted)
+	if got, _ := storeMemory(t, e, f.store.ID, "/prefs.md"); got != "drinks: tea, always\n" {
+		t.Errorf("input store /prefs.md = %q; want the dream's rewrite", got)
+	}
 }
