@@ -232,6 +232,12 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
+	if cur.DreamID != nil && plan.setStatus {
+		// Before the plan's writes: COMMIT may go with their last.
+		if err := dreamOnSessionStatus(ctx, q, *cur.DreamID, plan.session, req.Now); err != nil {
+			return nil, nil, err
+		}
+	}
 	return plan.execute(ctx, q, last)
 }
 

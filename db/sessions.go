@@ -53,6 +53,8 @@ type Session struct {
 	// SelfHosted is set on a session of a self-hosted environment: its
 	// built-in tool calls are executed by the client's worker (work.go).
 	SelfHosted bool
+	// DreamID is the dream the session runs, if any (dreams.go).
+	DreamID *string
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -61,7 +63,7 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
-		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted}
+		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted, DreamID: r.DreamID}
 	if s.VaultIDs == nil {
 		s.VaultIDs = []string{}
 	}
@@ -100,6 +102,9 @@ type SessionCreateParams struct {
 	// SelfHosted is whether the session's environment is self-hosted
 	// (its config type when the session is created).
 	SelfHosted bool
+	// DreamID, when set, is the dream the session runs (stored before
+	// the session: the initial events' status change moves it).
+	DreamID *string
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -115,6 +120,12 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 		})
 		if err != nil {
 			return err
+		}
+		if p.DreamID != nil {
+			if err := q.SessionSetDreamID(ctx, dbsqlc.SessionSetDreamIDParams{ID: p.ID, DreamID: p.DreamID}); err != nil {
+				return err
+			}
+			row.DreamID = p.DreamID
 		}
 		if _, err := s.insertResources(ctx, q, p.ID, p.Now, p.Resources); err != nil {
 			return err

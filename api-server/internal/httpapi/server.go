@@ -230,6 +230,11 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.DELETE("/skills/:id/versions/:version", a.skillVersionDelete)
 	v1.GET("/skills/:id/versions/:version/content", a.skillVersionContent)
 
+	v1.POST("/dreams", a.dreamCreate)
+	v1.GET("/dreams", a.dreamList)
+	v1.GET("/dreams/:id", a.dreamGet)
+	v1.POST("/dreams/:id/cancel", a.dreamCancel)
+	v1.POST("/dreams/:id/archive", a.dreamArchive)
 	v1.POST("/memory_stores", a.memoryStoreCreate)
 	v1.GET("/memory_stores", a.memoryStoreList)
 	v1.GET("/memory_stores/:id", a.memoryStoreGet)

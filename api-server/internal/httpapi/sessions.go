@@ -145,54 +145,81 @@ func (a *API) sessionCreate(c echo.Context) error {
 		return err
 	}
 
-	ctx := c.Request().Context()
-	snapshot, err := a.resolveAgent(ctx, ref)
+	sess, err := a.createSession(c, &newSession{ID: ids.New(ids.Session), Ref: ref, EnvironmentID: *in.EnvironmentID,
+		Resources: resources, Budget: budget, Title: title, Metadata: metadata, Initial: initial, VaultIDs: in.VaultIDs})
 	if err != nil {
 		return err
+	}
+	return a.sessionJSON(c, sess)
+}
+
+// newSession is a session to create: the request's parts, checked.
+type newSession struct {
+	ID            string
+	Ref           *agentspec.AgentRef
+	EnvironmentID string
+	Resources     []db.ResourceCreate
+	Budget        *int64
+	Title         string
+	Metadata      map[string]string
+	Initial       []eventspec.Event
+	VaultIDs      []string
+	// DreamID is the dream the session runs, if any (dreams.go).
+	DreamID *string
+}
+
+// createSession resolves a session's agent, environment and vaults and
+// stores it with its initial events.
+func (a *API) createSession(c echo.Context, n *newSession) (*db.Session, error) {
+	ctx := c.Request().Context()
+	snapshot, err := a.resolveAgent(ctx, n.Ref)
+	if err != nil {
+		return nil, err
 	}
 	// The agent version's skills are resolved already; overrides' are
 	// resolved here. Either way each becomes a skill resource.
 	skills, err := a.resolveSkills(ctx, snapshot.Skills, "agent.")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if budget != nil {
+	if n.Budget != nil {
 		if err := a.checkBudgetable(snapshot.Model.ID); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	env, provider, err := a.environmentProvider(ctx, *in.EnvironmentID)
+	env, provider, err := a.environmentProvider(ctx, n.EnvironmentID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := a.checkSessionEnvironment(ctx, env, provider, resources); err != nil {
-		return err
+	if err := a.checkSessionEnvironment(ctx, env, provider, n.Resources); err != nil {
+		return nil, err
 	}
-	vaultIDs, err := a.checkSessionVaults(c, in.VaultIDs, provider, "vault_ids")
+	vaultIDs, err := a.checkSessionVaults(c, n.VaultIDs, provider, "vault_ids")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	agentJSON, err := json.Marshal(snapshot)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := a.now()
-	p := db.SessionCreateParams{ID: ids.New(ids.Session), AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
-		EnvironmentID: in.EnvironmentID, Provider: provider, Title: title, Metadata: metadata, Now: now, BudgetMaxCents: budget,
-		Resources: resources, Skills: sessionSkills(skills), VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env)}
+	envID := n.EnvironmentID
+	p := db.SessionCreateParams{ID: n.ID, AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
+		EnvironmentID: &envID, Provider: provider, Title: n.Title, Metadata: n.Metadata, Now: now, BudgetMaxCents: n.Budget,
+		Resources: n.Resources, Skills: sessionSkills(skills), VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env), DreamID: n.DreamID}
 	var req *db.AppendRequest
-	if len(initial) > 0 {
-		req = a.admission(initial, now)
+	if len(n.Initial) > 0 {
+		req = a.admission(n.Initial, now)
 	}
 	sess, appended, err := a.deps.Store.SessionCreate(ctx, p, req)
-	if errors.Is(err, db.ErrNotFound) && len(resources) > 0 {
-		return apierror.Invalid("resources: a file named by resources was deleted while the session was being created")
+	if errors.Is(err, db.ErrNotFound) && len(n.Resources) > 0 {
+		return nil, apierror.Invalid("resources: a file named by resources was deleted while the session was being created")
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.afterAppend(ctx, sess.ID, appended, req)
-	return a.sessionJSON(c, sess)
+	return sess, nil
 }
 
 func (a *API) resolveAgent(ctx context.Context, ref *agentspec.AgentRef) (*agentspec.Snapshot, error) {

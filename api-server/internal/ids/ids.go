@@ -33,6 +33,8 @@ const (
 	MemoryStore   = "memstore_"
 	Memory        = "mem_"
 	MemoryVersion = "memver_"
+	// Dream is the SDK's dream id prefix (drm_...).
+	Dream = "drm_"
 )
 
 const (

@@ -48,6 +48,24 @@ type ContextSnapshot struct {
 	CreatedAt   time.Time
 }
 
+type Dream struct {
+	ID              string
+	Status          string
+	InputStoreID    string
+	InputSessionIds []string
+	Model           json.RawMessage
+	Instructions    *string
+	OutputBehavior  json.RawMessage
+	OutputStoreID   *string
+	SessionID       *string
+	AgentID         *string
+	Error           []byte
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	EndedAt         *time.Time
+	ArchivedAt      *time.Time
+}
+
 type Environment struct {
 	ID          string
 	Name        string
@@ -212,6 +230,7 @@ type Session struct {
 	Queued         int32
 	VaultIds       []string
 	SelfHosted     bool
+	DreamID        *string
 }
 
 type SessionMemoryBasis struct {

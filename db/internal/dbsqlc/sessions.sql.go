@@ -25,7 +25,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id
 `
 
 type SessionArchiveParams struct {
@@ -61,6 +61,7 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
@@ -80,7 +81,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id
 `
 
 type SessionFenceParams struct {
@@ -116,12 +117,13 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -152,6 +154,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
@@ -159,7 +162,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 const sessionInsert = `-- name: SessionInsert :one
 INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents, self_hosted)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10, $11)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id
 `
 
 type SessionInsertParams struct {
@@ -216,12 +219,13 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id FROM sessions
 WHERE deleting_at IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -309,6 +313,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.Queued,
 			&i.VaultIds,
 			&i.SelfHosted,
+			&i.DreamID,
 		); err != nil {
 			return nil, err
 		}
@@ -321,7 +326,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -352,6 +357,7 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
@@ -400,7 +406,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id
 `
 
 type SessionUpdateParams struct {
@@ -449,6 +455,7 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.Queued,
 		&i.VaultIds,
 		&i.SelfHosted,
+		&i.DreamID,
 	)
 	return i, err
 }
