@@ -88,6 +88,17 @@ func TestDreamCompletes(t *testing.T) {
 		d.Model.ID != "fake" || d.Model.Speed != "standard" || d.OutputBehavior.Type != "create_new" {
 		t.Fatalf("created dream = %s; want a drm_ id, a session, a new output store, model {fake, standard}, create_new", d.RawJSON())
 	}
+	// The dream's agent is archived once its session exists: it does not
+	// crowd the agents list.
+	agents := e.client.Beta.Agents.ListAutoPaging(ctx, anthropic.BetaAgentListParams{})
+	for agents.Next() {
+		if a := agents.Current(); a.Name == "dream "+d.ID {
+			t.Errorf("the agents list shows the dream's agent %s; want it archived", a.ID)
+		}
+	}
+	if err := agents.Err(); err != nil {
+		t.Fatal(err)
+	}
 	done := waitDream(t, e, d.ID, anthropic.BetaDreamStatusCompleted)
 	if done.EndedAt.IsZero() || done.Error.Type != "" {
 		t.Errorf("completed dream = %s; want ended_at and no error", done.RawJSON())
