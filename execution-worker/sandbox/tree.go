@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 )
@@ -149,4 +150,61 @@ func TreeFileMode(m fs.FileMode) fs.FileMode {
 // of mode m: 0555 when m has an executable bit, 0444 otherwise.
 func ReadOnlyFileMode(m fs.FileMode) fs.FileMode {
 	return TreeFileMode(m) &^ 0o222
+}
+
+// TreeGetter is implemented by sandboxes that read a whole tree in one
+// operation (one archive stream instead of one call per file). [WalkFiles]
+// uses it when the sandbox offers it.
+type TreeGetter interface {
+	// GetTree has the contract of the function [WalkFiles].
+	GetTree(ctx context.Context, dir string, fn WalkFilesFunc) error
+}
+
+// WalkFilesFunc receives one regular file found by [WalkFiles]: its
+// absolute path as the agent sees it (as [FileInfo.Path]), its size, and
+// its content. r is valid only until fn returns, and fn need not read it
+// to its end. An error from fn stops the walk; WalkFiles returns it
+// (possibly wrapped).
+type WalkFilesFunc func(path string, size int64, r io.Reader) error
+
+// WalkFiles calls fn for every regular file under dir (with the path rules
+// of [FileTransfer]), recursively, in no particular order. Symbolic links
+// are not followed and not reported; other entry types (directories,
+// devices, sockets, pipes, hard links of archives) are skipped. A missing
+// dir is not an error: fn is never called. A file removed while the walk
+// runs may be left out.
+//
+// It uses [TreeGetter] when ft implements it, else [FileTransfer.ListFiles]
+// and one [FileTransfer.GetFile] per file.
+func WalkFiles(ctx context.Context, ft FileTransfer, dir string, fn WalkFilesFunc) error {
+	if tg, ok := ft.(TreeGetter); ok {
+		return tg.GetTree(ctx, dir, fn)
+	}
+	files, err := ft.ListFiles(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := walkOne(ctx, ft, f.Path, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkOne opens the file p and hands it to fn; a file gone since it was
+// listed is skipped.
+func walkOne(ctx context.Context, ft FileTransfer, p string, fn WalkFilesFunc) error {
+	rc, size, err := ft.GetFile(ctx, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	return fn(p, size, rc)
 }

@@ -231,15 +231,16 @@ func mountOf(r *pb.SessionResource, h *pb.MemoryStoreHeader) string {
 // content, a base path with no file under mount a deletion. Files the
 // store cannot hold (over MaxMemoryBytes, not UTF-8) and files beyond the
 // bounds are skipped, logged as refused; they are never taken for
-// deletions.
+// deletions. Files are read in one walk ([sandbox.WalkFiles]) and judged
+// in path order, as [sandbox.FileTransfer.ListFiles] sorts them.
 func diffMount(ctx context.Context, ft sandbox.FileTransfer, mount string, entries []*pb.MemoryBaseEntry, log *slog.Logger) ([]*pb.MemoryChange, int, error) {
-	files, err := ft.ListFiles(ctx, mount)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list %s: %w", mount, err)
-	}
 	base := make(map[string]string, len(entries))
 	for _, e := range entries {
 		base[e.GetPath()] = e.GetContentSha256()
+	}
+	files, err := readMount(ctx, ft, mount, base)
+	if err != nil {
+		return nil, 0, err
 	}
 	var (
 		changes []*pb.MemoryChange
@@ -248,7 +249,7 @@ func diffMount(ctx context.Context, ft sandbox.FileTransfer, mount string, entri
 		total   int64
 	)
 	for i, f := range files {
-		rel, ok := strings.CutPrefix(f.Path, strings.TrimSuffix(mount, "/")+"/")
+		rel, ok := strings.CutPrefix(f.path, strings.TrimSuffix(mount, "/")+"/")
 		if !ok || !fs.ValidPath(rel) {
 			continue
 		}
@@ -257,32 +258,30 @@ func diffMount(ctx context.Context, ft sandbox.FileTransfer, mount string, entri
 		switch {
 		case i >= maxMemoryFiles:
 			why = fmt.Sprintf("the mount holds more than %d files", maxMemoryFiles)
-		case f.Size > MaxMemoryBytes:
-			why = fmt.Sprintf("%d bytes, over the %d a memory may hold", f.Size, MaxMemoryBytes)
-		case total+f.Size > maxMemoryTotalBytes:
+		case f.size > MaxMemoryBytes:
+			why = fmt.Sprintf("%d bytes, over the %d a memory may hold", f.size, MaxMemoryBytes)
+		case total+f.size > maxMemoryTotalBytes:
 			why = fmt.Sprintf("the changes exceed %d bytes", maxMemoryTotalBytes)
 		}
-		var content []byte
-		if why == "" {
-			if content, err = readSmall(ctx, ft, f.Path); err != nil {
+		if why == "" && f.dropped {
+			// Its content was not kept during the walk: read it again.
+			if f, err = reread(ctx, ft, f, base[rel]); err != nil {
 				return nil, 0, err
 			}
-			if !utf8.Valid(content) {
-				why = "not UTF-8 text"
-			}
+		}
+		if why == "" && !f.utf8 {
+			why = "not UTF-8 text"
 		}
 		if why != "" {
 			skipped++
 			log.Warn("memory file REFUSED by the worker: not synced", "path", rel, "reason", why)
 			continue
 		}
-		sum := sha256.Sum256(content)
-		sha := hex.EncodeToString(sum[:])
-		if b, ok := base[rel]; ok && b == sha {
+		if b, ok := base[rel]; ok && b == f.sha {
 			continue
 		}
-		total += int64(len(content))
-		changes = append(changes, &pb.MemoryChange{Path: rel, Content: content, ContentSha256: sha, BaseSha256: base[rel]})
+		total += int64(len(f.content))
+		changes = append(changes, &pb.MemoryChange{Path: rel, Content: f.content, ContentSha256: f.sha, BaseSha256: base[rel]})
 	}
 	for _, e := range entries {
 		if !seen[e.GetPath()] {
@@ -290,6 +289,77 @@ func diffMount(ctx context.Context, ft sandbox.FileTransfer, mount string, entri
 		}
 	}
 	return changes, skipped, nil
+}
+
+// mountFile is one regular file read under a memory mount.
+type mountFile struct {
+	path string
+	size int64
+	// sha and utf8 describe the content when the file was read (size at
+	// most MaxMemoryBytes).
+	sha  string
+	utf8 bool
+	// content is kept only when it differs from the base and is UTF-8;
+	// dropped reports content that was not kept to bound what a walk
+	// holds (maxMemoryTotalBytes).
+	content []byte
+	dropped bool
+}
+
+// readMount reads every regular file under mount in one walk, sorted by
+// path. The content of a file larger than MaxMemoryBytes is never read;
+// the content of files the base holds unchanged is not kept.
+func readMount(ctx context.Context, ft sandbox.FileTransfer, mount string, base map[string]string) ([]mountFile, error) {
+	var (
+		files []mountFile
+		kept  int64
+	)
+	prefix := strings.TrimSuffix(mount, "/") + "/"
+	err := sandbox.WalkFiles(ctx, ft, mount, func(p string, size int64, r io.Reader) error {
+		f := mountFile{path: p, size: size}
+		if size <= MaxMemoryBytes {
+			data, err := io.ReadAll(io.LimitReader(r, MaxMemoryBytes+1))
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+			f.describe(data, base[strings.TrimPrefix(p, prefix)])
+			if f.content != nil && kept+int64(len(f.content)) > maxMemoryTotalBytes {
+				f.content, f.dropped = nil, true
+			}
+			kept += int64(len(f.content))
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", mount, err)
+	}
+	slices.SortFunc(files, func(a, b mountFile) int { return strings.Compare(a.path, b.path) })
+	return files, nil
+}
+
+// describe sets f's size, hash and UTF-8 validity from data, and keeps
+// data when it is UTF-8 and its hash differs from baseSHA.
+func (f *mountFile) describe(data []byte, baseSHA string) {
+	sum := sha256.Sum256(data)
+	f.size, f.sha, f.utf8 = int64(len(data)), hex.EncodeToString(sum[:]), utf8.Valid(data)
+	if f.utf8 && f.sha != baseSHA {
+		f.content = data
+		if data == nil {
+			f.content = []byte{}
+		}
+	}
+}
+
+// reread reads again the file f whose content a walk did not keep.
+func reread(ctx context.Context, ft sandbox.FileTransfer, f mountFile, baseSHA string) (mountFile, error) {
+	data, err := readSmall(ctx, ft, f.path)
+	if err != nil {
+		return f, err
+	}
+	f.dropped = false
+	f.describe(data, baseSHA)
+	return f, nil
 }
 
 // readSmall reads the file p of at most MaxMemoryBytes bytes.

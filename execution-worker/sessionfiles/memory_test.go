@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
@@ -617,5 +618,56 @@ func TestMemorySyncBatches(t *testing.T) {
 	}
 	if n := e.mem.syncCount(); n != 3 {
 		t.Errorf("%d SyncMemoryStore calls, want 3 (batches of 1000)", n)
+	}
+}
+
+// reverseTree is a sandbox whose [sandbox.TreeGetter] walks a directory in
+// reverse path order, to check that a sync does not depend on the order
+// of a provider's walk.
+type reverseTree struct {
+	sandbox.Sandbox
+	sandbox.FileTransfer
+	walks atomic.Int32
+}
+
+func (r *reverseTree) GetTree(ctx context.Context, dir string, fn sandbox.WalkFilesFunc) error {
+	r.walks.Add(1)
+	files, err := r.ListFiles(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range slices.Backward(files) {
+		rc, size, err := r.GetFile(ctx, f.Path)
+		if err != nil {
+			return err
+		}
+		err = fn(f.Path, size, rc)
+		_ = rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A sandbox offering a TreeGetter is read through it, and what is synced
+// is the same: changes, deletions, and files the store cannot hold
+// skipped (not taken for deletions).
+func TestMemorySyncThroughTreeGetter(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t, sessionfiles.MemoryReadWrite, map[string]string{"big.md": "small\n", "gone.md": "g\n", "keep.md": "k\n"})
+	rt := &reverseTree{Sandbox: e.sb, FileTransfer: e.ft}
+	e.sb, e.ft = rt, rt
+	e.materialize(t)
+	e.write(t, "big.md", strings.Repeat("x", sessionfiles.MaxMemoryBytes+1))
+	e.write(t, "bin.dat", string([]byte{0xff, 0xfe, 0x00}))
+	e.write(t, "dir/new.md", "new\n")
+	e.write(t, "empty.md", "")
+	e.remove(t, "gone.md")
+	e.sync(t)
+	mems, _ := e.mem.state()
+	checkMap(t, "the store", mems, map[string]string{"big.md": "small\n", "keep.md": "k\n", "dir/new.md": "new\n", "empty.md": ""})
+	if got := rt.walks.Load(); got != 1 {
+		t.Errorf("GetTree was called %d times, want 1 (the turn-end sync; the first placement has nothing to sync)", got)
 	}
 }

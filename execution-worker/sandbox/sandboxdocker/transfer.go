@@ -257,6 +257,69 @@ func (s *containerSandbox) ListFiles(ctx context.Context, dir string) ([]sandbox
 	return files, nil
 }
 
+// GetTree streams dir out of the container's archive endpoint: one
+// resolution of dir and one archive of the whole directory, whose entries
+// (named under dir's base name) are mapped back to paths under dir as it
+// was named. Entries that are not regular files (links, hard links,
+// devices) and names that would leave dir are skipped.
+func (s *containerSandbox) GetTree(ctx context.Context, dir string, fn sandbox.WalkFilesFunc) error {
+	if err := s.checkUsable(); err != nil {
+		return err
+	}
+	r, err := s.resolve(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("get tree %s: %w", dir, s.fileErr(err))
+	}
+	if !r.exists {
+		return nil
+	}
+	if !r.stat.Mode.IsDir() {
+		return fmt.Errorf("get tree %s: not a directory", dir)
+	}
+	prefix, err := lexical(dir)
+	if err != nil {
+		return fmt.Errorf("get tree %s: %w", dir, err)
+	}
+	res, err := s.p.cli.CopyFromContainer(ctx, s.ref.ID, client.CopyFromContainerOptions{SourcePath: r.path})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) && s.containerExists(ctx) {
+			return nil // dir vanished since it was resolved
+		}
+		return fmt.Errorf("get tree %s: %w", dir, s.fileErr(err))
+	}
+	defer func() { _ = res.Content.Close() }()
+	if err := walkArchive(tar.NewReader(res.Content), path.Base(r.path), prefix, fn); err != nil {
+		return fmt.Errorf("get tree %s: %w", dir, err)
+	}
+	return nil
+}
+
+// walkArchive calls fn for every regular file of tr named under base/,
+// reported as prefix/<name below base>. Other entries, the temporary
+// files of PutFile, and names that are not clean paths below base are
+// skipped.
+func walkArchive(tr *tar.Reader, base, prefix string, fn sandbox.WalkFilesFunc) error {
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		rel, ok := strings.CutPrefix(hdr.Name, base+"/")
+		if !ok || !fs.ValidPath(rel) || rel == "." || strings.HasPrefix(path.Base(rel), tempPrefix) {
+			continue
+		}
+		if err := fn(path.Join(prefix, rel), hdr.Size, tr); err != nil {
+			return err
+		}
+	}
+}
+
 // parseListing reads the output of listScript. Names under the container
 // directory real are reported under prefix; a name without its stat line
 // (removed between find and stat) is left out.
@@ -470,3 +533,5 @@ var (
 	_ sandbox.FileTransfer = (*containerSandbox)(nil)
 	_ sandbox.TreePutter   = (*containerSandbox)(nil)
 )
+
+var _ sandbox.TreeGetter = (*containerSandbox)(nil)

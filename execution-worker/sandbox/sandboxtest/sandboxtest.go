@@ -138,6 +138,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransferSizeMismatch", s.testTransferSizeMismatch},
 		{"TransferReadOnlyTree", s.testTransferReadOnlyTree},
 		{"TransferMemoryPaths", s.testTransferMemoryPaths},
+		{"TransferWalkFiles", s.testTransferWalkFiles},
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},
