@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/mangohq/mango/api-server/internal/apierror"
 	"github.com/mangohq/mango/db"
 )
@@ -63,6 +64,17 @@ func parseKeyset(s string) (kind string, t time.Time, id string, ok bool) {
 
 // timeCursor is a keyset position in a list ordered by (created_at, id).
 func timeCursor(t time.Time, id string) string { return keysetCursor("t", t, id) }
+
+// parseKeysetPage is parsePage followed by pageAfter: the page's limit
+// and the keyset position its cursor names (nil on the first page).
+func parseKeysetPage(c echo.Context, maxLimit int) (pageParams, *db.Cursor, error) {
+	page, err := parsePage(c, maxLimit)
+	if err != nil {
+		return page, nil, err
+	}
+	after, err := pageAfter(page.cursor)
+	return page, after, err
+}
 
 // pageAfter decodes a (created_at, id) page cursor; nil for the first page.
 func pageAfter(cursor string) (*db.Cursor, error) {

@@ -226,11 +226,7 @@ func (a *API) dreamGet(c echo.Context) error {
 var dreamStatuses = map[string]bool{db.DreamPending: true, db.DreamRunning: true, db.DreamCompleted: true, db.DreamFailed: true, db.DreamCanceled: true}
 
 func (a *API) dreamList(c echo.Context) error {
-	page, err := parsePage(c, maxPageLimit)
-	if err != nil {
-		return err
-	}
-	after, err := pageAfter(page.cursor)
+	page, after, err := parseKeysetPage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

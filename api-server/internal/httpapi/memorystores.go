@@ -186,11 +186,7 @@ func (a *API) memoryStoreUpdate(c echo.Context) error {
 }
 
 func (a *API) memoryStoreList(c echo.Context) error {
-	page, err := parsePage(c, maxPageLimit)
-	if err != nil {
-		return err
-	}
-	after, err := pageAfter(page.cursor)
+	page, after, err := parseKeysetPage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

@@ -379,11 +379,7 @@ func (a *API) resourceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, maxPageLimit)
-	if err != nil {
-		return err
-	}
-	after, err := pageAfter(page.cursor)
+	page, after, err := parseKeysetPage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}

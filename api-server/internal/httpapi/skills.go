@@ -387,11 +387,7 @@ func (a *API) skillVersionList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, maxFilePageLimit)
-	if err != nil {
-		return err
-	}
-	after, err := pageAfter(page.cursor)
+	page, after, err := parseKeysetPage(c, maxFilePageLimit)
 	if err != nil {
 		return err
 	}

@@ -360,11 +360,7 @@ func (a *API) workList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := parsePage(c, maxPageLimit)
-	if err != nil {
-		return err
-	}
-	after, err := pageAfter(page.cursor)
+	page, after, err := parseKeysetPage(c, maxPageLimit)
 	if err != nil {
 		return err
 	}
