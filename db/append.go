@@ -184,7 +184,7 @@ func (s *Store) append(ctx context.Context, sessionID string, req *AppendRequest
 		// A retried request's events carry their ids too: the unique
 		// index on id may be the one that refuses them.
 		taken = !lookup && errors.As(err, &pgErr) && pgErr.Code == "23505" &&
-			(pgErr.ConstraintName == "events_key_idx" || pgErr.ConstraintName == "events_id_key")
+			(pgErr.ConstraintName == "events_key_idx" || pgErr.ConstraintName == "events_session_id_key")
 		return err
 	})
 	if taken {
@@ -219,6 +219,9 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
+	if change, err = holdTurnEnd(ctx, q, cur, change); err != nil {
+		return nil, nil, err
+	}
 	if err := checkToolResults(ctx, q, sessionID, req.ToolResults); err != nil {
 		return nil, nil, err
 	}
@@ -237,6 +240,9 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 		if err := dreamOnSessionStatus(ctx, q, *cur.DreamID, plan.session, req.Now); err != nil {
 			return nil, nil, err
 		}
+	}
+	if cur.IsThread() {
+		return s.threadAppend(ctx, q, cur, plan, last)
 	}
 	return plan.execute(ctx, q, last)
 }
@@ -362,11 +368,13 @@ func planAppend(cur *Session, req *AppendRequest, change *Change, stored map[str
 		}
 	}
 	if change == nil {
+		p.markThreadEvents(cur)
 		return p, nil
 	}
 	if err := p.changeStatus(change); err != nil {
 		return nil, err
 	}
+	p.markThreadEvents(cur)
 	p.wake = change.Wake
 	if change.Wake && change.WakeKind != "" {
 		p.wakeKind = change.WakeKind
@@ -418,7 +426,7 @@ func (p *appendPlan) changeStatus(change *Change) error {
 	if err := CheckTransition(s.Status, change.To); err != nil {
 		return err
 	}
-	if p.req.TurnEnd != nil && endsTurn(s.Status, change.To) {
+	if p.req.TurnEnd != nil && endsTurn(s.Status, change.To) && !s.IsThread() {
 		// It sees the session before the move, with this request's usage.
 		if ev := p.req.TurnEnd(s); ev != nil {
 			p.fresh = append(p.fresh, *ev)

@@ -55,6 +55,16 @@ type Session struct {
 	SelfHosted bool
 	// DreamID is the dream the session runs, if any (dreams.go).
 	DreamID *string
+	// ParentID is set on a child thread: the session it belongs to
+	// (threads.go). AwaitingReplies counts its coordinator's messages it
+	// has not answered.
+	ParentID        *string
+	AwaitingReplies int
+	// HasThreads is set on a session that ever had a child thread;
+	// HeldStopReason, while its primary thread's turn ended and child
+	// threads still run, is the stop reason it goes idle with after them.
+	HasThreads     bool
+	HeldStopReason json.RawMessage
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -63,7 +73,8 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		BudgetMaxCents: r.BudgetMaxCents, BudgetRemoved: r.BudgetRemoved, ActiveMicros: r.ActiveMicros, RunningSince: r.RunningSince,
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
-		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted, DreamID: r.DreamID}
+		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted, DreamID: r.DreamID, ParentID: r.ParentSessionID,
+		AwaitingReplies: int(r.AwaitingReplies), HasThreads: r.HasThreads, HeldStopReason: r.HeldStopReason}
 	if s.VaultIDs == nil {
 		s.VaultIDs = []string{}
 	}
@@ -219,6 +230,17 @@ func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*
 // interrupted deletion can be resumed.
 func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (sess *Session, bound bool, err error) {
 	err = s.inTx(ctx, "fence session", func(q *dbsqlc.Queries) error {
+		// Its child threads first (locks go thread first): each is
+		// deleted as a session is, its workflow stopped.
+		threads, err := q.ThreadFenceAll(ctx, dbsqlc.ThreadFenceAllParams{ParentID: &id, Now: now})
+		if err != nil {
+			return err
+		}
+		for _, t := range threads {
+			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: t, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
+				return err
+			}
+		}
 		row, err := q.SessionFence(ctx, dbsqlc.SessionFenceParams{ID: id, Now: now})
 		if err != nil {
 			return err

@@ -21,12 +21,16 @@ ORDER BY session_id, created_at, id;
 
 -- name: ResourceListForWorker :many
 -- Skill resources carry their skill's name and description (the
--- description is empty once the version is gone).
+-- description is empty once the version is gone). A child thread's are
+-- its session's (the sandbox it shares), but for the skills, which are
+-- its agent's own.
 SELECT sqlc.embed(r), COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+WHERE r.session_id = COALESCE((SELECT t.parent_session_id FROM sessions t WHERE t.id = $1), $1)
+  AND (r.type <> 'skill' OR r.session_id = $1)
+  AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id;
 
 -- name: ResourceInsertSkill :exec

@@ -37,7 +37,7 @@ DELETE FROM sessions WHERE id = $1;
 
 -- name: SessionList :many
 SELECT * FROM sessions
-WHERE deleting_at IS NULL
+WHERE deleting_at IS NULL AND parent_session_id IS NULL
   AND (sqlc.arg(include_archived)::bool OR archived_at IS NULL)
   AND (sqlc.narg(agent_id)::text IS NULL OR agent_id = sqlc.narg(agent_id))
   AND (sqlc.narg(agent_version)::bigint IS NULL OR agent_version = sqlc.narg(agent_version))

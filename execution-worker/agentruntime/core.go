@@ -111,6 +111,9 @@ type Run struct {
 	// waits for their results instead of running them in a sandbox (the
 	// session has none). nil: built-ins run in Sandbox.
 	ToolResults ToolResults
+	// Coordinator, set on the primary thread of a multi-agent session,
+	// runs the coordinator's thread tools; nil offers none.
+	Coordinator Coordinator
 	// Approved holds the agent.tool_use event ids of always_ask tools the
 	// client allowed (user.tool_confirmation with result allow).
 	Approved map[string]bool
@@ -391,6 +394,9 @@ func (c *Core) request(run *Run, conv []model.Message) *model.Request {
 			req.Tools = append(req.Tools, run.mcp.byName[name].def)
 		}
 	}
+	if run.Coordinator != nil {
+		req.Tools = append(req.Tools, run.Coordinator.Definitions()...)
+	}
 	req.Tools = append(req.Tools, tools.ServerTools(run.Tools.Web)...)
 	return req
 }
@@ -558,6 +564,14 @@ func (c *Core) runTools(ctx context.Context, run *Run, n int, uses []model.Block
 			// (a retry that loses it makes it again from the journal).
 			run.pending = append(run.pending, NewEvent{Key: key + "/mcp_tool_result/" + u.ID, Type: "agent.mcp_tool_result",
 				Body: map[string]any{"mcp_tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
+			results = append(results, toolResultBlock(u.ID, *r))
+			continue
+		}
+		if run.Coordinator != nil && run.Coordinator.Has(u.Name) {
+			r, err := c.runCoordinator(ctx, run, key, u, input)
+			if err != nil {
+				return nil, nil, err
+			}
 			results = append(results, toolResultBlock(u.ID, *r))
 			continue
 		}
@@ -769,6 +783,9 @@ func (r *Run) useEvent(key string, u model.Block) (NewEvent, bool) {
 			"mcp_server_name": t.server, "input": input, "evaluated_permission": evaluated(t.setting.Policy)}}, true
 	}
 	policy, builtin := r.Tools.Builtins[u.Name]
+	if r.Coordinator != nil && r.Coordinator.Has(u.Name) {
+		policy, builtin = AlwaysAllow, true
+	}
 	if !builtin {
 		return NewEvent{}, false
 	}

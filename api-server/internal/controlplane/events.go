@@ -58,6 +58,9 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for _, e := range run.Transcript {
 		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
+	if resp.Thread, err = s.threadContext(ctx, sess); err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
 	if req.GetWithTurnContext() {
 		resp.TurnContext = &pb.TurnContext{Resources: resourcesToPB(run.Resources)}
 		if run.Snapshot != nil {

@@ -156,6 +156,7 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	pb.RegisterFilesServer(g, newFileServer(svc, d.Files, d.FilesMaxBytes))
 	pb.RegisterSessionResourcesServer(g, &resourceServer{s: svc})
 	pb.RegisterSessionMemoryServer(g, &memoryServer{s: svc})
+	pb.RegisterSessionThreadsServer(g, &threadServer{s: svc})
 	pb.RegisterCredentialsServer(g, &credentialServer{s: svc, creds: &credentials.Service{Store: d.Store, Secrets: d.Secrets,
 		HTTP: credentials.NewHTTPClient(d.AllowPrivate), Now: svc.now}})
 	return g, nil

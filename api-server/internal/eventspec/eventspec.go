@@ -39,6 +39,11 @@ type Event struct {
 	Body json.RawMessage
 	// ToolUseID is the answered tool use of a tool result or confirmation.
 	ToolUseID string
+	// ThreadID is the session thread the event is for (session_thread_id
+	// of an interrupt, a custom tool result or a confirmation); empty:
+	// the session's (an interrupt stops every thread; an answer goes to
+	// the thread of the tool use it answers).
+	ThreadID string
 }
 
 // ParseSend decodes the body of POST /v1/sessions/{id}/events.
@@ -97,18 +102,20 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		return event(Event{Type: typ}, map[string]any{"content": content})
 	case UserInterrupt:
 		var in struct {
-			Type string `json:"type"`
+			Type     string `json:"type"`
+			ThreadID string `json:"session_thread_id"`
 		}
 		if err := jsonx.Decode(raw, &in, path); err != nil {
 			return nil, err
 		}
-		return &Event{Type: typ, Body: json.RawMessage(`{}`)}, nil
+		return &Event{Type: typ, Body: json.RawMessage(`{}`), ThreadID: in.ThreadID}, nil
 	case UserCustomToolResult:
 		var in struct {
 			Type            string            `json:"type"`
 			CustomToolUseID string            `json:"custom_tool_use_id"`
 			Content         []json.RawMessage `json:"content"`
 			IsError         *bool             `json:"is_error"`
+			ThreadID        string            `json:"session_thread_id"`
 		}
 		if err := jsonx.Decode(raw, &in, path); err != nil {
 			return nil, err
@@ -121,7 +128,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			return nil, err
 		}
 		isErr := in.IsError != nil && *in.IsError
-		return event(Event{Type: typ, ToolUseID: in.CustomToolUseID},
+		return event(Event{Type: typ, ToolUseID: in.CustomToolUseID, ThreadID: in.ThreadID},
 			map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})
 	case UserToolResult:
 		return toolResult(raw, path)
@@ -131,6 +138,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			ToolUseID   string  `json:"tool_use_id"`
 			Result      string  `json:"result"`
 			DenyMessage *string `json:"deny_message"`
+			ThreadID    string  `json:"session_thread_id"`
 		}
 		if err := jsonx.Decode(raw, &in, path); err != nil {
 			return nil, err
@@ -155,7 +163,7 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			}
 			body["deny_message"] = *in.DenyMessage
 		}
-		return event(Event{Type: typ, ToolUseID: in.ToolUseID}, body)
+		return event(Event{Type: typ, ToolUseID: in.ToolUseID, ThreadID: in.ThreadID}, body)
 	case "":
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}

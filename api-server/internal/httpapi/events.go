@@ -165,17 +165,63 @@ func (a *API) eventSend(c echo.Context) error {
 	if err := a.checkFileSources(ctx, events, "events"); err != nil {
 		return err
 	}
+	batches := []threadBatch{{target: id, events: events}}
+	if needsRouting(events) {
+		sess, err := a.deps.Store.SessionGet(ctx, id)
+		if err != nil {
+			return sessionError(id, err)
+		}
+		if batches, err = a.routeEvents(ctx, sess, events); err != nil {
+			return err
+		}
+	}
+	// The response lists the client's events, not the status events the
+	// admission appended after them, nor the interrupts it copied to the
+	// threads.
+	out := make([]json.RawMessage, 0, len(events))
+	for _, b := range batches {
+		appended, err := a.admit(ctx, b.target, b.events)
+		if err != nil {
+			return err
+		}
+		if b.fanned {
+			continue
+		}
+		for i := range appended[:len(b.events)] {
+			out = append(out, appended[i].JSON())
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"data": out})
+}
+
+// needsRouting reports whether events may go to a session thread other
+// than the primary one: an interrupt (it stops every thread) or an
+// answer (it goes to its tool use's thread). Messages are the primary
+// thread's.
+func needsRouting(events []eventspec.Event) bool {
+	return slices.ContainsFunc(events, func(ev eventspec.Event) bool {
+		return ev.ThreadID != "" || ev.ToolUseID != "" || ev.Type == eventspec.UserInterrupt
+	})
+}
+
+// admit appends the client's events to session (or child thread) id as
+// one admission and wakes its workflow.
+func (a *API) admit(ctx context.Context, id string, events []eventspec.Event) ([]db.Event, error) {
+	types := make([]string, len(events))
+	for i, ev := range events {
+		types[i] = ev.Type
+	}
 	req := a.admission(events, a.now())
 	_, appended, err := a.deps.Store.Append(ctx, id, req)
 	var tu *db.ToolUseError
 	if errors.As(err, &tu) {
 		if tu.Answered {
-			return apierror.Conflictf("tool use %q of session %q is already answered: a tool call takes one result", tu.ID, id)
+			return nil, apierror.Conflictf("tool use %q of session %q is already answered: a tool call takes one result", tu.ID, id)
 		}
-		return apierror.NotFoundf("tool use %q is not an agent.tool_use event of session %q", tu.ID, id)
+		return nil, apierror.NotFoundf("tool use %q is not an agent.tool_use event of session %q", tu.ID, id)
 	}
 	if err != nil {
-		return sessionError(id, err)
+		return nil, sessionError(id, err)
 	}
 	if !slices.ContainsFunc(types, func(t string) bool { return t != eventspec.UserToolResult }) {
 		// Tool results only: the turn awaiting them wakes on the events
@@ -183,13 +229,7 @@ func (a *API) eventSend(c echo.Context) error {
 		req = nil
 	}
 	a.afterAppend(ctx, id, appended, req)
-	// The response lists the client's events, not the status events the
-	// admission appended after them.
-	out := make([]json.RawMessage, 0, len(events))
-	for i := range appended[:len(events)] {
-		out = append(out, appended[i].JSON())
-	}
-	return c.JSON(http.StatusOK, map[string]any{"data": out})
+	return appended, nil
 }
 
 func (a *API) eventList(c echo.Context) error {
@@ -197,6 +237,12 @@ func (a *API) eventList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return a.listEvents(c, id)
+}
+
+// listEvents answers with a page of the events of session (or child
+// thread) id.
+func (a *API) listEvents(c echo.Context, id string) error {
 	page, err := parsePage(c, maxEventPageLimit)
 	if err != nil {
 		return err

@@ -213,6 +213,11 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.POST("/sessions/:id/events", a.eventSend)
 	v1.GET("/sessions/:id/events", a.eventList)
 	v1.GET("/sessions/:id/events/stream", a.eventStream)
+	v1.GET("/sessions/:id/threads", a.threadList)
+	v1.GET("/sessions/:id/threads/:tid", a.threadGet)
+	v1.POST("/sessions/:id/threads/:tid/archive", a.threadArchive)
+	v1.GET("/sessions/:id/threads/:tid/events", a.threadEvents)
+	v1.GET("/sessions/:id/threads/:tid/stream", a.threadStream)
 
 	v1.POST("/files", a.fileUpload)
 	v1.GET("/files", a.fileList)

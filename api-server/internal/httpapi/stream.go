@@ -39,6 +39,11 @@ func (a *API) eventStream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return a.streamEvents(c, id)
+}
+
+// streamEvents streams the events of session (or child thread) id.
+func (a *API) streamEvents(c echo.Context, id string) error {
 	if err := checkQuery(c); err != nil {
 		return err
 	}
@@ -51,6 +56,7 @@ func (a *API) eventStream(c echo.Context) error {
 		deltas = append(deltas, t)
 	}
 
+	var err error
 	ctx := c.Request().Context()
 	// Subscribe before reading the position, so no commit falls between.
 	st := &sseStream{a: a, id: id, watch: a.deps.Hub.Subscribe(a.deps.Store, id)}

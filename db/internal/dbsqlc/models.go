@@ -206,31 +206,35 @@ type SandboxBinding struct {
 }
 
 type Session struct {
-	ID             string
-	AgentID        string
-	AgentVersion   int64
-	Agent          []byte
-	EnvironmentID  *string
-	Provider       string
-	Title          string
-	Metadata       json.RawMessage
-	Status         string
-	StopReason     []byte
-	Usage          json.RawMessage
-	LastSeq        int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	ArchivedAt     *time.Time
-	DeletingAt     *time.Time
-	BudgetMaxCents *int64
-	BudgetRemoved  bool
-	ActiveMicros   int64
-	RunningSince   *time.Time
-	LastEventAt    *time.Time
-	Queued         int32
-	VaultIds       []string
-	SelfHosted     bool
-	DreamID        *string
+	ID              string
+	AgentID         string
+	AgentVersion    int64
+	Agent           []byte
+	EnvironmentID   *string
+	Provider        string
+	Title           string
+	Metadata        json.RawMessage
+	Status          string
+	StopReason      []byte
+	Usage           json.RawMessage
+	LastSeq         int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ArchivedAt      *time.Time
+	DeletingAt      *time.Time
+	BudgetMaxCents  *int64
+	BudgetRemoved   bool
+	ActiveMicros    int64
+	RunningSince    *time.Time
+	LastEventAt     *time.Time
+	Queued          int32
+	VaultIds        []string
+	SelfHosted      bool
+	DreamID         *string
+	ParentSessionID *string
+	AwaitingReplies int32
+	HeldStopReason  []byte
+	HasThreads      bool
 }
 
 type SessionMemoryBasis struct {

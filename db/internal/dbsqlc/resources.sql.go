@@ -295,7 +295,9 @@ SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+WHERE r.session_id = COALESCE((SELECT t.parent_session_id FROM sessions t WHERE t.id = $1), $1)
+  AND (r.type <> 'skill' OR r.session_id = $1)
+  AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id
 `
 
@@ -306,9 +308,11 @@ type ResourceListForWorkerRow struct {
 }
 
 // Skill resources carry their skill's name and description (the
-// description is empty once the version is gone).
-func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) ([]ResourceListForWorkerRow, error) {
-	rows, err := q.db.Query(ctx, resourceListForWorker, sessionID)
+// description is empty once the version is gone). A child thread's are
+// its session's (the sandbox it shares), but for the skills, which are
+// its agent's own.
+func (q *Queries) ResourceListForWorker(ctx context.Context, id string) ([]ResourceListForWorkerRow, error) {
+	rows, err := q.db.Query(ctx, resourceListForWorker, id)
 	if err != nil {
 		return nil, err
 	}

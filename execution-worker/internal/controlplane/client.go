@@ -37,6 +37,9 @@ type Client struct {
 	// SessionMemoryClient reaches the SessionMemory service on the same
 	// connection.
 	SessionMemoryClient pb.SessionMemoryClient
+	// SessionThreadsClient reaches the SessionThreads service on the
+	// same connection.
+	SessionThreadsClient pb.SessionThreadsClient
 	conn                *grpc.ClientConn
 }
 
@@ -83,7 +86,8 @@ func DialTLS(addr, token string, tlsConf *tls.Config, opts ...grpc.DialOption) (
 	}
 	return &Client{ControlPlaneClient: pb.NewControlPlaneClient(conn), ContextSnapshotsClient: pb.NewContextSnapshotsClient(conn),
 		SessionResourcesClient: pb.NewSessionResourcesClient(conn), FilesClient: pb.NewFilesClient(conn),
-		CredentialsClient: pb.NewCredentialsClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn), conn: conn}, nil
+		CredentialsClient: pb.NewCredentialsClient(conn), SessionMemoryClient: pb.NewSessionMemoryClient(conn),
+		SessionThreadsClient: pb.NewSessionThreadsClient(conn), conn: conn}, nil
 }
 
 // Close closes the connection.

@@ -5,6 +5,7 @@ package modelconfig
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelanthropic"
@@ -25,7 +26,11 @@ const (
 func FromConfig(kind, baseURL, apiKey, auth, modelID string) (model.Client, error) {
 	switch kind {
 	case "", KindFake:
-		return modelfake.New(), nil
+		c := modelfake.New()
+		if path := os.Getenv(modelfake.RecordEnv); path != "" {
+			c.RecordTo(path)
+		}
+		return c, nil
 	case KindAnthropic:
 		c, err := modelanthropic.New(modelanthropic.Config{
 			BaseURL: baseURL,

@@ -133,6 +133,9 @@ type TurnActivities struct {
 	// for the next attempt. nil: a call ends with its attempt, and the next
 	// attempt reports it ambiguous.
 	Calls *agentruntime.Calls
+	// Threads reaches the SessionThreads service: a multi-agent session's
+	// coordinator is given its thread tools. nil offers none.
+	Threads pb.SessionThreadsClient
 }
 
 // NewCalls returns the tool calls of a worker's turns: a call outlives
@@ -230,7 +233,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	case endInterrupted:
 		return t.finishInterrupted(ctx, done)
 	case endFailed:
-		return a.failTurn(done, t.sid, t.key, in.Attempt, t.batch, t.res, runErr)
+		return a.failTurn(done, t.sid, t.box, t.key, in.Attempt, t.batch, t.res, runErr)
 	}
 	return t.finish(done, result)
 }
@@ -249,6 +252,9 @@ type turn struct {
 	a   *TurnActivities
 	in  RunTurnInput
 	sid string
+	// box is the session whose sandbox, resources and memory stores the
+	// turn uses: sid, or a child thread's session.
+	box string
 	// queue reaches the session's sandbox ("" while the turn does not
 	// know it).
 	queue string
@@ -291,6 +297,9 @@ type turn struct {
 	// readOnly are the mounts of the session's read_only memory stores.
 	readOnly []string
 }
+
+// thread reports whether the turn is a child thread's.
+func (t *turn) thread() bool { return t.box != t.sid }
 
 // onReturn has f run when RunTurn returns, before what was registered
 // earlier.
@@ -360,6 +369,10 @@ func (t *turn) load(ctx context.Context) (*RunTurnResult, error) {
 		return nil, fmt.Errorf("load run of session %s: %w", t.sid, err)
 	}
 	t.run, t.tr, t.pending = run, tr, run.GetPendingTriggers()
+	t.box = t.sid
+	if p := run.GetThread().GetParentSessionId(); p != "" {
+		t.box = p
+	}
 	t.res = &RunTurnResult{Outcome: TurnNothing}
 	return nil, nil
 }
@@ -386,9 +399,9 @@ func (t *turn) checkBinding(ctx context.Context) (*RunTurnResult, error) {
 	if t.queue != "" {
 		return nil, nil
 	}
-	queue, err := t.a.bindingQueue(ctx, t.sid)
+	queue, err := t.a.bindingQueue(ctx, t.box)
 	if err != nil {
-		return nil, fmt.Errorf("load binding of session %s: %w", t.sid, err)
+		return nil, fmt.Errorf("load binding of session %s: %w", t.box, err)
 	}
 	t.queue = queue
 	if queue != "" && queue != activity.GetInfo(ctx).TaskQueue {
@@ -591,7 +604,7 @@ func (t *turn) buildCore(ctx context.Context) error {
 // resources in it. A self-hosted session has no sandbox: acquiring it
 // fails, naming why.
 func (t *turn) wireSandbox(spec sandbox.Spec) {
-	a, sid := t.a, t.sid
+	a, sid := t.a, t.box
 	if t.selfHosted {
 		t.acquire = noSandbox
 		return
@@ -630,7 +643,10 @@ func (t *turn) runCore() (*agentruntime.Result, error) {
 		run.Sandbox, run.ToolResults = noSandbox, t.a.toolResults(t.sid)
 	}
 	// File sources of content blocks are read on behalf of this session.
-	result, err := t.core.Run(modelfiles.WithSession(t.work, t.sid), run)
+	if tc := t.run.GetThread(); len(tc.GetRoster()) > 0 && tc.GetParentSessionId() == "" && t.a.Threads != nil {
+		run.Coordinator = &threadTools{cp: t.a.Threads, sid: t.sid, roster: tc.GetRoster()}
+	}
+	result, err := t.core.Run(modelfiles.WithSession(t.work, t.box), run)
 	stopEarly()
 	return result, err
 }
@@ -653,7 +669,7 @@ func (t *turn) settleQueue(ctx context.Context) {
 	if t.queue != "" {
 		return
 	}
-	if q, err := t.a.bindingQueue(ctx, t.sid); err == nil {
+	if q, err := t.a.bindingQueue(ctx, t.box); err == nil {
 		t.res.TaskQueue = q
 	}
 }
@@ -697,7 +713,9 @@ func (t *turn) finishInterrupted(ctx, done context.Context) (*RunTurnResult, err
 	// What the agent changed in its memory stores before the interrupt
 	// is saved like at any turn's end (a failure is only logged: the
 	// interrupted turn ends, and the next placement syncs what is left).
-	t.a.syncMemoryInterrupted(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext())
+	if !t.thread() {
+		t.a.syncMemoryInterrupted(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext())
+	}
 	if err := t.a.complete(done, t.sid, t.key+"/interrupted", pb.TurnOutcome_TURN_OUTCOME_END_TURN, nil, consumed...); err != nil {
 		return nil, err
 	}
@@ -738,13 +756,17 @@ func (t *turn) finish(done context.Context, result *agentruntime.Result) (*RunTu
 	// A self-hosted session never acquires a sandbox (t.once.Sandbox() is
 	// nil): it syncs no memory store and publishes no outputs. The memory
 	// stores are synced first: the session goes idle with them saved.
-	if err := t.a.syncMemory(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext()); err != nil {
-		return nil, err
-	}
-	if note, err := t.a.publishOutputs(done, t.sid, t.key, t.once.Sandbox()); err != nil {
-		return nil, err
-	} else if note != nil {
-		notes = append(notes, note)
+	if !t.thread() {
+		// A child thread's changes to the shared sandbox are its
+		// session's: the primary thread's turn end saves them.
+		if err := t.a.syncMemory(done, t.sid, t.once.Sandbox(), t.run.GetTurnContext()); err != nil {
+			return nil, err
+		}
+		if note, err := t.a.publishOutputs(done, t.sid, t.key, t.once.Sandbox()); err != nil {
+			return nil, err
+		} else if note != nil {
+			notes = append(notes, note)
+		}
 	}
 	c := planCommit(result, t.key, t.core.MaxRoundsOrDefault(), notes)
 	if err := t.commit(done, result, c); err != nil {
@@ -815,6 +837,9 @@ func (t *turn) commit(done context.Context, result *agentruntime.Result, c endCo
 		if err != nil {
 			return err
 		}
+		if reply := threadReply(t.run.GetThread(), t.key, lastBlocks(result.Last)); reply != nil {
+			events = append(events, reply)
+		}
 		return a.completeTurn(done, &pb.CompleteTurnRequest{SessionId: sid, Outcome: c.outcome,
 			Events: append(events, c.events...), Transcript: transcript, TurnKey: t.key, ProcessedEventIds: eventIDs(t.batch)})
 	default:
@@ -822,14 +847,14 @@ func (t *turn) commit(done context.Context, result *agentruntime.Result, c endCo
 	}
 }
 
-// failTurn records a failed turn: transient model errors are retried by
+// failTurn records a failed turn of session sid, whose sandbox is box's: transient model errors are retried by
 // the workflow (session.error retrying + rescheduled) until exhausted; a
 // vanished sandbox or an unrecoverable model error terminates the session;
 // a sandbox that cannot be provisioned ends the turn idle. Anything else
 // (ControlPlane unreachable, ...) fails the activity, which Temporal
 // retries; the retry resumes the turn.
-func (a *TurnActivities) failTurn(ctx context.Context, sid, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
-	f, ok := planFailure(runErr, a.vanishedSandbox(ctx, sid, runErr), turnKey, attempt)
+func (a *TurnActivities) failTurn(ctx context.Context, sid, box, turnKey string, attempt int, batch []*pb.Event, res *RunTurnResult, runErr error) (*RunTurnResult, error) {
+	f, ok := planFailure(runErr, a.vanishedSandbox(ctx, box, runErr), turnKey, attempt)
 	if !ok {
 		return nil, runErr
 	}

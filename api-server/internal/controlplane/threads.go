@@ -1,0 +1,253 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mangohq/mango/api-server/internal/agentspec"
+	"github.com/mangohq/mango/db"
+	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
+	"github.com/mangohq/mango/proto/sessionwf"
+)
+
+// threadServer serves the SessionThreads service: a multi-agent
+// session's coordinator starts child threads, messages them and waits for
+// their replies (db/threads.go).
+type threadServer struct {
+	pb.UnimplementedSessionThreadsServer
+	s *Server
+}
+
+// rosterEntry is an agent of a coordinator's roster, resolved.
+type rosterEntry struct {
+	AgentID  string
+	Version  int64
+	Snapshot json.RawMessage
+	Name     string
+	Desc     string
+}
+
+// multiagentConfig is the multiagent member of an agent snapshot, as
+// stored: a coordinator's agents, or multiagent_20261001's predefined
+// subagents.
+type multiagentConfig struct {
+	Type      string            `json:"type"`
+	Agents    []json.RawMessage `json:"agents"`
+	Subagents *struct {
+		Type             string            `json:"type"`
+		PredefinedAgents []json.RawMessage `json:"predefined_agents"`
+	} `json:"subagents"`
+}
+
+// rosterRefs are the roster's entries of an agent snapshot: none without
+// multiagent.
+func rosterRefs(agent json.RawMessage) ([]json.RawMessage, error) {
+	var a struct {
+		Multiagent *multiagentConfig `json:"multiagent"`
+	}
+	if err := json.Unmarshal(agent, &a); err != nil {
+		return nil, fmt.Errorf("decode the agent snapshot's multiagent: %w", err)
+	}
+	switch {
+	case a.Multiagent == nil:
+		return nil, nil
+	case a.Multiagent.Type == "coordinator":
+		return a.Multiagent.Agents, nil
+	case a.Multiagent.Subagents != nil && a.Multiagent.Subagents.Type == "enabled":
+		return a.Multiagent.Subagents.PredefinedAgents, nil
+	}
+	return nil, nil
+}
+
+// roster resolves the roster of session sess's agent: each entry's pinned
+// version's snapshot; a self entry is the session's own agent.
+func (s *Server) roster(ctx context.Context, sess *db.Session) ([]rosterEntry, error) {
+	refs, err := rosterRefs(sess.Agent)
+	if err != nil || len(refs) == 0 {
+		return nil, err
+	}
+	out := make([]rosterEntry, 0, len(refs))
+	for _, raw := range refs {
+		var ref struct {
+			Type    string `json:"type"`
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		}
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			return nil, fmt.Errorf("decode a roster entry of session %s: %w", sess.ID, err)
+		}
+		e := rosterEntry{AgentID: ref.ID, Version: ref.Version}
+		if ref.Type == "self" || ref.ID == sess.AgentID {
+			e.AgentID, e.Version, e.Snapshot = sess.AgentID, sess.AgentVersion, sess.Agent
+		} else {
+			ag, err := s.store.AgentGetVersion(ctx, ref.ID, ref.Version)
+			if err != nil {
+				return nil, fmt.Errorf("roster agent %s version %d of session %s: %w", ref.ID, ref.Version, sess.ID, err)
+			}
+			var spec agentspec.Spec
+			if err := json.Unmarshal(ag.Spec, &spec); err != nil {
+				return nil, fmt.Errorf("decode roster agent %s: %w", ref.ID, err)
+			}
+			if e.Snapshot, err = json.Marshal(agentspec.SnapshotOf(ag.ID, ag.Version, &spec)); err != nil {
+				return nil, err
+			}
+		}
+		var named struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		}
+		_ = json.Unmarshal(e.Snapshot, &named)
+		e.Name, e.Desc = named.Name, named.Description
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// threadContext is the ThreadContext of a run of sess.
+func (s *Server) threadContext(ctx context.Context, sess *db.Session) (*pb.ThreadContext, error) {
+	tc := &pb.ThreadContext{AgentName: sess.AgentName()}
+	if sess.IsThread() {
+		tc.ThreadId, tc.PrimaryThreadId, tc.ParentSessionId = sess.ID, db.PrimaryThreadID(*sess.ParentID), *sess.ParentID
+		return tc, nil
+	}
+	tc.ThreadId = db.PrimaryThreadID(sess.ID)
+	tc.PrimaryThreadId = tc.ThreadId
+	roster, err := s.roster(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range roster {
+		tc.Roster = append(tc.Roster, &pb.RosterAgent{AgentId: e.AgentID, Version: e.Version, Name: e.Name, Description: e.Desc})
+	}
+	return tc, nil
+}
+
+// SendToThread implements pb.SessionThreadsServer.
+func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadRequest) (*pb.SendToThreadResponse, error) {
+	const op = "send to thread"
+	s, sid := t.s, req.GetSessionId()
+	if err := requireFields("session_id", sid, "key", req.GetKey(), "content", req.GetContent()); err != nil {
+		return nil, err
+	}
+	if (req.GetAgentId() == "") == (req.GetThreadId() == "") {
+		return nil, invalid("agent_id", "exactly one of agent_id and thread_id is required")
+	}
+	var content []json.RawMessage
+	if err := json.Unmarshal([]byte(req.GetContent()), &content); err != nil || len(content) == 0 {
+		return nil, invalid("content", "must be a non-empty JSON array of content blocks")
+	}
+	parent, err := s.store.SessionGet(ctx, sid)
+	if err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	if parent.IsThread() {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %s is a child thread; only a session's primary thread starts and messages threads", op, sid)
+	}
+	m := &db.ThreadSend{ParentID: sid, ThreadID: req.GetThreadId(), FromThreadID: db.PrimaryThreadID(sid), FromAgentName: parent.AgentName(),
+		Content: json.RawMessage(req.GetContent()), Key: req.GetKey(), Now: s.now()}
+	if req.GetAgentId() != "" {
+		if m.Spawn, err = t.spawn(ctx, parent, req.GetAgentId()); err != nil {
+			return nil, err
+		}
+		m.ThreadID = db.ThreadID(sid, req.GetKey())
+	}
+	thread, err := s.store.ThreadSend(ctx, m)
+	switch {
+	case errors.Is(err, db.ErrThreadClosed):
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: thread %s is archived or terminated and takes no more messages", op, m.ThreadID)
+	case errors.Is(err, db.ErrNotFound):
+		return nil, status.Errorf(codes.InvalidArgument, "%s: session %s has no thread %s", op, sid, m.ThreadID)
+	case err != nil:
+		return nil, s.fail(ctx, op, err)
+	}
+	if err := t.appendSent(ctx, sid, req.GetKey(), thread, m.Content); err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
+	return &pb.SendToThreadResponse{ThreadId: thread.ID, AgentName: thread.AgentName(), Created: m.Spawn != nil}, nil
+}
+
+// spawn is the roster agent agentID of parent's coordinator, to start as
+// a thread.
+func (t *threadServer) spawn(ctx context.Context, parent *db.Session, agentID string) (*db.ThreadSpawn, error) {
+	roster, err := t.s.roster(ctx, parent)
+	if err != nil {
+		return nil, t.s.fail(ctx, "send to thread", err)
+	}
+	for _, e := range roster {
+		if e.AgentID == agentID {
+			return &db.ThreadSpawn{AgentID: e.AgentID, AgentVersion: e.Version, Agent: e.Snapshot}, nil
+		}
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "send to thread: agent %q is not in the roster of session %s's agent", agentID, parent.ID)
+}
+
+// appendSent appends the primary thread's agent.thread_message_sent of a
+// send (after the thread's events: locks go thread first).
+func (t *threadServer) appendSent(ctx context.Context, sid, key string, thread *db.Session, content json.RawMessage) error {
+	body, err := json.Marshal(map[string]any{"to_session_thread_id": thread.ID, "to_agent_name": thread.AgentName(), "content": content})
+	if err != nil {
+		return err
+	}
+	k := key + "/thread_message_sent"
+	_, _, err = t.s.store.Append(ctx, sid, &db.AppendRequest{Now: t.s.now(),
+		Events: []db.NewEvent{{ID: sessionwf.EventID(sid, k), Type: db.ThreadMessageSentType, Body: body, Key: k}}})
+	return err
+}
+
+// AwaitThreadReplies implements pb.SessionThreadsServer.
+func (t *threadServer) AwaitThreadReplies(ctx context.Context, req *pb.AwaitThreadRepliesRequest) (*pb.AwaitThreadRepliesResponse, error) {
+	const op = "await thread replies"
+	s, sid := t.s, req.GetSessionId()
+	if err := requireFields("session_id", sid, "key", req.GetKey()); err != nil {
+		return nil, err
+	}
+	maxWait := time.Duration(req.GetMaxWaitMs()) * time.Millisecond
+	if maxWait <= 0 {
+		maxWait = defaultAwaitMaxWait
+	}
+	holdUntil := s.now().Add(min(maxWait, maxAwaitMaxWait))
+	key := "thread_wait/" + req.GetKey()
+	for {
+		wake := s.waitEvents(sid)
+		got, err := s.store.ThreadTakeReplies(ctx, sid, req.GetThreadIds(), key, s.now())
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		if got.Done {
+			return repliesToPB(got.Replies)
+		}
+		now := s.now()
+		if !now.Before(holdUntil) {
+			return &pb.AwaitThreadRepliesResponse{}, nil
+		}
+		drained, err := s.sleepUntil(ctx, wake, holdUntil.Sub(now))
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		if drained {
+			return &pb.AwaitThreadRepliesResponse{}, nil
+		}
+	}
+}
+
+func repliesToPB(events []db.Event) (*pb.AwaitThreadRepliesResponse, error) {
+	out := &pb.AwaitThreadRepliesResponse{Done: true}
+	for _, ev := range events {
+		var body struct {
+			From    string          `json:"from_session_thread_id"`
+			Name    string          `json:"from_agent_name"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(ev.Body, &body); err != nil {
+			return nil, fmt.Errorf("decode reply %s: %w", ev.ID, err)
+		}
+		out.Replies = append(out.Replies, &pb.ThreadReply{ThreadId: body.From, AgentName: body.Name, Content: string(body.Content), EventId: ev.ID})
+	}
+	return out, nil
+}

@@ -1,0 +1,345 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/mangohq/mango/api-server/internal/testserver"
+)
+
+// teamEnv is a server, a worker whose fake model records every request,
+// and a coordinator agent whose roster holds a writer and a reader.
+type teamEnv struct {
+	*turnEnv
+	record string
+	writer *anthropic.BetaManagedAgentsAgent
+	reader *anthropic.BetaManagedAgentsAgent
+	lead   *anthropic.BetaManagedAgentsAgent
+}
+
+func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnion) *teamEnv {
+	t.Helper()
+	srv := testserver.Start(t)
+	e := &teamEnv{turnEnv: &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}}
+	e.record = filepath.Join(t.TempDir(), "requests.jsonl")
+	e.worker = startWorkerWith(t, srv, "wire-team", e.root, map[string]string{"MANGO_FAKE_MODEL_RECORD": e.record})
+	ctx := context.Background()
+	agent := func(name, system string, tools []anthropic.BetaAgentNewParamsToolUnion, ma anthropic.BetaManagedAgentsMultiagentParamsUnion) *anthropic.BetaManagedAgentsAgent {
+		a, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: name, System: anthropic.String(system),
+			Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools, Multiagent: ma})
+		if err != nil {
+			t.Fatalf("create agent %s: %v", name, err)
+		}
+		return a
+	}
+	none := anthropic.BetaManagedAgentsMultiagentParamsUnion{}
+	e.writer = agent("writer", "You write files.", toolset, none)
+	e.reader = agent("reader", "You read files.", readerTools, none)
+	e.lead = agent("lead", "You coordinate a writer and a reader.", toolset, anthropic.BetaManagedAgentsMultiagentParamsUnion{
+		OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{
+			{OfString: anthropic.String(e.writer.ID)},
+			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.reader.ID}},
+		}}})
+	return e
+}
+
+// session starts a session of the coordinator.
+func (e *teamEnv) session(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	env, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: fmt.Sprintf("team-%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(e.lead.ID)}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+// toolLine is a fake-model #tool directive calling name with input.
+func toolLine(name string, input map[string]any) string {
+	b, _ := json.Marshal(input)
+	return "#tool " + name + " " + string(b)
+}
+
+// threadOf is the session_thread_id of an event ("" for the primary
+// thread's).
+func threadOf(ev streamed) string {
+	var m struct {
+		ThreadID string `json:"session_thread_id"`
+	}
+	_ = json.Unmarshal([]byte(ev.Raw), &m)
+	return m.ThreadID
+}
+
+// recordedRequests are the requests the worker's fake model answered
+// whose system prompt starts with system.
+func recordedRequests(t *testing.T, path, system string) [][]json.RawMessage {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("read the model's record: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	var out [][]json.RawMessage
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var req struct {
+			System   string            `json:"system"`
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			t.Fatalf("decode a recorded request: %v", err)
+		}
+		if strings.HasPrefix(req.System, system) {
+			out = append(out, req.Messages)
+		}
+	}
+	return out
+}
+
+// TestMultiagentCoordinator: a coordinator starts two roster agents with
+// different system prompts; both run bash at once in the session's one
+// sandbox (the writer waits for the reader's answer to the file it
+// wrote); both reply; the coordinator's final message holds both
+// replies. A follow-up to the writer's thread reaches a model request
+// that holds the writer's earlier turn. Every event decodes through the
+// SDK with the session_thread_id of its thread; the threads API lists,
+// gets, lists events of and streams (with replay) each thread; the
+// threads' usage adds up to the session's.
+func TestMultiagentCoordinator(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	write := "echo W1 > /mnt/session/shared.txt && timeout 60 sh -c 'until [ -f /mnt/session/ack.txt ]; do sleep 0.05; done' && cat /mnt/session/ack.txt"
+	read := "timeout 60 sh -c 'until [ -f /mnt/session/shared.txt ]; do sleep 0.05; done' && cat /mnt/session/shared.txt && echo R2 > /mnt/session/ack.txt"
+	e.say(t, sid, strings.Join([]string{
+		toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": toolLine("bash", map[string]any{"command": write})}),
+		toolLine("start_thread", map[string]any{"agent_id": e.reader.ID, "message": toolLine("bash", map[string]any{"command": read})}),
+		toolLine("wait_for_threads", map[string]any{}),
+	}, "\n"))
+	got := untilIdle(t, events, sid, 2*time.Minute)
+
+	threads := map[string]string{} // thread id -> agent name
+	for _, ev := range got {
+		if ev.Type == "session.thread_created" {
+			var c anthropic.BetaManagedAgentsSessionThreadCreatedEvent
+			if err := json.Unmarshal([]byte(ev.Raw), &c); err != nil {
+				t.Fatal(err)
+			}
+			threads[c.SessionThreadID] = c.AgentName
+		}
+	}
+	if len(threads) != 2 {
+		t.Fatalf("threads created %v, want the writer's and the reader's; events %v", threads, typesOf(got))
+	}
+	writerThread, readerThread := threadNamed(threads, "writer"), threadNamed(threads, "reader")
+	checkThreadEvents(t, got, writerThread, readerThread)
+	final := lastOfThread(got, "agent.message", "")
+	if !strings.Contains(final, "W1") || !strings.Contains(final, "R2") || !strings.Contains(final, writerThread) || !strings.Contains(final, readerThread) {
+		t.Fatalf("the coordinator's final message lacks a reply: %q", final)
+	}
+	checkUsageAdds(t, e, sid)
+
+	// A follow-up: the writer's thread remembers its first turn.
+	e.say(t, sid, strings.Join([]string{
+		toolLine("send_to_thread", map[string]any{"thread_id": writerThread, "message": "#reply second-turn"}),
+		toolLine("wait_for_threads", map[string]any{}),
+	}, "\n"))
+	got = untilIdle(t, events, sid, time.Minute)
+	if final := lastOfThread(got, "agent.message", ""); !strings.Contains(final, "second-turn") {
+		t.Fatalf("the follow-up's reply is missing from %q", final)
+	}
+	reqs := recordedRequests(t, e.record, "You write files.")
+	if len(reqs) < 3 {
+		t.Fatalf("the writer made %d model requests, want at least 3 (two turns)", len(reqs))
+	}
+	lastReq := string(mustJSON(reqs[len(reqs)-1]))
+	if !strings.Contains(lastReq, "second-turn") || !strings.Contains(lastReq, "shared.txt") || !strings.Contains(lastReq, "R2") {
+		t.Fatalf("the writer's follow-up request lacks its earlier turn: %s", lastReq)
+	}
+	checkThreadsAPI(t, e, sid, writerThread, readerThread)
+}
+
+func threadNamed(threads map[string]string, name string) string {
+	for id, n := range threads {
+		if n == name {
+			return id
+		}
+	}
+	return ""
+}
+
+// untilIdle collects the session stream's events until the session is
+// idle (a session.status_idle of the session itself).
+func untilIdle(t *testing.T, events <-chan streamed, sid string, timeout time.Duration) []streamed {
+	t.Helper()
+	var got []streamed
+	for {
+		batch := until(t, events, "session.status_idle", timeout)
+		got = append(got, batch...)
+		if threadOf(batch[len(batch)-1]) == "" {
+			return got
+		}
+	}
+}
+
+// lastOfThread is the text of the last event of type typ of a thread
+// ("" the primary).
+func lastOfThread(evs []streamed, typ, thread string) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ && threadOf(evs[i]) == thread {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(evs[i].Raw), &m)
+			return resultText(m)
+		}
+	}
+	return ""
+}
+
+// checkThreadEvents checks the session stream's multi-agent events: each
+// child thread's events carry its id and include its bash call and its
+// reply; the primary thread sent and received one message per thread.
+func checkThreadEvents(t *testing.T, got []streamed, threads ...string) {
+	t.Helper()
+	for _, th := range threads {
+		var types []string
+		for _, ev := range got {
+			if threadOf(ev) == th {
+				types = append(types, ev.Type)
+			}
+		}
+		inOrder(t, streamedOf(types), "session.thread_created", "agent.thread_message_received", "session.thread_status_running",
+			"agent.tool_use", "agent.tool_result", "agent.message", "agent.thread_message_sent", "session.thread_status_idle")
+	}
+	var sent, received int
+	for _, ev := range got {
+		if threadOf(ev) != "" {
+			continue
+		}
+		switch ev.Type {
+		case "agent.thread_message_sent":
+			var m anthropic.BetaManagedAgentsAgentThreadMessageSentEvent
+			_ = json.Unmarshal([]byte(ev.Raw), &m)
+			if m.ToSessionThreadID != threads[0] && m.ToSessionThreadID != threads[1] {
+				t.Errorf("agent.thread_message_sent to %q, not a thread of the session", m.ToSessionThreadID)
+			}
+			sent++
+		case "agent.thread_message_received":
+			var m anthropic.BetaManagedAgentsAgentThreadMessageReceivedEvent
+			_ = json.Unmarshal([]byte(ev.Raw), &m)
+			if m.FromSessionThreadID != threads[0] && m.FromSessionThreadID != threads[1] {
+				t.Errorf("agent.thread_message_received from %q, not a thread of the session", m.FromSessionThreadID)
+			}
+			received++
+		}
+	}
+	if sent != 2 || received != 2 {
+		t.Errorf("the primary thread sent %d and received %d thread messages, want 2 and 2", sent, received)
+	}
+}
+
+func streamedOf(types []string) []streamed {
+	out := make([]streamed, len(types))
+	for i, typ := range types {
+		out[i] = streamed{Type: typ}
+	}
+	return out
+}
+
+// checkUsageAdds checks that the threads' usage adds up to the session's.
+func checkUsageAdds(t *testing.T, e *teamEnv, sid string) {
+	t.Helper()
+	ctx := context.Background()
+	sess, err := e.client.Beta.Sessions.Get(ctx, sid, anthropic.BetaSessionGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.client.Beta.Sessions.Threads.List(ctx, sid, anthropic.BetaSessionThreadListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, out int64
+	for _, th := range page.Data {
+		if th.Usage.InputTokens <= 0 {
+			t.Errorf("thread %s reports no input tokens", th.ID)
+		}
+		in += th.Usage.InputTokens
+		out += th.Usage.OutputTokens
+	}
+	if in != sess.Usage.InputTokens || out != sess.Usage.OutputTokens {
+		t.Errorf("threads' usage %d in / %d out, session's %d / %d", in, out, sess.Usage.InputTokens, sess.Usage.OutputTokens)
+	}
+}
+
+// checkThreadsAPI checks list, get, events and stream with replay of the
+// session's threads.
+func checkThreadsAPI(t *testing.T, e *teamEnv, sid, writer, reader string) {
+	t.Helper()
+	ctx := context.Background()
+	page, err := e.client.Beta.Sessions.Threads.List(ctx, sid, anthropic.BetaSessionThreadListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 3 || page.Data[0].ParentThreadID != "" || page.Data[1].ParentThreadID != page.Data[0].ID {
+		t.Fatalf("threads %s, want the primary thread then its two children", page.RawJSON())
+	}
+	for _, th := range page.Data {
+		if th.Status != anthropic.BetaManagedAgentsSessionThreadStatusIdle || th.SessionID != sid {
+			t.Errorf("thread %s: status %s, session %s; want idle, %s", th.ID, th.Status, th.SessionID, sid)
+		}
+	}
+	got, err := e.client.Beta.Sessions.Threads.Get(ctx, writer, anthropic.BetaSessionThreadGetParams{SessionID: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Agent.AsAgent(); a.ID != e.writer.ID || a.System != "You write files." {
+		t.Errorf("writer thread's agent %s, want the writer's snapshot", got.Agent.RawJSON())
+	}
+	evs, err := e.client.Beta.Sessions.Threads.Events.List(ctx, reader, anthropic.BetaSessionThreadEventListParams{SessionID: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Data) == 0 {
+		t.Fatal("the reader thread lists no events")
+	}
+	for _, ev := range evs.Data {
+		if ev.AsAny() == nil || threadOf(streamed{Raw: ev.RawJSON()}) != reader {
+			t.Errorf("reader thread event does not decode or lacks its thread id: %s", ev.RawJSON())
+		}
+	}
+	// Replay: from the thread's first event, the stream sends the rest.
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	stream := e.client.Beta.Sessions.Threads.Events.StreamEvents(sctx, reader, anthropic.BetaSessionThreadEventStreamParams{SessionID: sid},
+		option.WithHeader("Last-Event-ID", evs.Data[0].ID))
+	defer func() { _ = stream.Close() }()
+	n := 0
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.AsAny() == nil {
+			t.Errorf("thread stream event does not decode: %s", ev.RawJSON())
+		}
+		n++
+		if n == len(evs.Data)-1 {
+			break
+		}
+	}
+	if n != len(evs.Data)-1 {
+		t.Fatalf("the thread stream replayed %d events after the first, want %d (err %v)", n, len(evs.Data)-1, stream.Err())
+	}
+}
