@@ -172,9 +172,8 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 		s.ExecutionIdentity = id
 	}
 	if in.Multiagent.Set && !in.Multiagent.Null {
-		return nil, jsonx.Errorf("multiagent", "multiagent orchestration is not supported by this server; omit it or send null")
-	}
-	if in.Multiagent.Set {
+		s.Multiagent = in.Multiagent.Value
+	} else if in.Multiagent.Set {
 		s.Multiagent = json.RawMessage("null")
 	}
 	if err := crossCheck(s); err != nil {

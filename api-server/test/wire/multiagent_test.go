@@ -47,8 +47,8 @@ func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnio
 	e.reader = agent("reader", "You read files.", readerTools, none)
 	e.lead = agent("lead", "You coordinate a writer and a reader.", toolset, anthropic.BetaManagedAgentsMultiagentParamsUnion{
 		OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{
-			{OfString: anthropic.String(e.writer.ID)},
-			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.reader.ID}},
+			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.writer.ID, Version: anthropic.Int(1)}},
+			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.reader.ID, Version: anthropic.Int(1)}},
 		}}})
 	return e
 }
@@ -342,4 +342,115 @@ func checkThreadsAPI(t *testing.T, e *teamEnv, sid, writer, reader string) {
 	if n != len(evs.Data)-1 {
 		t.Fatalf("the thread stream replayed %d events after the first, want %d (err %v)", n, len(evs.Data)-1, stream.Err())
 	}
+}
+
+// TestMultiagentInterrupt: an interrupt while both threads run their
+// tools stops every thread and leaves the session and its threads idle;
+// the interrupted threads owe the coordinator no reply (no turn of the
+// coordinator follows), and the session takes the next message.
+func TestMultiagentInterrupt(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	long := toolLine("bash", map[string]any{"command": "sleep 120"})
+	e.say(t, sid, strings.Join([]string{
+		toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": long}),
+		toolLine("start_thread", map[string]any{"agent_id": e.reader.ID, "message": long}),
+		toolLine("wait_for_threads", map[string]any{}),
+	}, "\n"))
+	// Both threads have announced their bash call.
+	var got []streamed
+	uses := map[string]bool{}
+	for len(uses) < 2 {
+		batch := until(t, events, "agent.tool_use", time.Minute)
+		got = append(got, batch...)
+		if th := threadOf(batch[len(batch)-1]); th != "" {
+			uses[th] = true
+		}
+	}
+	e.sendRaw(t, sid, map[string]any{"type": "user.interrupt"})
+	got = append(got, untilIdle(t, events, sid, time.Minute)...)
+	idle := map[string]bool{}
+	for _, ev := range got {
+		if ev.Type == "session.thread_status_idle" {
+			idle[threadOf(ev)] = true
+		}
+	}
+	for th := range uses {
+		if !idle[th] {
+			t.Errorf("thread %s did not go idle; events %v", th, typesOf(got))
+		}
+	}
+	ctx := context.Background()
+	page, err := e.client.Beta.Sessions.Threads.List(ctx, sid, anthropic.BetaSessionThreadListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range page.Data {
+		if th.Status != anthropic.BetaManagedAgentsSessionThreadStatusIdle {
+			t.Errorf("thread %s is %s after the interrupt, want idle", th.ID, th.Status)
+		}
+	}
+	// The next message runs the coordinator once, on that message alone.
+	e.say(t, sid, "#reply after the interrupt")
+	next := untilIdle(t, events, sid, time.Minute)
+	if text := lastOfThread(next, "agent.message", ""); text != "after the interrupt" {
+		t.Fatalf("the turn after the interrupt answered %q; events %v", text, typesOf(next))
+	}
+	if n := count(next, "agent.thread_message_received"); n != 0 {
+		t.Fatalf("an interrupted thread replied after the interrupt (%d replies)", n)
+	}
+}
+
+// TestMultiagentClientActions: a child thread's custom tool call and its
+// always_ask bash call reach the client on the session stream with the
+// thread's id; the client answers through the session (the answer goes
+// to the thread of the tool use), and the coordinator gets the thread's
+// reply.
+func TestMultiagentClientActions(t *testing.T) {
+	approve := anthropic.BetaAgentNewParamsToolUnion{OfCustom: &anthropic.BetaManagedAgentsCustomToolParams{Name: "approve",
+		Description: "Ask the user to approve.", InputSchema: anthropic.BetaManagedAgentsCustomToolInputSchemaParam{Type: "object"}}}
+	ask := anthropic.BetaAgentNewParamsToolUnion{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{
+		DefaultConfig: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParams{PermissionPolicy: anthropic.BetaManagedAgentsAgentToolsetDefaultConfigParamsPermissionPolicyUnion{
+			OfAlwaysAsk: &anthropic.BetaManagedAgentsAlwaysAskPolicyParam{}}}}}
+	e := newTeamEnv(t, []anthropic.BetaAgentNewParamsToolUnion{ask, approve})
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	task := toolLine("approve", map[string]any{"what": "deploy"}) + "\n" + toolLine("bash", map[string]any{"command": "echo confirmed-run"})
+	e.say(t, sid, toolLine("start_thread", map[string]any{"agent_id": e.reader.ID, "message": task})+"\n"+
+		toolLine("wait_for_threads", map[string]any{}))
+
+	got := until(t, events, "session.thread_status_idle", time.Minute)
+	use := lastEvent(got, "agent.custom_tool_use")
+	if use.ID == "" || threadOf(use) == "" {
+		t.Fatalf("no agent.custom_tool_use of the thread on the session stream; events %v", typesOf(got))
+	}
+	if typ, ids := stopReason(last(got, "session.thread_status_idle")); typ != "requires_action" || len(ids) != 1 || ids[0] != use.ID {
+		t.Fatalf("the thread's idle stop reason %s %v, want requires_action naming %s", typ, ids, use.ID)
+	}
+	e.sendRaw(t, sid, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": use.ID,
+		"content": []map[string]string{{"type": "text", "text": "approved"}}})
+
+	got = until(t, events, "session.thread_status_idle", time.Minute)
+	bash := lastEvent(got, "agent.tool_use")
+	if bash.ID == "" || threadOf(bash) != threadOf(use) {
+		t.Fatalf("no always_ask agent.tool_use of the thread; events %v", typesOf(got))
+	}
+	e.sendRaw(t, sid, map[string]any{"type": "user.tool_confirmation", "tool_use_id": bash.ID, "result": "allow",
+		"session_thread_id": threadOf(bash)})
+	got = untilIdle(t, events, sid, time.Minute)
+	final := lastOfThread(got, "agent.message", "")
+	if !strings.Contains(final, "confirmed-run") {
+		t.Fatalf("the coordinator's final message %q lacks the thread's confirmed bash output", final)
+	}
+}
+
+// lastEvent is the last event of type typ.
+func lastEvent(evs []streamed, typ string) streamed {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ {
+			return evs[i]
+		}
+	}
+	return streamed{}
 }
