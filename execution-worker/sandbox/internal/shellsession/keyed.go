@@ -61,7 +61,7 @@ func (k *Keyed) Get(key string) *Session {
 		s.dir, s.replaced = dir, true
 	}
 	k.sessions[key] = &keyedSession{s: s, used: k.clock}
-	victimKey, victim := k.victim()
+	victimKey, victim := k.victim(key)
 	if victim != nil {
 		delete(k.sessions, victimKey)
 		k.forget(victimKey, victim)
@@ -75,22 +75,26 @@ func (k *Keyed) Get(key string) *Session {
 
 // victim returns the session to evict when there are more than limit keyed
 // sessions: the least recently used idle one, else the least recently
-// used. The caller holds k.mu.
-func (k *Keyed) victim() (string, *Session) {
+// used, never the default one nor that of key (just made). The caller
+// holds k.mu.
+func (k *Keyed) victim(key string) (string, *Session) {
 	if len(k.sessions)-k.hasDefault() <= k.limit {
 		return "", nil
 	}
-	var key string
+	var victim string
 	var best *keyedSession
 	for kk, e := range k.sessions {
-		if kk == "" {
+		if kk == "" || kk == key {
 			continue
 		}
 		if best == nil || better(e, best) {
-			key, best = kk, e
+			victim, best = kk, e
 		}
 	}
-	return key, best.s
+	if best == nil {
+		return "", nil
+	}
+	return victim, best.s
 }
 
 // better reports whether a should be evicted before b.
