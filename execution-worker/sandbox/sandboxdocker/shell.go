@@ -144,8 +144,8 @@ func (s *containerSandbox) putIsolated(sh *shellsession.Session) {
 }
 
 // Close ends the sandbox value's shells, the persistent ones of every key
-// and the isolated ones (the container stays). The
-// SessionManager calls it when it drops the sandbox from its cache.
+// and the isolated ones (the container stays). The SessionManager calls it
+// when it drops the sandbox from its cache.
 func (s *containerSandbox) Close() error {
 	s.sh.mu.Lock()
 	idle := s.sh.idle
@@ -181,10 +181,9 @@ func (s *containerSandbox) RestartShell(ctx context.Context) error {
 }
 
 // StartShell starts the persistent shell of ctx's shell key early; see
-// [sandbox.Shell]. An
-// isolated shell for the pool is started beside it, when the pool has
-// none: the session directories, the file tools and the outputs listing
-// of the first turn use it. The two execs run at once.
+// [sandbox.Shell]. An isolated shell for the pool is started beside it,
+// when the pool has none: the session directories, the file tools and the
+// outputs listing of the first turn use it. The two execs run at once.
 func (s *containerSandbox) StartShell(ctx context.Context) error {
 	if err := s.checkUsable(); err != nil {
 		return err
