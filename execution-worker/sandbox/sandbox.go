@@ -149,26 +149,62 @@ type Sandbox interface {
 	Destroy(ctx context.Context) error
 }
 
-// Shell is implemented by sandboxes that keep a persistent shell for the
-// bash tool: one shell per sandbox value, started in the workspace on first
-// use, to which every call's command is written in turn, so that the working
-// directory, variables and functions a command leaves behind are there for
-// the next call of the session (while the worker process lives: a restarted
-// worker starts a new shell). Calls are serialized.
+// Shell is implemented by sandboxes that keep persistent shells for the
+// bash tool: shells started in the workspace on first use, to which every
+// call's command is written in turn, so that the working directory,
+// variables and functions a command leaves behind are there for the next
+// call (while the worker process lives: a restarted worker starts a new
+// shell).
+//
+// ShellExec, RestartShell and StartShell act on the persistent shell named
+// by the context's shell key ([WithShellKey], [ShellKey]). Each key has its
+// own shell (its own working directory, environment and process), created
+// on first use in the workspace, so that the session threads of one
+// sandbox neither share a shell's state nor wait for each other: calls of
+// one key are serialized, calls of different keys run concurrently. The
+// key "" (a context without one) names the sandbox's default shell. A
+// sandbox value keeps at most [MaxShellKeys] shells besides the default
+// one: beyond that the least recently used keyed shell is closed, and the
+// next call of its key starts a new shell (reported as
+// ShellResult.NewShell). Closing the sandbox value (io.Closer, as the
+// SessionManager does) ends every persistent shell of every key.
 type Shell interface {
-	// ShellExec runs req.Command in the persistent shell (req.Stdin must
-	// be nil). Timeout and output limits are as for [Sandbox.Exec]. A
-	// timeout or a cancellation kills the shell and everything it started;
-	// the next call starts a new shell in the last working directory known
-	// (ShellResult.NewShell), as it does after a command ended the shell.
+	// ShellExec runs req.Command in the persistent shell of ctx's shell
+	// key (req.Stdin must be nil). Timeout and output limits are as for
+	// [Sandbox.Exec]. A timeout or a cancellation kills the shell and
+	// everything it started; the next call starts a new shell in the last
+	// working directory known (ShellResult.NewShell), as it does after a
+	// command ended the shell.
 	ShellExec(ctx context.Context, req ExecRequest) (*ShellResult, error)
-	// RestartShell kills the persistent shell and everything it started;
-	// the next ShellExec starts a new one in the workspace.
+	// RestartShell kills the persistent shell of ctx's shell key and
+	// everything it started; the next ShellExec of that key starts a new
+	// one in the workspace.
 	RestartShell(ctx context.Context) error
-	// StartShell starts the persistent shell now unless it runs, so that
-	// the first call does not wait for it (a turn calls it while the model
-	// is still thinking).
+	// StartShell starts the persistent shell of ctx's shell key now unless
+	// it runs, so that the first call does not wait for it (a turn calls
+	// it while the model is still thinking).
 	StartShell(ctx context.Context) error
+}
+
+// MaxShellKeys is how many keyed persistent shells (besides the default
+// one) a [Shell] sandbox value keeps; see [Shell].
+const MaxShellKeys = 32
+
+// shellKeyContext is the context key of the shell key.
+type shellKeyContext struct{}
+
+// WithShellKey returns a copy of ctx whose [Shell] calls act on the
+// persistent shell named key ("" names the sandbox's default shell). The
+// worker gives each session thread its own key.
+func WithShellKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, shellKeyContext{}, key)
+}
+
+// ShellKey returns the shell key of ctx set by [WithShellKey], or "" (the
+// default shell).
+func ShellKey(ctx context.Context) string {
+	key, _ := ctx.Value(shellKeyContext{}).(string)
+	return key
 }
 
 // ShellIdleTimeout is how long a persistent shell no call has used is kept:

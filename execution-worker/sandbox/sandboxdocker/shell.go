@@ -26,9 +26,10 @@ import (
 // streams: starting one costs an exec (create, attach) once, and every
 // command after that is a write to its input and a read of its output, not
 // an exec of its own (which costs 80-100 ms on a busy daemon and tops out
-// near a dozen per second). Each sandbox value keeps one persistent shell
-// for the bash tool and a small pool of isolated shells that serve Exec
-// (the file tools' find and grep, output listings).
+// near a dozen per second). Each sandbox value keeps persistent shells for
+// the bash tool, one per shell key ([sandbox.ShellKey]), and a small pool
+// of isolated shells that serve Exec (the file tools' find and grep,
+// output listings).
 
 // shellStarter runs the shell in a new session, so that it leads a process
 // group a kill can end as a whole. The outer shell runs setsid as a child,
@@ -58,7 +59,7 @@ const (
 // shells are a sandbox value's shells.
 type shells struct {
 	once       sync.Once
-	persistent *shellsession.Session
+	persistent *shellsession.Keyed // the bash tool's shells, per shell key
 	mu         sync.Mutex
 	idle       []*shellsession.Session // isolated shells ready for Exec
 	closed     bool
@@ -67,10 +68,14 @@ type shells struct {
 	held bool
 }
 
-// persistentShell returns the bash tool's shell.
-func (s *containerSandbox) persistentShell() *shellsession.Session {
+// persistentShells returns the bash tool's shells, one per shell key. A
+// shell made while the shells are held does not end when idle until
+// release.
+func (s *containerSandbox) persistentShells() *shellsession.Keyed {
 	s.sh.once.Do(func() {
-		s.sh.persistent = shellsession.New(s.startShell, shellsession.Options{Root: Root, IdleTimeout: s.idleTimeout(sandbox.ShellIdleTimeout)})
+		s.sh.persistent = shellsession.NewKeyed(func() *shellsession.Session {
+			return shellsession.New(s.startShell, shellsession.Options{Root: Root, IdleTimeout: s.idleTimeout(sandbox.ShellIdleTimeout)})
+		}, sandbox.MaxShellKeys)
 	})
 	return s.sh.persistent
 }
@@ -110,7 +115,7 @@ func (s *containerSandbox) release() {
 	for _, sh := range idle {
 		sh.SetIdleTimeout(isolatedIdleTimeout)
 	}
-	s.persistentShell().SetIdleTimeout(sandbox.ShellIdleTimeout)
+	s.persistentShells().Each(func(sh *shellsession.Session) { sh.SetIdleTimeout(sandbox.ShellIdleTimeout) })
 }
 
 // takeIsolated returns an idle isolated shell, or a new one.
@@ -138,8 +143,9 @@ func (s *containerSandbox) putIsolated(sh *shellsession.Session) {
 	}
 }
 
-// Close ends the sandbox value's shells (the container stays). The
-// SessionManager calls it when it drops the sandbox from its cache.
+// Close ends the sandbox value's shells, the persistent ones of every key
+// and the isolated ones (the container stays). The SessionManager calls it
+// when it drops the sandbox from its cache.
 func (s *containerSandbox) Close() error {
 	s.sh.mu.Lock()
 	idle := s.sh.idle
@@ -148,12 +154,12 @@ func (s *containerSandbox) Close() error {
 	for _, sh := range idle {
 		sh.Close()
 	}
-	s.persistentShell().Close()
+	s.persistentShells().Close()
 	return nil
 }
 
-// ShellExec runs req.Command in the sandbox's persistent shell; see
-// [sandbox.Shell].
+// ShellExec runs req.Command in the persistent shell of ctx's shell key;
+// see [sandbox.Shell].
 func (s *containerSandbox) ShellExec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ShellResult, error) {
 	if err := s.checkUsable(); err != nil {
 		return nil, err
@@ -161,22 +167,23 @@ func (s *containerSandbox) ShellExec(ctx context.Context, req sandbox.ExecReques
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res, err := s.persistentShell().Run(ctx, req, defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout), defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput))
+	res, err := s.persistentShells().Run(ctx, sandbox.ShellKey(ctx), req, defaults.Positive(req.Timeout, s.p.cfg.ExecTimeout), defaults.Positive(req.MaxOutput, s.p.cfg.MaxOutput))
 	return s.shellOutcome(ctx, res, err)
 }
 
-// RestartShell kills the persistent shell; see [sandbox.Shell].
+// RestartShell kills the persistent shell of ctx's shell key; see
+// [sandbox.Shell].
 func (s *containerSandbox) RestartShell(ctx context.Context) error {
 	if err := s.checkUsable(); err != nil {
 		return err
 	}
-	return s.persistentShell().Restart(ctx)
+	return s.persistentShells().Restart(ctx, sandbox.ShellKey(ctx))
 }
 
-// StartShell starts the persistent shell early; see [sandbox.Shell]. An
-// isolated shell for the pool is started beside it, when the pool has
-// none: the session directories, the file tools and the outputs listing
-// of the first turn use it. The two execs run at once.
+// StartShell starts the persistent shell of ctx's shell key early; see
+// [sandbox.Shell]. An isolated shell for the pool is started beside it,
+// when the pool has none: the session directories, the file tools and the
+// outputs listing of the first turn use it. The two execs run at once.
 func (s *containerSandbox) StartShell(ctx context.Context) error {
 	if err := s.checkUsable(); err != nil {
 		return err
@@ -192,7 +199,7 @@ func (s *containerSandbox) StartShell(ctx context.Context) error {
 			s.putIsolated(sh)
 		})
 	}
-	err := s.persistentShell().Start(ctx)
+	err := s.persistentShells().Start(ctx, sandbox.ShellKey(ctx))
 	wg.Wait()
 	if err != nil {
 		return fmt.Errorf("start shell in sandbox %s: %w", shortID(s.ref.ID), s.mapErr(err))

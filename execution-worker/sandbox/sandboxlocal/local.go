@@ -526,7 +526,7 @@ type localSandbox struct {
 	kill context.CancelFunc
 
 	shellOnce sync.Once
-	sh        *shellsession.Session // the persistent shell; nil until used
+	sh        *shellsession.Keyed // the persistent shells, per shell key; nil until used
 }
 
 func (s *localSandbox) Ref() sandbox.Ref { return s.ref }

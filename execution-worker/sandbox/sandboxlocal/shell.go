@@ -123,10 +123,12 @@ func makeSessionRoots(workspace string) error {
 	return nil
 }
 
-// shell returns the sandbox's persistent shell, creating it on first use.
-func (s *localSandbox) shell() *shellsession.Session {
+// shells returns the sandbox's persistent shells, one per shell key.
+func (s *localSandbox) shells() *shellsession.Keyed {
 	s.shellOnce.Do(func() {
-		s.sh = shellsession.New(s.startShell, shellsession.Options{Root: s.dir, IdleTimeout: sandbox.ShellIdleTimeout})
+		s.sh = shellsession.NewKeyed(func() *shellsession.Session {
+			return shellsession.New(s.startShell, shellsession.Options{Root: s.dir, IdleTimeout: sandbox.ShellIdleTimeout})
+		}, sandbox.MaxShellKeys)
 	})
 	return s.sh
 }
@@ -169,41 +171,44 @@ func under(p, dir string) bool {
 	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }
 
-// ShellExec runs req.Command in the sandbox's persistent shell; see
-// [sandbox.Shell].
+// ShellExec runs req.Command in the persistent shell of ctx's shell key;
+// see [sandbox.Shell].
 func (s *localSandbox) ShellExec(ctx context.Context, req sandbox.ExecRequest) (*sandbox.ShellResult, error) {
 	if err := s.runnable(ctx); err != nil {
 		return nil, err
 	}
 	timeout := defaults.Positive(req.Timeout, s.p.execTimeout)
 	limit := defaults.Positive(req.MaxOutput, s.p.maxOutput)
-	res, err := s.shell().Run(ctx, req, timeout, limit)
+	res, err := s.shells().Run(ctx, sandbox.ShellKey(ctx), req, timeout, limit)
 	if errors.Is(err, shellsession.ErrClosed) || err != nil && s.destroyed() {
 		return nil, sandbox.ErrDestroyed
 	}
 	return res, err
 }
 
-// RestartShell kills the persistent shell; see [sandbox.Shell].
+// RestartShell kills the persistent shell of ctx's shell key; see
+// [sandbox.Shell].
 func (s *localSandbox) RestartShell(ctx context.Context) error {
 	if s.destroyed() {
 		return sandbox.ErrDestroyed
 	}
-	return s.shell().Restart(ctx)
+	return s.shells().Restart(ctx, sandbox.ShellKey(ctx))
 }
 
-// StartShell starts the persistent shell early; see [sandbox.Shell].
+// StartShell starts the persistent shell of ctx's shell key early; see
+// [sandbox.Shell].
 func (s *localSandbox) StartShell(ctx context.Context) error {
 	if s.destroyed() {
 		return sandbox.ErrDestroyed
 	}
-	return s.shell().Start(ctx)
+	return s.shells().Start(ctx, sandbox.ShellKey(ctx))
 }
 
-// Close ends the sandbox's persistent shell (the workspace stays). The
-// SessionManager calls it when it drops the sandbox from its cache.
+// Close ends the sandbox's persistent shells, of every key (the workspace
+// stays). The SessionManager calls it when it drops the sandbox from its
+// cache.
 func (s *localSandbox) Close() error {
-	s.shell().Close()
+	s.shells().Close()
 	return nil
 }
 

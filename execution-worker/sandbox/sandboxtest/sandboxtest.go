@@ -30,7 +30,11 @@
 // escapes, removal and missing files, and the memory root
 // ([sandbox.MemoryDir]) as memory stores use it (files placed under
 // /mnt/memory/<name>, seen and changed by a command at their absolute
-// paths, listed back). Commands assume the POSIX environment the built-in toolset needs:
+// paths, listed back). Sandboxes that keep persistent shells
+// ([sandbox.Shell]) are checked to keep one per shell key
+// ([sandbox.WithShellKey]): each key's working directory and variables
+// its own, two keys' calls running at once, and every key's shell ended
+// when the sandbox value is closed. Commands assume the POSIX environment the built-in toolset needs:
 // /bin/sh, find, grep, and the usual coreutils (cat, head, printf, sed, cut,
 // wc, ln, sleep, kill).
 //
@@ -139,6 +143,9 @@ func Run(t *testing.T, h Harness) {
 		{"TransferReadOnlyTree", s.testTransferReadOnlyTree},
 		{"TransferMemoryPaths", s.testTransferMemoryPaths},
 		{"TransferWalkFiles", s.testTransferWalkFiles},
+		{"ShellKeysApart", s.testShellKeysApart},
+		{"ShellKeysConcurrent", s.testShellKeysConcurrent},
+		{"ShellKeysClose", s.testShellKeysClose},
 		{"Toolset", s.testToolset},
 		{"Destroy", s.testDestroy},
 		{"ListAndDestroyRef", s.testListAndDestroyRef},

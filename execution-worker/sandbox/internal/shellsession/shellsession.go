@@ -18,6 +18,10 @@
 // way the next call starts a new shell in the last working directory known,
 // and the result says that the shell was replaced
 // ([sandbox.ShellResult.NewShell]).
+//
+// A sandbox value keeps one Session per shell key ([sandbox.ShellKey]) in
+// a [Keyed], so that session threads have shells of their own and run at
+// once.
 package shellsession
 
 import (
