@@ -538,6 +538,11 @@ func turnMessages(keys []string, key string) int {
 func (t *turn) register(ctx context.Context) error {
 	t.work, t.reg = t.a.Interrupts.Start(ctx, t.sid, t.run.GetLastSeq(), eventIDs(t.pending))
 	t.onReturn(t.reg.Done)
+	if t.thread() {
+		// A child thread's bash keeps its own shell in the shared sandbox:
+		// its own directory and environment, running beside the others.
+		t.work = sandbox.WithShellKey(t.work, t.sid)
+	}
 	if t.run.GetStatus() == pb.SessionStatus_SESSION_STATUS_RUNNING {
 		return nil
 	}
