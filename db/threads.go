@@ -337,6 +337,9 @@ type ThreadSpawn struct {
 	AgentVersion int64
 	// Agent is the thread's agent snapshot.
 	Agent json.RawMessage
+	// Skills are its agent's skills, placed in the session's sandbox as
+	// the thread's own skill resources.
+	Skills []SessionSkill
 }
 
 // ThreadSend is a message from a session's primary thread to one of its
@@ -378,6 +381,11 @@ func (s *Store) ThreadSend(ctx context.Context, m *ThreadSend) (*Session, error)
 				return err
 			}
 			created = len(ids) == 1
+			if created {
+				if err := insertSkillResources(ctx, q, m.ThreadID, m.Now, m.Spawn.Skills); err != nil {
+					return err
+				}
+			}
 		}
 		req := s.threadSendRequest(m, created)
 		sess, events, err := s.appendKeyed(ctx, q, m.ThreadID, req, true, nil)
@@ -461,21 +469,47 @@ func (s *Store) ThreadGet(ctx context.Context, parentID, threadID string) (*Sess
 	return t, nil
 }
 
-// ThreadArchive archives an idle child thread (idempotent): it takes no
-// more messages. A running thread is refused with ErrConflict.
+// ThreadArchive archives an idle child thread: it is terminated
+// (session.thread_status_terminated, copied into the session's log) and
+// takes no more messages. Archiving it again changes nothing. A running
+// thread is refused with ErrConflict.
 func (s *Store) ThreadArchive(ctx context.Context, parentID, threadID string, now time.Time) (*Session, error) {
 	t, err := s.ThreadGet(ctx, parentID, threadID)
 	if err != nil {
 		return nil, err
 	}
+	if t.ArchivedAt != nil {
+		return t, nil
+	}
 	if t.Status == StatusRunning || t.Status == StatusRescheduling {
 		return nil, fmt.Errorf("archive thread %s: it is %s: %w", threadID, t.Status, ErrConflict)
 	}
-	r, err := s.q.ThreadArchive(ctx, dbsqlc.ThreadArchiveParams{ID: threadID, ParentID: &parentID, Now: now})
+	var out *Session
+	err = s.inTx(ctx, "archive thread", func(q *dbsqlc.Queries) error {
+		key := "thread_archived"
+		req := &AppendRequest{Now: now, Decide: func(cur *Session) (*Change, error) {
+			if cur.Status == StatusRunning || cur.Status == StatusRescheduling {
+				return nil, fmt.Errorf("archive thread %s: it is %s: %w", threadID, cur.Status, ErrConflict)
+			}
+			if cur.Status == StatusTerminated {
+				return nil, nil
+			}
+			return &Change{To: StatusTerminated, EventID: derivedEventID(threadID, key), Key: key}, nil
+		}}
+		if _, _, err := s.appendKeyed(ctx, q, threadID, req, true, nil); err != nil {
+			return err
+		}
+		r, err := q.ThreadArchive(ctx, dbsqlc.ThreadArchiveParams{ID: threadID, ParentID: &parentID, Now: now})
+		if err != nil {
+			return err
+		}
+		out, err = sessionFromRow(r)
+		return err
+	})
 	if err != nil {
 		return nil, mapErr("archive thread", err)
 	}
-	return sessionFromRow(r)
+	return out, nil
 }
 
 // ThreadReplies is what a coordinator's wait for its threads' replies

@@ -110,8 +110,15 @@ func TestThreadLifecycle(t *testing.T) {
 	if other, err := store.ThreadTakeReplies(ctx, parent, nil, "wait/3", t0.Add(7*time.Second)); err != nil || !other.Done || len(other.Replies) != 0 {
 		t.Fatalf("another wait took %+v, %v; want nothing", other, err)
 	}
-	if _, err := store.ThreadArchive(ctx, parent, tid, t0.Add(8*time.Second)); err != nil {
-		t.Fatal(err)
+	archived, err := store.ThreadArchive(ctx, parent, tid, t0.Add(8*time.Second))
+	if err != nil || archived.Status != db.StatusTerminated || archived.ArchivedAt == nil {
+		t.Fatalf("archived thread %+v, %v; want terminated and archived", archived, err)
+	}
+	if evs := threadEvents(t, store, parent); evs[len(evs)-1].Type != "session.thread_status_terminated" {
+		t.Fatalf("the session's log ends with %s, want the thread's termination", evs[len(evs)-1].Type)
+	}
+	if s := sessionStatus(t, store, parent); s.Status != db.StatusRunning {
+		t.Fatalf("the session is %s after archiving an idle thread, want still running (its own turn)", s.Status)
 	}
 	send.Key, send.Spawn = "toolu_2", nil
 	if _, err := store.ThreadSend(ctx, send); !errors.Is(err, db.ErrThreadClosed) {

@@ -28,8 +28,8 @@ SELECT sqlc.embed(r), COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE r.session_id = COALESCE((SELECT t.parent_session_id FROM sessions t WHERE t.id = $1), $1)
-  AND (r.type <> 'skill' OR r.session_id = $1)
+WHERE (r.session_id = $1
+       OR (r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1) AND r.type <> 'skill'))
   AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id;
 

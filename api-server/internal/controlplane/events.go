@@ -61,6 +61,14 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	if resp.Thread, err = s.threadContext(ctx, sess); err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
+	if sess.IsThread() {
+		// A thread spends its session's budget.
+		parent, err := s.store.SessionGet(ctx, *sess.ParentID)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		resp.BudgetExhausted = parent.BudgetExhausted()
+	}
 	if req.GetWithTurnContext() {
 		resp.TurnContext = &pb.TurnContext{Resources: resourcesToPB(run.Resources)}
 		if run.Snapshot != nil {

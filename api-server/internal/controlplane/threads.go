@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mangohq/mango/api-server/internal/agentspec"
+	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
@@ -149,6 +150,9 @@ func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadReq
 	if parent.IsThread() {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %s is a child thread; only a session's primary thread starts and messages threads", op, sid)
 	}
+	if parent.SelfHosted {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: session threads are not supported in a self-hosted environment (its worker serves the session only)", op)
+	}
 	m := &db.ThreadSend{ParentID: sid, ThreadID: req.GetThreadId(), FromThreadID: db.PrimaryThreadID(sid), FromAgentName: parent.AgentName(),
 		Content: json.RawMessage(req.GetContent()), Key: req.GetKey(), Now: s.now()}
 	if req.GetAgentId() != "" {
@@ -181,10 +185,37 @@ func (t *threadServer) spawn(ctx context.Context, parent *db.Session, agentID st
 	}
 	for _, e := range roster {
 		if e.AgentID == agentID {
-			return &db.ThreadSpawn{AgentID: e.AgentID, AgentVersion: e.Version, Agent: e.Snapshot}, nil
+			skills, err := t.skills(ctx, e.Snapshot)
+			if err != nil {
+				return nil, t.s.fail(ctx, "send to thread", err)
+			}
+			return &db.ThreadSpawn{AgentID: e.AgentID, AgentVersion: e.Version, Agent: e.Snapshot, Skills: skills}, nil
 		}
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "send to thread: agent %q is not in the roster of session %s's agent", agentID, parent.ID)
+}
+
+// skills are the skill resources of a thread of an agent snapshot: its
+// skills, at the versions the agent version pinned.
+func (t *threadServer) skills(ctx context.Context, agent json.RawMessage) ([]db.SessionSkill, error) {
+	var a struct {
+		Skills []struct {
+			SkillID string `json:"skill_id"`
+			Version string `json:"version"`
+		} `json:"skills"`
+	}
+	if err := json.Unmarshal(agent, &a); err != nil {
+		return nil, fmt.Errorf("decode the skills of a roster agent: %w", err)
+	}
+	out := make([]db.SessionSkill, 0, len(a.Skills))
+	for _, sk := range a.Skills {
+		v, err := t.s.store.SkillVersionGet(ctx, sk.SkillID, sk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("skill %s version %s of a roster agent: %w", sk.SkillID, sk.Version, err)
+		}
+		out = append(out, db.SessionSkill{ResourceID: ids.New(ids.Resource), SkillID: sk.SkillID, VersionID: v.ID, Name: v.Name})
+	}
+	return out, nil
 }
 
 // appendSent appends the primary thread's agent.thread_message_sent of a

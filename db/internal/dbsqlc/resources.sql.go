@@ -295,8 +295,8 @@ SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE r.session_id = COALESCE((SELECT t.parent_session_id FROM sessions t WHERE t.id = $1), $1)
-  AND (r.type <> 'skill' OR r.session_id = $1)
+WHERE (r.session_id = $1
+       OR (r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1) AND r.type <> 'skill'))
   AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id
 `
@@ -311,8 +311,8 @@ type ResourceListForWorkerRow struct {
 // description is empty once the version is gone). A child thread's are
 // its session's (the sandbox it shares), but for the skills, which are
 // its agent's own.
-func (q *Queries) ResourceListForWorker(ctx context.Context, id string) ([]ResourceListForWorkerRow, error) {
-	rows, err := q.db.Query(ctx, resourceListForWorker, id)
+func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) ([]ResourceListForWorkerRow, error) {
+	rows, err := q.db.Query(ctx, resourceListForWorker, sessionID)
 	if err != nil {
 		return nil, err
 	}
