@@ -171,11 +171,16 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 		}
 		s.ExecutionIdentity = id
 	}
-	if in.Multiagent.Set && !in.Multiagent.Null {
-		return nil, jsonx.Errorf("multiagent", "multiagent orchestration is not supported by this server; omit it or send null")
-	}
 	if in.Multiagent.Set {
-		s.Multiagent = json.RawMessage("null")
+		m := json.RawMessage("null")
+		if !in.Multiagent.Null {
+			merged, err := mergeMultiagent(s.Multiagent, in.Multiagent.Value)
+			if err != nil {
+				return nil, err
+			}
+			m = merged
+		}
+		s.Multiagent = m
 	}
 	if err := crossCheck(s); err != nil {
 		return nil, err
