@@ -171,10 +171,16 @@ func apply(s *Spec, in *Input) (*Spec, error) {
 		}
 		s.ExecutionIdentity = id
 	}
-	if in.Multiagent.Set && !in.Multiagent.Null {
-		s.Multiagent = in.Multiagent.Value
-	} else if in.Multiagent.Set {
-		s.Multiagent = json.RawMessage("null")
+	if in.Multiagent.Set {
+		m := json.RawMessage("null")
+		if !in.Multiagent.Null {
+			merged, err := mergeMultiagent(s.Multiagent, in.Multiagent.Value)
+			if err != nil {
+				return nil, err
+			}
+			m = merged
+		}
+		s.Multiagent = m
 	}
 	if err := crossCheck(s); err != nil {
 		return nil, err

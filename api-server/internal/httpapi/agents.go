@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,11 +62,17 @@ func (a *API) agentCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	id := ids.New(ids.Agent)
+	roster, err := a.resolveRoster(ctx, spec.Multiagent, rosterOwner{ID: id, Version: 1})
+	if err != nil {
+		return err
+	}
+	spec.Multiagent = roster.pinned(1)
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
-	ag, err := a.deps.Store.AgentCreate(ctx, ids.New(ids.Agent), raw, skillRefs(skills), a.now())
+	ag, err := a.deps.Store.AgentCreate(ctx, id, raw, skillRefs(skills), a.now())
 	if err != nil {
 		return skillRefGone(err, "")
 	}
@@ -117,36 +124,55 @@ func (a *API) agentUpdate(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	ag, err := a.deps.Store.AgentUpdate(ctx, id, a.now(), func(cur *db.Agent) (json.RawMessage, []db.SkillRef, error) {
-		if in.Version.Set && !in.Version.Null && in.Version.Value != cur.Version {
-			return nil, nil, apierror.Conflictf("agent %q is at version %d, not %d; fetch it again and retry the update", id, cur.Version, in.Version.Value)
-		}
-		if cur.ArchivedAt != nil {
-			return nil, nil, apierror.Conflictf("agent %q is archived and cannot be updated", id)
-		}
-		var current agentspec.Spec
-		if err := json.Unmarshal(cur.Spec, &current); err != nil {
-			return nil, nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
-		}
-		next, err := agentspec.Update(&current, &in)
-		if err != nil {
-			return nil, nil, err
-		}
-		// Compared resolved: skills naming no version (or "latest") equal
-		// the current ones while no newer version was uploaded.
-		skills, err := a.resolveSkills(ctx, next.Skills, "")
-		if err != nil {
-			return nil, nil, err
-		}
-		if agentspec.Equal(&current, next) {
-			return nil, nil, nil // nothing changed: no new version
-		}
-		raw, err := json.Marshal(next)
-		return raw, skillRefs(skills), err
+		return a.nextAgentVersion(ctx, cur, &in)
 	})
 	if err != nil {
 		return notFoundAs(skillRefGone(err, ""), agentNotFound(id))
 	}
 	return a.writeAgent(c, http.StatusOK, ag)
+}
+
+// nextAgentVersion applies an update to the agent's current version and
+// returns the spec of the next one and the skills it names, or a nil spec
+// when the update changes nothing.
+func (a *API) nextAgentVersion(ctx context.Context, cur *db.Agent, in *agentspec.Input) (json.RawMessage, []db.SkillRef, error) {
+	id := cur.ID
+	if in.Version.Set && !in.Version.Null && in.Version.Value != cur.Version {
+		return nil, nil, apierror.Conflictf("agent %q is at version %d, not %d; fetch it again and retry the update", id, cur.Version, in.Version.Value)
+	}
+	if cur.ArchivedAt != nil {
+		return nil, nil, apierror.Conflictf("agent %q is archived and cannot be updated", id)
+	}
+	var current agentspec.Spec
+	if err := json.Unmarshal(cur.Spec, &current); err != nil {
+		return nil, nil, fmt.Errorf("decode stored spec of agent %s: %w", id, err)
+	}
+	next, err := agentspec.Update(&current, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Compared resolved: skills naming no version (or "latest") equal
+	// the current ones while no newer version was uploaded, and so do
+	// roster entries naming no version.
+	skills, err := a.resolveSkills(ctx, next.Skills, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	var roster *resolvedRoster
+	if in.Multiagent.Set {
+		if roster, err = a.resolveRoster(ctx, next.Multiagent, rosterOwner{ID: id, Version: cur.Version + 1}); err != nil {
+			return nil, nil, err
+		}
+		next.Multiagent = roster.pinned(cur.Version)
+	}
+	if agentspec.Equal(&current, next) {
+		return nil, nil, nil // nothing changed: no new version
+	}
+	if roster != nil {
+		next.Multiagent = roster.pinned(cur.Version + 1)
+	}
+	raw, err := json.Marshal(next)
+	return raw, skillRefs(skills), err
 }
 
 func (a *API) agentArchive(c echo.Context) error {

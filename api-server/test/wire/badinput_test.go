@@ -172,7 +172,7 @@ func TestAgentValidation(t *testing.T) {
 		{"web_search always_allow", agentJSON(map[string]any{"tools": []any{map[string]any{"type": "agent_toolset_20260401", "configs": []any{map[string]any{"name": "web_search", "permission_policy": map[string]any{"type": "always_allow"}}}}}}), true, ""},
 		{"toolset twice", agentJSON(map[string]any{"tools": []any{map[string]any{"type": "agent_toolset_20260401"}, map[string]any{"type": "agent_toolset_20260401"}}}), false, "only once"},
 		{"version on create", agentJSON(map[string]any{"version": 1}), false, "version"},
-		{"multiagent", agentJSON(map[string]any{"multiagent": map[string]any{"type": "coordinator"}}), false, "not supported"},
+		{"multiagent without agents", agentJSON(map[string]any{"multiagent": map[string]any{"type": "coordinator"}}), false, "multiagent.agents"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
