@@ -47,8 +47,8 @@ func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnio
 	e.reader = agent("reader", "You read files.", readerTools, none)
 	e.lead = agent("lead", "You coordinate a writer and a reader.", toolset, anthropic.BetaManagedAgentsMultiagentParamsUnion{
 		OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{
-			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.writer.ID, Version: anthropic.Int(1)}},
-			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.reader.ID, Version: anthropic.Int(1)}},
+			{OfString: anthropic.String(e.writer.ID)},
+			{OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: e.reader.ID}},
 		}}})
 	return e
 }
