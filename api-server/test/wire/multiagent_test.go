@@ -400,6 +400,14 @@ func TestMultiagentInterrupt(t *testing.T) {
 	if n := count(next, "agent.thread_message_received"); n != 0 {
 		t.Fatalf("an interrupted thread replied after the interrupt (%d replies)", n)
 	}
+	// Deleting the session deletes its threads.
+	if _, err := e.client.Beta.Sessions.Delete(ctx, sid, anthropic.BetaSessionDeleteParams{}); err != nil {
+		t.Fatal(err)
+	}
+	for th := range uses {
+		waitSessionGone(t, e.srv, th, "its session was deleted")
+	}
+	waitSessionGone(t, e.srv, sid, "deleted")
 }
 
 // TestMultiagentClientActions: a child thread's custom tool call and its

@@ -63,9 +63,14 @@ func (a *TurnActivities) CheckLocality(ctx context.Context, in CheckLocalityInpu
 	if err != nil {
 		return nil, fmt.Errorf("load run of session %s: %w", in.SessionID, err)
 	}
-	b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: in.SessionID})
+	// A child thread's sandbox is its session's.
+	box := in.SessionID
+	if p := run.GetThread().GetParentSessionId(); p != "" {
+		box = p
+	}
+	b, err := a.ControlPlane.GetBinding(ctx, &pb.GetBindingRequest{SessionId: box})
 	if err != nil {
-		return nil, fmt.Errorf("load binding of session %s: %w", in.SessionID, err)
+		return nil, fmt.Errorf("load binding of session %s: %w", box, err)
 	}
 	if q := b.GetBinding().GetTaskQueue(); q != "" && q != in.TaskQueue {
 		return &CheckLocalityResult{Outcome: LocalityMoved, TaskQueue: q}, nil
