@@ -40,7 +40,7 @@ type Client struct {
 	// SessionThreadsClient reaches the SessionThreads service on the
 	// same connection.
 	SessionThreadsClient pb.SessionThreadsClient
-	conn                *grpc.ClientConn
+	conn                 *grpc.ClientConn
 }
 
 // MaxResponseBytes bounds one response message: GetRun carries the whole
