@@ -38,6 +38,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		entries   []dbsqlc.TranscriptEntryListRow
 		snap      *dbsqlc.ContextSnapshotLatestRow
 		resources []dbsqlc.ResourceListForWorkerRow
+		shared    []dbsqlc.ResourceListOfThreadSessionRow // a child thread's session's
 	)
 	reads := []func(q *dbsqlc.Queries) error{
 		func(q *dbsqlc.Queries) (err error) { sess, err = q.SessionGetByID(ctx, sessionID); return err },
@@ -54,6 +55,10 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 			func(q *dbsqlc.Queries) error { return optional(&snap)(q.ContextSnapshotLatest(ctx, sessionID)) },
 			func(q *dbsqlc.Queries) (err error) {
 				resources, err = q.ResourceListForWorker(ctx, sessionID)
+				return err
+			},
+			func(q *dbsqlc.Queries) (err error) {
+				shared, err = q.ResourceListOfThreadSession(ctx, sessionID)
 				return err
 			})
 	}
@@ -79,6 +84,9 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		out.Snapshot = snapshotFromRow(*snap)
 	}
 	if withContext {
+		for _, r := range shared {
+			resources = append(resources, dbsqlc.ResourceListForWorkerRow{SessionResource: r.SessionResource})
+		}
 		if out.Resources, err = workerResourcesFromRows(resources); err != nil {
 			return nil, err
 		}

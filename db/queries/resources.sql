@@ -21,16 +21,22 @@ ORDER BY session_id, created_at, id;
 
 -- name: ResourceListForWorker :many
 -- Skill resources carry their skill's name and description (the
--- description is empty once the version is gone). A child thread's are
--- its session's (the sandbox it shares), but for the skills, which are
--- its agent's own.
+-- description is empty once the version is gone).
 SELECT sqlc.embed(r), COALESCE(v.name, s.name, '')::text AS skill_name, COALESCE(v.description, '')::text AS skill_description
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE (r.session_id = $1
-       OR (r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1) AND r.type <> 'skill'))
-  AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+ORDER BY r.created_at, r.id;
+
+-- name: ResourceListOfThreadSession :many
+-- The resources a child thread shares with its session (all but the
+-- session's skills: a thread's skills are its agent's own); none for a
+-- session, whose parent is NULL.
+SELECT sqlc.embed(r)
+FROM session_resources r
+WHERE r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1)
+  AND r.type <> 'skill' AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id;
 
 -- name: ResourceInsertSkill :exec
@@ -39,8 +45,11 @@ INSERT INTO session_resources (id, session_id, type, mount_path, skill_id, skill
 VALUES ($1, $2, 'skill', $3, $4, $5, $6, $6);
 
 -- name: ResourceGetSkill :one
-SELECT * FROM session_resources
-WHERE session_id = $1 AND id = $2 AND type = 'skill' AND deleted_at IS NULL;
+-- A skill of the session or of one of its child threads (placed in the
+-- session's sandbox).
+SELECT r.* FROM session_resources r
+WHERE r.id = $2 AND r.type = 'skill' AND r.deleted_at IS NULL
+  AND (r.session_id = $1 OR r.session_id IN (SELECT t.id FROM sessions t WHERE t.parent_session_id = $1));
 
 -- name: ResourceCountLive :one
 SELECT count(*) FROM session_resources WHERE session_id = $1 AND deleted_at IS NULL AND type <> 'skill';
@@ -61,8 +70,11 @@ WHERE session_id = $1 AND id = $2 AND deleted_at IS NULL AND type <> 'skill' AND
 RETURNING *;
 
 -- name: ResourceMarkMaterialized :execrows
-UPDATE session_resources SET materialized_version = GREATEST(materialized_version, sqlc.arg(version))
-WHERE session_id = sqlc.arg(session_id) AND id = sqlc.arg(id) AND deleted_at IS NULL;
+-- A resource of the session, or a skill of one of its child threads.
+UPDATE session_resources r SET materialized_version = GREATEST(r.materialized_version, sqlc.arg(version))
+WHERE r.id = sqlc.arg(id) AND r.deleted_at IS NULL
+  AND (r.session_id = sqlc.arg(session_id)
+       OR (r.type = 'skill' AND r.session_id IN (SELECT t.id FROM sessions t WHERE t.parent_session_id = sqlc.arg(session_id))));
 
 -- name: ResourcePurgeDeleted :execrows
 DELETE FROM session_resources WHERE session_id = $1 AND id = $2 AND deleted_at IS NOT NULL;

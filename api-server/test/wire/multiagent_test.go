@@ -27,16 +27,17 @@ type teamEnv struct {
 	lead   *anthropic.BetaManagedAgentsAgent
 }
 
-func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnion) *teamEnv {
+func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnion, readerSkills ...anthropic.BetaManagedAgentsSkillParamsUnion) *teamEnv {
 	t.Helper()
 	srv := testserver.Start(t)
 	e := &teamEnv{turnEnv: &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}}
 	e.record = filepath.Join(t.TempDir(), "requests.jsonl")
 	e.worker = startWorkerWith(t, srv, "wire-team", e.root, map[string]string{"MANGO_FAKE_MODEL_RECORD": e.record})
 	ctx := context.Background()
-	agent := func(name, system string, tools []anthropic.BetaAgentNewParamsToolUnion, ma anthropic.BetaManagedAgentsMultiagentParamsUnion) *anthropic.BetaManagedAgentsAgent {
+	agent := func(name, system string, tools []anthropic.BetaAgentNewParamsToolUnion, ma anthropic.BetaManagedAgentsMultiagentParamsUnion,
+		skills ...anthropic.BetaManagedAgentsSkillParamsUnion) *anthropic.BetaManagedAgentsAgent {
 		a, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: name, System: anthropic.String(system),
-			Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools, Multiagent: ma})
+			Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools, Multiagent: ma, Skills: skills})
 		if err != nil {
 			t.Fatalf("create agent %s: %v", name, err)
 		}
@@ -44,7 +45,7 @@ func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnio
 	}
 	none := anthropic.BetaManagedAgentsMultiagentParamsUnion{}
 	e.writer = agent("writer", "You write files.", toolset, none)
-	e.reader = agent("reader", "You read files.", readerTools, none)
+	e.reader = agent("reader", "You read files.", readerTools, none, readerSkills...)
 	e.lead = agent("lead", "You coordinate a writer and a reader.", toolset, anthropic.BetaManagedAgentsMultiagentParamsUnion{
 		OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{
 			{OfString: anthropic.String(e.writer.ID)},
@@ -461,4 +462,61 @@ func lastEvent(evs []streamed, typ string) streamed {
 		}
 	}
 	return streamed{}
+}
+
+// TestMultiagentThreadSkills: a roster agent's own skill is placed in the
+// session's sandbox for its thread, and its thread's system prompt lists
+// it; the coordinator's does not.
+func TestMultiagentThreadSkills(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sk, err := e.client.Beta.Skills.New(context.Background(), anthropic.BetaSkillNewParams{
+		Files: skillFiles("csv-tools/SKILL.md", skillMD, "csv-tools/scripts/count.sh", countScript)})
+	if err != nil {
+		t.Fatalf("create skill: %v", err)
+	}
+	ctx := context.Background()
+	reader, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "skilled", System: anthropic.String("You use skills."),
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset,
+		Skills: []anthropic.BetaManagedAgentsSkillParamsUnion{{OfCustom: &anthropic.BetaManagedAgentsCustomSkillParams{SkillID: sk.ID}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "lead2", System: anthropic.String("You lead."),
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: toolset,
+		Multiagent: anthropic.BetaManagedAgentsMultiagentParamsUnion{OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{
+			Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{{OfString: anthropic.String(reader.ID)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lead = lead
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	e.say(t, sid, toolLine("start_thread", map[string]any{"agent_id": reader.ID,
+		"message": toolLine("bash", map[string]any{"command": "sh /mnt/session/skills/csv-tools/scripts/count.sh /mnt/session/skills/csv-tools/SKILL.md"})})+
+		"\n"+toolLine("wait_for_threads", map[string]any{}))
+	got := untilIdle(t, events, sid, time.Minute)
+	if final := lastOfThread(got, "agent.message", ""); !strings.Contains(final, "Tool bash returned: ") || strings.Contains(final, "returned an error") {
+		t.Fatalf("the thread could not run its skill's script: %q", final)
+	}
+	if reqs := recordedRequests(t, e.record, "You use skills."); len(reqs) == 0 {
+		t.Fatal("no request of the skilled thread recorded")
+	}
+	var sys []string
+	f, _ := os.ReadFile(e.record)
+	for _, line := range strings.Split(string(f), "\n") {
+		var r struct {
+			System string `json:"system"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil {
+			sys = append(sys, r.System)
+		}
+	}
+	var threadSees, leadSees bool
+	for _, s := range sys {
+		threadSees = threadSees || (strings.HasPrefix(s, "You use skills.") && strings.Contains(s, "csv-tools"))
+		leadSees = leadSees || (strings.HasPrefix(s, "You lead.") && strings.Contains(s, "csv-tools"))
+	}
+	if !threadSees || leadSees {
+		t.Fatalf("the skill in the thread's system prompt: %v, in the coordinator's: %v; want true, false", threadSees, leadSees)
+	}
 }

@@ -159,8 +159,9 @@ func (q *Queries) ResourceGetLive(ctx context.Context, arg ResourceGetLiveParams
 }
 
 const resourceGetSkill = `-- name: ResourceGetSkill :one
-SELECT id, session_id, type, mount_path, file_id, url, checkout, token_sealed, version, materialized_version, created_at, updated_at, deleted_at, skill_id, skill_version_id, memory_store_id, access, instructions, store_name, store_description FROM session_resources
-WHERE session_id = $1 AND id = $2 AND type = 'skill' AND deleted_at IS NULL
+SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r.token_sealed, r.version, r.materialized_version, r.created_at, r.updated_at, r.deleted_at, r.skill_id, r.skill_version_id, r.memory_store_id, r.access, r.instructions, r.store_name, r.store_description FROM session_resources r
+WHERE r.id = $2 AND r.type = 'skill' AND r.deleted_at IS NULL
+  AND (r.session_id = $1 OR r.session_id IN (SELECT t.id FROM sessions t WHERE t.parent_session_id = $1))
 `
 
 type ResourceGetSkillParams struct {
@@ -168,6 +169,8 @@ type ResourceGetSkillParams struct {
 	ID        string
 }
 
+// A skill of the session or of one of its child threads (placed in the
+// session's sandbox).
 func (q *Queries) ResourceGetSkill(ctx context.Context, arg ResourceGetSkillParams) (SessionResource, error) {
 	row := q.db.QueryRow(ctx, resourceGetSkill, arg.SessionID, arg.ID)
 	var i SessionResource
@@ -295,9 +298,7 @@ SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r
 FROM session_resources r
 LEFT JOIN skills s ON s.id = r.skill_id
 LEFT JOIN skill_versions v ON v.id = r.skill_version_id AND v.skill_id = r.skill_id
-WHERE (r.session_id = $1
-       OR (r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1) AND r.type <> 'skill'))
-  AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+WHERE r.session_id = $1 AND (r.deleted_at IS NULL OR r.materialized_version > 0)
 ORDER BY r.created_at, r.id
 `
 
@@ -308,9 +309,7 @@ type ResourceListForWorkerRow struct {
 }
 
 // Skill resources carry their skill's name and description (the
-// description is empty once the version is gone). A child thread's are
-// its session's (the sandbox it shares), but for the skills, which are
-// its agent's own.
+// description is empty once the version is gone).
 func (q *Queries) ResourceListForWorker(ctx context.Context, sessionID string) ([]ResourceListForWorkerRow, error) {
 	rows, err := q.db.Query(ctx, resourceListForWorker, sessionID)
 	if err != nil {
@@ -462,19 +461,78 @@ func (q *Queries) ResourceListLiveForSessions(ctx context.Context, sessionIds []
 	return items, nil
 }
 
+const resourceListOfThreadSession = `-- name: ResourceListOfThreadSession :many
+SELECT r.id, r.session_id, r.type, r.mount_path, r.file_id, r.url, r.checkout, r.token_sealed, r.version, r.materialized_version, r.created_at, r.updated_at, r.deleted_at, r.skill_id, r.skill_version_id, r.memory_store_id, r.access, r.instructions, r.store_name, r.store_description
+FROM session_resources r
+WHERE r.session_id = (SELECT t.parent_session_id FROM sessions t WHERE t.id = $1)
+  AND r.type <> 'skill' AND (r.deleted_at IS NULL OR r.materialized_version > 0)
+ORDER BY r.created_at, r.id
+`
+
+type ResourceListOfThreadSessionRow struct {
+	SessionResource SessionResource
+}
+
+// The resources a child thread shares with its session (all but the
+// session's skills: a thread's skills are its agent's own); none for a
+// session, whose parent is NULL.
+func (q *Queries) ResourceListOfThreadSession(ctx context.Context, id string) ([]ResourceListOfThreadSessionRow, error) {
+	rows, err := q.db.Query(ctx, resourceListOfThreadSession, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ResourceListOfThreadSessionRow
+	for rows.Next() {
+		var i ResourceListOfThreadSessionRow
+		if err := rows.Scan(
+			&i.SessionResource.ID,
+			&i.SessionResource.SessionID,
+			&i.SessionResource.Type,
+			&i.SessionResource.MountPath,
+			&i.SessionResource.FileID,
+			&i.SessionResource.Url,
+			&i.SessionResource.Checkout,
+			&i.SessionResource.TokenSealed,
+			&i.SessionResource.Version,
+			&i.SessionResource.MaterializedVersion,
+			&i.SessionResource.CreatedAt,
+			&i.SessionResource.UpdatedAt,
+			&i.SessionResource.DeletedAt,
+			&i.SessionResource.SkillID,
+			&i.SessionResource.SkillVersionID,
+			&i.SessionResource.MemoryStoreID,
+			&i.SessionResource.Access,
+			&i.SessionResource.Instructions,
+			&i.SessionResource.StoreName,
+			&i.SessionResource.StoreDescription,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const resourceMarkMaterialized = `-- name: ResourceMarkMaterialized :execrows
-UPDATE session_resources SET materialized_version = GREATEST(materialized_version, $1)
-WHERE session_id = $2 AND id = $3 AND deleted_at IS NULL
+UPDATE session_resources r SET materialized_version = GREATEST(r.materialized_version, $1)
+WHERE r.id = $2 AND r.deleted_at IS NULL
+  AND (r.session_id = $3
+       OR (r.type = 'skill' AND r.session_id IN (SELECT t.id FROM sessions t WHERE t.parent_session_id = $3)))
 `
 
 type ResourceMarkMaterializedParams struct {
 	Version   int64
-	SessionID string
 	ID        string
+	SessionID string
 }
 
+// A resource of the session, or a skill of one of its child threads.
 func (q *Queries) ResourceMarkMaterialized(ctx context.Context, arg ResourceMarkMaterializedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, resourceMarkMaterialized, arg.Version, arg.SessionID, arg.ID)
+	result, err := q.db.Exec(ctx, resourceMarkMaterialized, arg.Version, arg.ID, arg.SessionID)
 	if err != nil {
 		return 0, err
 	}
