@@ -27,17 +27,16 @@ type teamEnv struct {
 	lead   *anthropic.BetaManagedAgentsAgent
 }
 
-func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnion, readerSkills ...anthropic.BetaManagedAgentsSkillParamsUnion) *teamEnv {
+func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnion) *teamEnv {
 	t.Helper()
 	srv := testserver.Start(t)
 	e := &teamEnv{turnEnv: &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}}
 	e.record = filepath.Join(t.TempDir(), "requests.jsonl")
 	e.worker = startWorkerWith(t, srv, "wire-team", e.root, map[string]string{"MANGO_FAKE_MODEL_RECORD": e.record})
 	ctx := context.Background()
-	agent := func(name, system string, tools []anthropic.BetaAgentNewParamsToolUnion, ma anthropic.BetaManagedAgentsMultiagentParamsUnion,
-		skills ...anthropic.BetaManagedAgentsSkillParamsUnion) *anthropic.BetaManagedAgentsAgent {
+	agent := func(name, system string, tools []anthropic.BetaAgentNewParamsToolUnion, ma anthropic.BetaManagedAgentsMultiagentParamsUnion) *anthropic.BetaManagedAgentsAgent {
 		a, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: name, System: anthropic.String(system),
-			Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools, Multiagent: ma, Skills: skills})
+			Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}, Tools: tools, Multiagent: ma})
 		if err != nil {
 			t.Fatalf("create agent %s: %v", name, err)
 		}
@@ -45,7 +44,7 @@ func newTeamEnv(t *testing.T, readerTools []anthropic.BetaAgentNewParamsToolUnio
 	}
 	none := anthropic.BetaManagedAgentsMultiagentParamsUnion{}
 	e.writer = agent("writer", "You write files.", toolset, none)
-	e.reader = agent("reader", "You read files.", readerTools, none, readerSkills...)
+	e.reader = agent("reader", "You read files.", readerTools, none)
 	e.lead = agent("lead", "You coordinate a writer and a reader.", toolset, anthropic.BetaManagedAgentsMultiagentParamsUnion{
 		OfCoordinator: &anthropic.BetaManagedAgentsMultiagentCoordinatorParams{Agents: []anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{
 			{OfString: anthropic.String(e.writer.ID)},
