@@ -519,3 +519,29 @@ func TestMultiagentThreadSkills(t *testing.T) {
 		t.Fatalf("the skill in the thread's system prompt: %v, in the coordinator's: %v; want true, false", threadSees, leadSees)
 	}
 }
+
+// TestMultiagentReplyStartsTurn: a coordinator that ends its turn without
+// waiting gets the thread's reply as the message of its next turn,
+// introduced by the thread's id and agent; the session ends idle after it.
+func TestMultiagentReplyStartsTurn(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	e.say(t, sid, toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": "#reply done-later"}))
+	var got []streamed
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(lastOfThread(got, "agent.message", ""), "done-later") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no coordinator turn on the thread's reply; events %v", typesOf(got))
+		}
+		got = append(got, untilIdle(t, events, sid, time.Minute)...)
+	}
+	final := lastOfThread(got, "agent.message", "")
+	if !strings.Contains(final, "Reply from thread sthr_") || !strings.Contains(final, "(agent writer)") {
+		t.Fatalf("the coordinator's turn on the reply saw %q, want the reply introduced by its thread", final)
+	}
+	sess, err := e.client.Beta.Sessions.Get(context.Background(), sid, anthropic.BetaSessionGetParams{})
+	if err != nil || sess.Status != anthropic.BetaManagedAgentsSessionStatusIdle {
+		t.Fatalf("session after the reply's turn: %v, %v; want idle", sess.Status, err)
+	}
+}

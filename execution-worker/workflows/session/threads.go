@@ -198,3 +198,20 @@ func lastBlocks(last *agentruntime.Commit) []model.Block {
 	}
 	return last.Transcript[len(last.Transcript)-1].Msg.Content
 }
+
+// withReplyHeader is the content of a trigger that starts a coordinator's
+// turn: a thread's reply no wait took (agent.thread_message_received)
+// is introduced by a line naming the thread; any other trigger's content
+// is returned as is.
+func withReplyHeader(ev *pb.Event, content []model.Block) []model.Block {
+	if ev.GetType() != "agent.thread_message_received" {
+		return content
+	}
+	var from struct {
+		ThreadID string `json:"from_session_thread_id"`
+		Agent    string `json:"from_agent_name"`
+	}
+	_ = json.Unmarshal([]byte(ev.GetBody()), &from)
+	head := model.Block{Type: "text", Text: fmt.Sprintf("Reply from thread %s (agent %s):", from.ThreadID, from.Agent)}
+	return append([]model.Block{head}, content...)
+}

@@ -492,6 +492,9 @@ func (t *turn) takeMessage(context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !t.thread() {
+		msg.Content = withReplyHeader(t.batch[0], msg.Content)
+	}
 	msg.Content = append(unansweredResults(t.conv), msg.Content...)
 	t.unsaved = append(t.unsaved, agentruntime.TranscriptMessage{Key: first, Msg: msg})
 	t.conv, t.keys = append(t.conv, msg), append(t.keys, first)
