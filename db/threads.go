@@ -270,6 +270,7 @@ func replyReceived(cur *Session, sent NewEvent) (*NewEvent, error) {
 // append makes: moved reports that the thread's status moved (to
 // sess.Status), replied that it replied to the coordinator.
 //
+//   - A terminated session does not move.
 //   - A reply is work for the primary thread: the session runs (a held
 //     turn end is dropped) and its workflow is woken.
 //   - A thread that starts running makes an idle session run.
@@ -278,6 +279,9 @@ func replyReceived(cur *Session, sent NewEvent) (*NewEvent, error) {
 func parentChange(ctx context.Context, q *dbsqlc.Queries, p, cur, sess *Session, moved, replied bool) (*Change, error) {
 	key := "thread_status/" + cur.ID + "/" + fmt.Sprint(sess.LastSeq)
 	running := func(st Status) bool { return st == StatusRunning || st == StatusRescheduling }
+	if p.Status == StatusTerminated {
+		return nil, nil // the session ended: its threads' events are still copied
+	}
 	if replied {
 		if p.HeldStopReason != nil {
 			if err := q.ThreadSetHeld(ctx, dbsqlc.ThreadSetHeldParams{ID: p.ID}); err != nil {
