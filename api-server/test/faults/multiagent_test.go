@@ -14,12 +14,13 @@ import (
 	"github.com/mangohq/mango/internal/poll"
 )
 
-// TestMultiagentFaults kills the execution worker while the child threads
-// of multi-agent sessions run their bash calls and the coordinators wait
-// for them. Every session must end idle with each event once, each tool
-// use (the coordinator's and the thread's) answered exactly once, one
-// thread, one reply reaching the coordinator, and each command run at
-// most once (exactly once unless its result says it may not have run).
+// TestMultiagentFaults kills the execution worker, then the api-server,
+// each while the child threads of a group of multi-agent sessions run their
+// bash calls and the coordinators wait for them. Every session must end
+// idle with each event once, each tool use (the coordinator's and the
+// thread's) answered exactly once, one thread, one reply reaching the
+// coordinator, and each command run at most once (exactly once unless its
+// result says it may not have run).
 func TestMultiagentFaults(t *testing.T) {
 	if os.Getenv("MANGO_FAULTS") != "1" {
 		t.Skip("the fault-injection suite runs with MANGO_FAULTS=1 (make test-faults)")
@@ -39,30 +40,22 @@ func TestMultiagentFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := newFaultSessions(t, ctx, sys.cli, lead.ID, groupSize, false)
+	all := newFaultSessions(t, ctx, sys.cli, lead.ID, 2*groupSize, false)
 	d := &driver{t: t, cli: sys.cli}
-	for _, s := range all {
-		bash, _ := json.Marshal(map[string]any{"command": fmt.Sprintf("echo %s >> markers.log; sleep 2", marker(s.id, 1))})
-		start, _ := json.Marshal(map[string]any{"agent_id": writer.ID, "message": "#tool bash " + string(bash)})
-		text := "#tool start_thread " + string(start) + "\n#tool wait_for_threads {}"
-		if err := d.send(s, text); err != nil {
-			t.Fatalf("session %s: send: %v", s.id, err)
-		}
-		s.sent = append(s.sent, text)
+	inject := func(name string, group []*sess, do func()) {
+		startThreads(t, d, group, writer.ID)
+		do()
+		t.Logf("fault %-40s injected", name)
 	}
-	poll.Until(t, 2*time.Minute, "every session's thread running its bash call", func() (bool, string) {
-		n := 0
-		for _, s := range all {
-			if threadToolRunning(d.list(s.id)) {
-				n++
-			}
-		}
-		return n == len(all), fmt.Sprintf("%d of %d", n, len(all))
+	inject("SIGKILL worker mid-thread, restart after 2s", all[:groupSize], func() {
+		sys.local.kill(t)
+		time.Sleep(2 * time.Second)
+		sys.startWorker(sys.local)
 	})
-	sys.local.kill(t)
-	time.Sleep(2 * time.Second)
-	sys.startWorker(sys.local)
-	t.Log("fault SIGKILL worker mid-thread, restart after 2s injected")
+	inject("SIGKILL api-server mid-thread, restart", all[groupSize:], func() {
+		sys.api.kill(t)
+		sys.startAPI()
+	})
 	for _, s := range all {
 		if err := d.waitIdle(s, 1); err != nil {
 			t.Fatalf("session %s: %v", s.id, err)
@@ -74,6 +67,31 @@ func TestMultiagentFaults(t *testing.T) {
 		checkMultiagentSession(t, s, evs, markers)
 		checkReplay(t, sys.cli, s.id, evs)
 	}
+}
+
+// startThreads has each session of group start a thread of agent writer
+// whose bash call writes the session's marker, and wait for it; it
+// returns once every thread's call runs.
+func startThreads(t *testing.T, d *driver, group []*sess, writer string) {
+	t.Helper()
+	for _, s := range group {
+		bash, _ := json.Marshal(map[string]any{"command": fmt.Sprintf("echo %s >> markers.log; sleep 2", marker(s.id, 1))})
+		start, _ := json.Marshal(map[string]any{"agent_id": writer, "message": "#tool bash " + string(bash)})
+		text := "#tool start_thread " + string(start) + "\n#tool wait_for_threads {}"
+		if err := d.send(s, text); err != nil {
+			t.Fatalf("session %s: send: %v", s.id, err)
+		}
+		s.sent = append(s.sent, text)
+	}
+	poll.Until(t, 2*time.Minute, "every session's thread running its bash call", func() (bool, string) {
+		n := 0
+		for _, s := range group {
+			if threadToolRunning(d.list(s.id)) {
+				n++
+			}
+		}
+		return n == len(group), fmt.Sprintf("%d of %d", n, len(group))
+	})
 }
 
 // threadToolRunning reports whether a child thread's tool use is listed
