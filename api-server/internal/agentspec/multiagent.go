@@ -36,13 +36,14 @@ const (
 // Multiagent is a parsed multiagent configuration, stored normalized in
 // Spec.Multiagent:
 //
-//	{"type":"coordinator","agents":[{"type":"agent","id":"agent_…","version":3},{"type":"self"}]}
+//	{"type":"coordinator","agents":[{"type":"agent","id":"agent_…","version":3},…]}
 //	{"type":"multiagent_20261001","subagents":{"type":"enabled","predefined_agents":[…],
 //	 "inline_agents":{"type":"disabled"}},"advisor":{"type":"disabled"},"workflows":{"type":"disabled"}}
 //
 // Parsing checks the shape only. Agent entries without a version and self
-// entries in predefined_agents are pinned when a version is written
-// (httpapi resolves them against the stored agents).
+// entries are pinned when a version is written (httpapi resolves them
+// against the stored agents: self becomes the owner's id at the version
+// being written).
 type Multiagent struct {
 	Type string `json:"type"`
 	// Agents is the coordinator roster.
@@ -81,10 +82,7 @@ type Toggle struct {
 type RosterRef struct {
 	Path  string
 	Entry *RosterEntry
-	// Predefined reports an entry of subagents.predefined_agents, whose
-	// self entry is pinned to the owner's id and version (the response
-	// type of predefined_agents carries agent references only); a
-	// coordinator keeps {"type":"self"}.
+	// Predefined reports an entry of subagents.predefined_agents.
 	Predefined bool
 }
 

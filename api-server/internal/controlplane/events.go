@@ -58,7 +58,7 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for _, e := range run.Transcript {
 		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
-	if resp.Thread, err = s.threadContext(ctx, sess); err != nil {
+	if resp.Thread, err = s.threadContext(sess); err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
 	if sess.IsThread() {

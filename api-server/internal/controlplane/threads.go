@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mangohq/mango/api-server/internal/agentspec"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/db"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
@@ -66,52 +65,32 @@ func rosterRefs(agent json.RawMessage) ([]json.RawMessage, error) {
 	return nil, nil
 }
 
-// roster resolves the roster of session sess's agent: each entry's pinned
-// version's snapshot; a self entry is the session's own agent.
-func (s *Server) roster(ctx context.Context, sess *db.Session) ([]rosterEntry, error) {
+// roster is the roster of session sess's agent: its snapshot carries
+// each agent's own snapshot at its pinned version (the session's create
+// expanded it).
+func (s *Server) roster(sess *db.Session) ([]rosterEntry, error) {
 	refs, err := rosterRefs(sess.Agent)
 	if err != nil || len(refs) == 0 {
 		return nil, err
 	}
 	out := make([]rosterEntry, 0, len(refs))
 	for _, raw := range refs {
-		var ref struct {
-			Type    string `json:"type"`
-			ID      string `json:"id"`
-			Version int64  `json:"version"`
-		}
-		if err := json.Unmarshal(raw, &ref); err != nil {
-			return nil, fmt.Errorf("decode a roster entry of session %s: %w", sess.ID, err)
-		}
-		e := rosterEntry{AgentID: ref.ID, Version: ref.Version}
-		if ref.Type == "self" || ref.ID == sess.AgentID {
-			e.AgentID, e.Version, e.Snapshot = sess.AgentID, sess.AgentVersion, sess.Agent
-		} else {
-			ag, err := s.store.AgentGetVersion(ctx, ref.ID, ref.Version)
-			if err != nil {
-				return nil, fmt.Errorf("roster agent %s version %d of session %s: %w", ref.ID, ref.Version, sess.ID, err)
-			}
-			var spec agentspec.Spec
-			if err := json.Unmarshal(ag.Spec, &spec); err != nil {
-				return nil, fmt.Errorf("decode roster agent %s: %w", ref.ID, err)
-			}
-			if e.Snapshot, err = json.Marshal(agentspec.SnapshotOf(ag.ID, ag.Version, &spec)); err != nil {
-				return nil, err
-			}
-		}
-		var named struct {
+		var a struct {
+			ID          string `json:"id"`
+			Version     int64  `json:"version"`
 			Name        string `json:"name"`
 			Description string `json:"description"`
 		}
-		_ = json.Unmarshal(e.Snapshot, &named)
-		e.Name, e.Desc = named.Name, named.Description
-		out = append(out, e)
+		if err := json.Unmarshal(raw, &a); err != nil || a.ID == "" {
+			return nil, fmt.Errorf("decode a roster agent of session %s: %v", sess.ID, err)
+		}
+		out = append(out, rosterEntry{AgentID: a.ID, Version: a.Version, Snapshot: raw, Name: a.Name, Desc: a.Description})
 	}
 	return out, nil
 }
 
 // threadContext is the ThreadContext of a run of sess.
-func (s *Server) threadContext(ctx context.Context, sess *db.Session) (*pb.ThreadContext, error) {
+func (s *Server) threadContext(sess *db.Session) (*pb.ThreadContext, error) {
 	tc := &pb.ThreadContext{AgentName: sess.AgentName()}
 	if sess.IsThread() {
 		tc.ThreadId, tc.PrimaryThreadId, tc.ParentSessionId = sess.ID, db.PrimaryThreadID(*sess.ParentID), *sess.ParentID
@@ -119,7 +98,7 @@ func (s *Server) threadContext(ctx context.Context, sess *db.Session) (*pb.Threa
 	}
 	tc.ThreadId = db.PrimaryThreadID(sess.ID)
 	tc.PrimaryThreadId = tc.ThreadId
-	roster, err := s.roster(ctx, sess)
+	roster, err := s.roster(sess)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +158,7 @@ func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadReq
 // spawn is the roster agent agentID of parent's coordinator, to start as
 // a thread.
 func (t *threadServer) spawn(ctx context.Context, parent *db.Session, agentID string) (*db.ThreadSpawn, error) {
-	roster, err := t.s.roster(ctx, parent)
+	roster, err := t.s.roster(parent)
 	if err != nil {
 		return nil, t.s.fail(ctx, "send to thread", err)
 	}

@@ -24,15 +24,13 @@ func TestSessionThreads(t *testing.T) {
 	conn := dial(t, controlplane.Deps{Store: e.store, Token: token}) // real time: the wait holds for it
 	cp, threads := pb.NewControlPlaneClient(conn), pb.NewSessionThreadsClient(conn)
 	ctx := authed(context.Background())
+	// The session's agent snapshot carries its roster expanded, as the
+	// session's create writes it.
 	writer := ids.New(ids.Agent)
-	spec := `{"name":"writer","description":"","system":"You write.","model":{"id":"m","speed":"standard"},"tools":[],"mcp_servers":[],` +
-		`"metadata":{},"skills":[],"execution_identity":{"type":"service_account"},"multiagent":null}`
-	if _, err := e.store.AgentCreate(context.Background(), writer, json.RawMessage(spec), nil, e.clock.now()); err != nil {
-		t.Fatal(err)
-	}
 	sid, budget := ids.New(ids.Session), int64(1)
 	lead := `{"type":"agent","id":"agent_lead","version":1,"name":"lead","model":{"id":"m"},"tools":[],` +
-		`"multiagent":{"type":"coordinator","agents":[{"type":"agent","id":"` + writer + `","version":1}]}}`
+		`"multiagent":{"type":"coordinator","agents":[{"type":"agent","id":"` + writer + `","version":1,"name":"writer","description":"",` +
+		`"system":"You write.","model":{"id":"m","speed":"standard"},"tools":[],"mcp_servers":[],"skills":[],"execution_identity":{"type":"service_account"}}]}}`
 	if _, _, err := e.store.SessionCreate(context.Background(), db.SessionCreateParams{ID: sid, AgentID: "agent_lead", AgentVersion: 1,
 		Agent: json.RawMessage(lead), Provider: "local", Now: e.clock.now(), BudgetMaxCents: &budget}, nil); err != nil {
 		t.Fatal(err)

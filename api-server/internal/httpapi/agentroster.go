@@ -24,10 +24,13 @@ import (
 //
 // The owner may name itself once, by self or, once it exists, by its id;
 // that entry is exempt from the depth limit (it is the recursive
-// self-invocation self stands for). A coordinator keeps {"type":"self"}.
-// In predefined_agents, whose response type carries agent references
-// only, self becomes the owner's id at the version being written, and so
-// does the owner's id without a version.
+// self-invocation self stands for). Self is resolved to a concrete agent
+// reference, as the SDK's response types carry: the owner's id at the
+// version being written, and so is the owner's id without a version.
+//
+// A session's agent snapshot carries the roster expanded (sessionRoster):
+// each entry is the agent's own snapshot at its pinned version, as the
+// SDK's session types carry it, and as the session's threads run it.
 
 // rosterOwner is the agent whose version is being written.
 type rosterOwner struct {
@@ -90,8 +93,6 @@ func (a *API) resolveRoster(ctx context.Context, raw json.RawMessage, owner rost
 func pinOwner(ref agentspec.RosterRef, owner rosterOwner) (bool, error) {
 	e := ref.Entry
 	switch {
-	case e.Type == agentspec.EntrySelf && !ref.Predefined:
-		return false, nil
 	case e.Type == agentspec.EntrySelf || e.Version == 0:
 		*e = agentspec.RosterEntry{Type: agentspec.EntryAgent, ID: owner.ID, Version: owner.Version}
 		return true, nil
@@ -144,4 +145,72 @@ func (a *API) pinRosterAgent(ctx context.Context, ref agentspec.RosterRef) error
 	}
 	e.Version = ag.Version
 	return nil
+}
+
+// sessionRoster expands the roster of a session's agent snapshot: each
+// entry becomes the snapshot of the agent at its pinned version
+// (BetaManagedAgentsSessionThreadAgent), without multiagent (delegation is
+// one level deep). The entry naming the session's own agent version is
+// the snapshot itself, with the session's overrides (they apply to the
+// coordinator and its self copies).
+func (a *API) sessionRoster(ctx context.Context, snap *agentspec.Snapshot) error {
+	m, err := agentspec.ParseMultiagent(snap.Multiagent)
+	if err != nil || m == nil {
+		return err
+	}
+	expand := func(entries []agentspec.RosterEntry) ([]json.RawMessage, error) {
+		out := make([]json.RawMessage, 0, len(entries))
+		for _, e := range entries {
+			member, err := a.rosterMember(ctx, snap, e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, member)
+		}
+		return out, nil
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(snap.Multiagent, &doc); err != nil {
+		return fmt.Errorf("decode the multiagent of agent %s: %w", snap.ID, err)
+	}
+	switch {
+	case m.Type == agentspec.Coordinator:
+		if doc["agents"], err = expand(m.Agents); err != nil {
+			return err
+		}
+	case m.Subagents != nil && m.Subagents.Type == agentspec.Enabled:
+		sub, _ := doc["subagents"].(map[string]any)
+		if sub["predefined_agents"], err = expand(m.Subagents.PredefinedAgents); err != nil {
+			return err
+		}
+	}
+	snap.Multiagent, err = json.Marshal(doc)
+	return err
+}
+
+// rosterMember is the snapshot of roster entry e of the session agent
+// snap, without multiagent.
+func (a *API) rosterMember(ctx context.Context, snap *agentspec.Snapshot, e agentspec.RosterEntry) (json.RawMessage, error) {
+	member := *snap
+	if e.ID != snap.ID || e.Version != snap.Version {
+		ag, err := a.deps.Store.AgentGetVersion(ctx, e.ID, e.Version)
+		if err != nil {
+			return nil, fmt.Errorf("roster agent %s version %d: %w", e.ID, e.Version, err)
+		}
+		var spec agentspec.Spec
+		if err := json.Unmarshal(ag.Spec, &spec); err != nil {
+			return nil, fmt.Errorf("decode roster agent %s: %w", e.ID, err)
+		}
+		member = *agentspec.SnapshotOf(ag.ID, ag.Version, &spec)
+	}
+	b, err := json.Marshal(member)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	delete(obj, "multiagent")
+	return json.Marshal(obj)
 }

@@ -7,10 +7,9 @@ import (
 	"github.com/mangohq/mango/api-server/internal/agentspec"
 )
 
-// TestPinOwner: the entry naming the agent being written keeps self in a
-// coordinator, becomes the owner at the version being written in
-// predefined_agents (or without a version), and names only a version that
-// exists.
+// TestPinOwner: the entry naming the agent being written (self, or its id
+// without a version) becomes the owner at the version being written, and
+// names only a version that exists.
 func TestPinOwner(t *testing.T) {
 	t.Parallel()
 	owner := rosterOwner{ID: "agent_own", Version: 4}
@@ -24,7 +23,7 @@ func TestPinOwner(t *testing.T) {
 		wantPin    bool
 		wantErr    string
 	}{
-		{name: "coordinator self stays self", entry: self, want: self},
+		{name: "coordinator self pins the version written", entry: self, want: pinned, wantPin: true},
 		{name: "predefined self pins the version written", entry: self, predefined: true, want: pinned, wantPin: true},
 		{name: "own id without version pins the version written", entry: agentspec.RosterEntry{Type: agentspec.EntryAgent, ID: "agent_own"}, want: pinned, wantPin: true},
 		{name: "own id at an existing version", entry: agentspec.RosterEntry{Type: agentspec.EntryAgent, ID: "agent_own", Version: 3}, predefined: true,

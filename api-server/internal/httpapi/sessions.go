@@ -187,6 +187,9 @@ func (a *API) createSession(c echo.Context, n *newSession) (*db.Session, error) 
 			return nil, err
 		}
 	}
+	if err := a.sessionRoster(ctx, snapshot); err != nil {
+		return nil, err
+	}
 	env, provider, err := a.environmentProvider(ctx, n.EnvironmentID)
 	if err != nil {
 		return nil, err

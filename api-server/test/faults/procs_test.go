@@ -159,13 +159,17 @@ func tail(b []byte, n int) string {
 }
 
 // freePort returns a loopback port nothing listens on; ports, when more
-// than one is asked for, are consecutive.
+// than one is asked for, are consecutive. They are picked outside the
+// kernel's ephemeral range: a port inside it can be taken as the source
+// port of an outgoing connection between this check and the listen of the
+// process given it (seen: the worker's metrics port, bound last).
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
+	lo, hi := portRange(n)
 	for range 200 {
 		var buf [2]byte
 		_, _ = rand.Read(buf[:])
-		base := 30000 + int(buf[0])<<8%20000 + int(buf[1])
+		base := lo + (int(buf[0])<<8|int(buf[1]))%(hi-lo)
 		ok := true
 		for i := range n {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
@@ -181,6 +185,27 @@ func freePorts(t *testing.T, n int) int {
 	}
 	t.Fatal("no free port range")
 	return 0
+}
+
+// portRange is where freePorts picks n consecutive ports: below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range), or above it
+// when it starts too low.
+func portRange(n int) (lo, hi int) {
+	ephLo, ephHi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if l, err := strconv.Atoi(f[0]); err == nil {
+				ephLo = l
+			}
+			if h, err := strconv.Atoi(f[1]); err == nil {
+				ephHi = h
+			}
+		}
+	}
+	if ephLo-n > 12000 {
+		return 10000, ephLo - n
+	}
+	return ephHi + 1, 65535 - n
 }
 
 // repoRoot finds the directory holding go.work.

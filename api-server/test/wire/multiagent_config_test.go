@@ -74,16 +74,15 @@ func selfEntry() anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion {
 	return anthropic.BetaManagedAgentsMultiagentRosterEntryParamsUnion{OfBetaManagedAgentsMultiagentSelf: &anthropic.BetaManagedAgentsMultiagentSelfParams{}}
 }
 
-// ref is an agent reference as responses carry it; version 0 is self.
+// ref is an agent reference as responses carry it.
 type ref struct {
 	id      string
 	version int64
 }
 
 // wantCoordinator decodes an agent's multiagent through the SDK and checks
-// it is a coordinator with roster want. A self entry, which the SDK's
-// response union (agent or advisor) has no variant for, must come back as
-// {"type":"self"}.
+// it is a coordinator with roster want (a self entry is resolved to the
+// agent's own id at the version that names it).
 func wantCoordinator(t *testing.T, ag *anthropic.BetaManagedAgentsAgent, want ...ref) {
 	t.Helper()
 	c, ok := ag.Multiagent.AsAny().(anthropic.BetaManagedAgentsMultiagentCoordinator)
@@ -95,12 +94,6 @@ func wantCoordinator(t *testing.T, ag *anthropic.BetaManagedAgentsAgent, want ..
 	}
 	for i, w := range want {
 		entry := c.Agents[i]
-		if w.version == 0 {
-			if entry.Type != "self" || entry.RawJSON() != `{"type":"self"}` {
-				t.Errorf("agents[%d] = %s, want {\"type\":\"self\"}", i, entry.RawJSON())
-			}
-			continue
-		}
 		got, ok := entry.AsAny().(anthropic.BetaManagedAgentsAgentReference)
 		if !ok || got.ID != w.id || got.Version != w.version {
 			t.Errorf("agents[%d] = %s, want agent %s version %d", i, entry.RawJSON(), w.id, w.version)
@@ -122,7 +115,7 @@ func TestMultiagentCoordinatorRoster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create coordinator: %v", err)
 	}
-	wantCoordinator(t, lead, ref{w1.ID, 1}, ref{w2.ID, 1}, ref{})
+	wantCoordinator(t, lead, ref{w1.ID, 1}, ref{w2.ID, 1}, ref{lead.ID, 1})
 
 	// The roster agent's new version does not move the pin.
 	e.mustUpdate(w1.ID, anthropic.BetaAgentUpdateParams{System: anthropic.String("v2")})
@@ -130,20 +123,22 @@ func TestMultiagentCoordinatorRoster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get coordinator: %v", err)
 	}
-	wantCoordinator(t, got, ref{w1.ID, 1}, ref{w2.ID, 1}, ref{})
+	wantCoordinator(t, got, ref{w1.ID, 1}, ref{w2.ID, 1}, ref{lead.ID, 1})
 
 	// Without a version an entry pins the latest at save time: now 2.
 	lead2 := e.mustUpdate(lead.ID, anthropic.BetaAgentUpdateParams{Multiagent: coordinator(agentEntry(w1.ID, 0), selfEntry())})
 	if lead2.Version != 2 {
 		t.Errorf("update with a new roster wrote version %d, want 2", lead2.Version)
 	}
-	wantCoordinator(t, lead2, ref{w1.ID, 2}, ref{})
+	wantCoordinator(t, lead2, ref{w1.ID, 2}, ref{lead.ID, 2})
 	sessionSnapshot(t, e, lead2)
 	coordinatorRefusals(t, e, w1, lead2)
 }
 
-// sessionSnapshot: a session's agent snapshot carries the configuration
-// exactly as the agent version stores it (the thread spawner reads it).
+// sessionSnapshot: a session's agent snapshot carries the roster
+// expanded, as the SDK's session types carry it: each entry the agent's
+// own snapshot at its pinned version, in order (the session's threads run
+// them).
 func sessionSnapshot(t *testing.T, e *multiagentEnv, ag *anthropic.BetaManagedAgentsAgent) {
 	t.Helper()
 	ctx := context.Background()
@@ -156,8 +151,16 @@ func sessionSnapshot(t *testing.T, e *multiagentEnv, ag *anthropic.BetaManagedAg
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}
-	if got, want := rawMember(t, sess.Agent.RawJSON(), "multiagent"), ag.Multiagent.RawJSON(); got != want {
-		t.Errorf("session agent multiagent =\n%s\nwant the agent's\n%s", got, want)
+	c, ok := sess.Agent.Multiagent.AsAny().(anthropic.BetaManagedAgentsSessionMultiagentCoordinator)
+	want, _ := ag.Multiagent.AsAny().(anthropic.BetaManagedAgentsMultiagentCoordinator)
+	if !ok || len(c.Agents) != len(want.Agents) {
+		t.Fatalf("session agent multiagent = %s, want a coordinator of %d agents", sess.Agent.Multiagent.RawJSON(), len(want.Agents))
+	}
+	for i, w := range want.Agents {
+		got, ok := c.Agents[i].AsAny().(anthropic.BetaManagedAgentsSessionThreadAgent)
+		if !ok || got.ID != w.ID || got.Version != w.Version || got.Name == "" || got.Model.ID == "" {
+			t.Errorf("session roster agents[%d] = %s, want the snapshot of %s version %d", i, c.Agents[i].RawJSON(), w.ID, w.Version)
+		}
 	}
 }
 
