@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,9 @@ type multiagentConfig struct {
 // rosterRefs are the roster's entries of an agent snapshot: none without
 // multiagent.
 func rosterRefs(agent json.RawMessage) ([]json.RawMessage, error) {
+	if !bytes.Contains(agent, []byte(`"multiagent":{`)) {
+		return nil, nil // null or absent: most sessions, read every turn
+	}
 	var a struct {
 		Multiagent *multiagentConfig `json:"multiagent"`
 	}
