@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/db"
 )
 
 // teamEnv is a server, a worker whose fake model records every request,
@@ -543,5 +544,43 @@ func TestMultiagentReplyStartsTurn(t *testing.T) {
 	sess, err := e.client.Beta.Sessions.Get(context.Background(), sid, anthropic.BetaSessionGetParams{})
 	if err != nil || sess.Status != anthropic.BetaManagedAgentsSessionStatusIdle {
 		t.Fatalf("session after the reply's turn: %v, %v; want idle", sess.Status, err)
+	}
+}
+
+// TestMultiagentThreadStatuses: a thread's retryable model error shows as
+// session.thread_status_rescheduled, then it runs again and replies;
+// archiving it terminates it (session.thread_status_terminated) and it
+// takes no more messages; the primary thread cannot be archived alone.
+func TestMultiagentThreadStatuses(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	e.say(t, sid, toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": "#error overloaded 1\n#reply recovered"})+
+		"\n"+toolLine("wait_for_threads", map[string]any{}))
+	got := untilIdle(t, events, sid, 2*time.Minute)
+	th := threadOf(lastEvent(got, "session.thread_created"))
+	var types []string
+	for _, ev := range got {
+		if threadOf(ev) == th {
+			types = append(types, ev.Type)
+		}
+	}
+	inOrder(t, streamedOf(types), "session.thread_status_running", "session.error", "session.thread_status_rescheduled",
+		"session.thread_status_running", "agent.message", "session.thread_status_idle")
+	if final := lastOfThread(got, "agent.message", ""); !strings.Contains(final, "recovered") {
+		t.Fatalf("the coordinator's final message %q lacks the thread's reply after its retry", final)
+	}
+	ctx := context.Background()
+	_, err := e.client.Beta.Sessions.Threads.Archive(ctx, db.PrimaryThreadID(sid), anthropic.BetaSessionThreadArchiveParams{SessionID: sid})
+	wantAPIError(t, err, 400)
+	archived, err := e.client.Beta.Sessions.Threads.Archive(ctx, th, anthropic.BetaSessionThreadArchiveParams{SessionID: sid})
+	if err != nil || archived.Status != anthropic.BetaManagedAgentsSessionThreadStatusTerminated || archived.ArchivedAt.IsZero() {
+		t.Fatalf("archived thread %+v, %v; want terminated and archived", archived, err)
+	}
+	until(t, events, "session.thread_status_terminated", 30*time.Second)
+	e.say(t, sid, toolLine("send_to_thread", map[string]any{"thread_id": th, "message": "#reply again"}))
+	got = untilIdle(t, events, sid, time.Minute)
+	if res := lastEvent(got, "agent.tool_result"); !strings.Contains(res.Raw, `"is_error":true`) || !strings.Contains(res.Raw, "archived") {
+		t.Fatalf("a message to the archived thread answered %s, want an error naming it archived", res.Raw)
 	}
 }
