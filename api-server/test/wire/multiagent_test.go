@@ -584,3 +584,47 @@ func TestMultiagentThreadStatuses(t *testing.T) {
 		t.Fatalf("a message to the archived thread answered %s, want an error naming it archived", res.Raw)
 	}
 }
+
+// TestMultiagentInterruptOneThread: an interrupt naming a thread stops
+// that thread alone; the coordinator's wait no longer waits for it, and
+// ends with the other thread's reply.
+func TestMultiagentInterruptOneThread(t *testing.T) {
+	e := newTeamEnv(t, toolset)
+	sid := e.session(t)
+	events := e.watch(t, sid)
+	e.say(t, sid, strings.Join([]string{
+		toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": toolLine("bash", map[string]any{"command": "sleep 120"})}),
+		toolLine("start_thread", map[string]any{"agent_id": e.reader.ID, "message": toolLine("bash", map[string]any{
+			"command": "timeout 60 sh -c 'until [ -f /mnt/session/go ]; do sleep 0.05; done' && echo R-DONE"})}),
+		toolLine("wait_for_threads", map[string]any{}),
+	}, "\n"))
+	var got []streamed
+	threads := map[string]bool{}
+	for len(threads) < 2 {
+		batch := until(t, events, "agent.tool_use", time.Minute)
+		got = append(got, batch...)
+		if th := threadOf(batch[len(batch)-1]); th != "" {
+			threads[th] = true
+		}
+	}
+	writer := ""
+	for _, ev := range got {
+		if ev.Type == "session.thread_created" && strings.Contains(ev.Raw, `"agent_name":"writer"`) {
+			writer = threadOf(ev)
+		}
+	}
+	e.sendRaw(t, sid, map[string]any{"type": "user.interrupt", "session_thread_id": writer})
+	idle := until(t, events, "session.thread_status_idle", 30*time.Second)
+	if th := threadOf(idle[len(idle)-1]); th != writer {
+		t.Fatalf("thread %s went idle first, want the interrupted writer %s", th, writer)
+	}
+	// The reader goes on: let it finish.
+	if err := os.WriteFile(filepath.Join(e.root, sandboxDir(t, e.root), "mnt", "session", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = untilIdle(t, events, sid, time.Minute)
+	final := lastOfThread(got, "agent.message", "")
+	if !strings.Contains(final, "R-DONE") || strings.Contains(final, "(agent writer)") {
+		t.Fatalf("the coordinator's final message %q, want the reader's reply alone", final)
+	}
+}
