@@ -143,6 +143,9 @@ func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadReq
 			return nil, err
 		}
 		m.ThreadID = db.ThreadID(sid, req.GetKey())
+		if err := t.checkRunning(ctx, sid, m.ThreadID); err != nil {
+			return nil, err
+		}
 	}
 	thread, err := s.store.ThreadSend(ctx, m)
 	switch {
@@ -157,6 +160,33 @@ func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadReq
 		return nil, s.fail(ctx, op, err)
 	}
 	return &pb.SendToThreadResponse{ThreadId: thread.ID, AgentName: thread.AgentName(), Created: m.Spawn != nil}, nil
+}
+
+// MaxRunningThreads is how many child threads of a session may run at
+// once (the hosted API's limit).
+const MaxRunningThreads = 25
+
+// checkRunning refuses a new thread (threadID, unless a retry made it
+// already) while MaxRunningThreads of the session's threads run.
+func (t *threadServer) checkRunning(ctx context.Context, sid, threadID string) error {
+	threads, err := t.s.store.ThreadList(ctx, sid)
+	if err != nil {
+		return t.s.fail(ctx, "send to thread", err)
+	}
+	running := 0
+	for _, th := range threads {
+		if th.ID == threadID {
+			return nil
+		}
+		if th.Status == db.StatusRunning || th.Status == db.StatusRescheduling {
+			running++
+		}
+	}
+	if running >= MaxRunningThreads {
+		return status.Errorf(codes.FailedPrecondition, "send to thread: %d threads of session %s are running, the most that may run at once; "+
+			"wait for replies before starting another", running, sid)
+	}
+	return nil
 }
 
 // spawn is the roster agent agentID of parent's coordinator, to start as

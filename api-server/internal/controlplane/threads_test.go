@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,4 +84,13 @@ func TestSessionThreads(t *testing.T) {
 			t.Fatalf("the wait after the reply: %v, %v; want the thread's reply", got, err)
 		}
 	}
+	// At most MaxRunningThreads run at once.
+	for i := range controlplane.MaxRunningThreads {
+		if _, err := threads.SendToThread(ctx, &pb.SendToThreadRequest{SessionId: sid, Key: fmt.Sprintf("cap/%d", i), AgentId: writer,
+			Content: content}); err != nil {
+			t.Fatalf("thread %d: %v", i, err)
+		}
+	}
+	_, err = threads.SendToThread(ctx, &pb.SendToThreadRequest{SessionId: sid, Key: "cap/over", AgentId: writer, Content: content})
+	wantCode(t, "a thread beyond the running limit", err, codes.FailedPrecondition)
 }
