@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	s.cp.eventWaits = s.eventWaits
+	s.cp.eventWaits, s.cp.wake = s.eventWaits, s.relay.Wake
 	if err := s.cp.listen(cfg, store, files, s.previews, s.interrupts, reg, log); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ type controlPlane struct {
 	drain chan struct{} // closed by stop: ends the preview and interrupt streams
 	// eventWaits, set before listen, wakes AwaitToolResult calls.
 	eventWaits *broadcast.Keyed
+	// wake, set before listen, signals a session's workflow at once
+	// (outbox.Relay.Wake) after a ControlPlane call owed it a wake-up.
+	wake func(ctx context.Context, sessionID string)
 }
 
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
@@ -41,7 +44,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filesto
 	}
 	srv, err := controlplane.NewGRPCServer(controlplane.Deps{
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
-		Interrupts: interrupts, EventWaits: c.eventWaits,
+		Interrupts: interrupts, EventWaits: c.eventWaits, Wake: c.wake,
 		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate,
 	})

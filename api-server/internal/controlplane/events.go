@@ -259,6 +259,11 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 	if err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
+	if sess.IsThread() {
+		// A thread's turn end may owe its session a wake-up: its reply,
+		// or the end of the session's held turn.
+		s.wakeNow(ctx, *sess.ParentID)
+	}
 	return &pb.CompleteTurnResponse{Events: out, Status: statusToPB(sess.Status), StopReason: string(sess.StopReason)}, nil
 }
 

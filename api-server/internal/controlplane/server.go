@@ -71,6 +71,11 @@ type Deps struct {
 	Files filestore.Blobs
 	// FilesMaxBytes caps one published output (MANGO_FILES_MAX_BYTES).
 	FilesMaxBytes int64
+	// Wake, when set, signals a session's workflow at once after a call
+	// wrote it a wake-up (outbox.Relay.Wake; the relay's poll delivers
+	// what it misses): a session thread's, started or messaged by its
+	// coordinator, and a session its thread's turn end owes one.
+	Wake func(ctx context.Context, sessionID string)
 	// EventWaits wakes AwaitToolResult when a session's events change
 	// (fed by db.NotifyChannel); nil makes it look again every second.
 	EventWaits *broadcast.Keyed
@@ -108,6 +113,14 @@ type Server struct {
 	secrets    *envelope.Keyring
 	files      filestore.Blobs
 	eventWaits *broadcast.Keyed
+	wake       func(ctx context.Context, sessionID string)
+}
+
+// wakeNow signals session sid's workflow at once when Deps.Wake is set.
+func (s *Server) wakeNow(ctx context.Context, sid string) {
+	if s.wake != nil {
+		s.wake(context.WithoutCancel(ctx), sid)
+	}
 }
 
 // New returns the ControlPlane service.
@@ -126,7 +139,7 @@ func New(d Deps) (*Server, error) {
 		d.Prices = usage.DefaultTable()
 	}
 	return &Server{store: d.Store, log: d.Logger, now: d.Now, metrics: m, previews: d.Previews, interrupts: d.Interrupts, drain: d.Drain, prices: d.Prices,
-		secrets: d.Secrets, files: d.Files, eventWaits: d.EventWaits}, nil
+		secrets: d.Secrets, files: d.Files, eventWaits: d.EventWaits, wake: d.Wake}, nil
 }
 
 // NewGRPCServer returns a gRPC server with the ControlPlane service

@@ -156,6 +156,7 @@ func (t *threadServer) SendToThread(ctx context.Context, req *pb.SendToThreadReq
 	case err != nil:
 		return nil, s.fail(ctx, op, err)
 	}
+	s.wakeNow(ctx, thread.ID) // its workflow runs the message now, not at the relay's next poll
 	if err := t.appendSent(ctx, sid, req.GetKey(), thread, m.Content); err != nil {
 		return nil, s.fail(ctx, op, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -627,4 +628,61 @@ func TestMultiagentInterruptOneThread(t *testing.T) {
 	if !strings.Contains(final, "R-DONE") || strings.Contains(final, "(agent writer)") {
 		t.Fatalf("the coordinator's final message %q, want the reader's reply alone", final)
 	}
+}
+
+// TestMultiagentTurnCost measures, opt-in, the latency of a coordinator
+// turn that has two threads each run one bash round and waits for both,
+// beside a single-agent turn of one bash round, on the local sandbox:
+// MANGO_MULTIAGENT_COST=<turns>.
+func TestMultiagentTurnCost(t *testing.T) {
+	n := 0
+	if _, err := fmt.Sscan(os.Getenv("MANGO_MULTIAGENT_COST"), &n); err != nil || n <= 0 {
+		t.Skip("set MANGO_MULTIAGENT_COST=<turns> to measure")
+	}
+	e := newTeamEnv(t, toolset)
+	measure := func(what, sid string, message func(i int) string) {
+		events := e.watch(t, sid)
+		var ds []time.Duration
+		for i := range n + 1 {
+			start := time.Now()
+			e.say(t, sid, message(i))
+			untilIdle(t, events, sid, time.Minute)
+			if i > 0 { // the first turn starts the sandbox (and the threads)
+				ds = append(ds, time.Since(start))
+			}
+		}
+		slices.Sort(ds)
+		t.Logf("%s: %d turns, p50 %v, p90 %v, max %v", what, n, ds[len(ds)/2], ds[len(ds)*9/10], ds[len(ds)-1])
+	}
+	ctx := context.Background()
+	env, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: fmt.Sprintf("cost-%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := e.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(e.writer.ID)}, EnvironmentID: env.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure("single agent, one bash round", plain.ID, func(i int) string {
+		return toolLine("bash", map[string]any{"command": fmt.Sprintf("echo %d", i)})
+	})
+	sid := e.session(t)
+	var threads []string
+	measure("coordinator, two threads of one bash round each, waited for", sid, func(i int) string {
+		bash := toolLine("bash", map[string]any{"command": fmt.Sprintf("echo %d", i)})
+		if i == 0 {
+			return toolLine("start_thread", map[string]any{"agent_id": e.writer.ID, "message": bash}) + "\n" +
+				toolLine("start_thread", map[string]any{"agent_id": e.reader.ID, "message": bash}) + "\n" + toolLine("wait_for_threads", map[string]any{})
+		}
+		if threads == nil {
+			page, err := e.client.Beta.Sessions.Threads.List(ctx, sid, anthropic.BetaSessionThreadListParams{})
+			if err != nil || len(page.Data) != 3 {
+				t.Fatalf("threads: %v", err)
+			}
+			threads = []string{page.Data[1].ID, page.Data[2].ID}
+		}
+		return "#parallel\n" + toolLine("send_to_thread", map[string]any{"thread_id": threads[0], "message": bash}) + "\n" +
+			toolLine("send_to_thread", map[string]any{"thread_id": threads[1], "message": bash}) + "\n#tool wait_for_threads {}"
+	})
 }
