@@ -1,6 +1,7 @@
 package db
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"time"
@@ -19,6 +20,9 @@ type RunState struct {
 	Pending []Event
 	// Transcript is the entries after the position asked for.
 	Transcript []TranscriptEntry
+	// SystemMessages are the bodies of the session's system.message
+	// events, in log order.
+	SystemMessages []json.RawMessage
 	// Snapshot (nil: none) and Resources are read only when asked for.
 	Snapshot  *ContextSnapshot
 	Resources []*Resource
@@ -39,12 +43,14 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		snap      *dbsqlc.ContextSnapshotLatestRow
 		resources []dbsqlc.ResourceListForWorkerRow
 		shared    []dbsqlc.ResourceListOfThreadSessionRow // a child thread's session's
+		system    [][]byte
 	)
 	reads := []func(q *dbsqlc.Queries) error{
 		func(q *dbsqlc.Queries) (err error) { sess, err = q.SessionGetByID(ctx, sessionID); return err },
 		func(q *dbsqlc.Queries) error { return optional(&env)(q.EnvironmentGetForSession(ctx, sessionID)) },
 		func(q *dbsqlc.Queries) (err error) { queued, err = q.QueuedEventList(ctx, sessionID); return err },
 		func(q *dbsqlc.Queries) (err error) { pending, err = q.EventListPending(ctx, sessionID); return err },
+		func(q *dbsqlc.Queries) (err error) { system, err = q.EventListSystemMessages(ctx, sessionID); return err },
 		func(q *dbsqlc.Queries) (err error) {
 			entries, err = q.TranscriptEntryList(ctx, dbsqlc.TranscriptEntryListParams{SessionID: sessionID, AfterSeq: transcriptAfter})
 			return err
@@ -66,6 +72,9 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		return nil, err
 	}
 	out := &RunState{Transcript: transcriptFromRows(entries)}
+	for _, b := range system {
+		out.SystemMessages = append(out.SystemMessages, json.RawMessage(b))
+	}
 	var err error
 	if out.Session, err = sessionFromRow(sess); err != nil {
 		return nil, err

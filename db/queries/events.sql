@@ -125,3 +125,8 @@ UPDATE events e SET taken_at = COALESCE(e.taken_at, sqlc.arg(now)::timestamptz),
 FROM unnest(sqlc.arg(ids)::text[]) AS p(id)
 WHERE e.id = p.id AND e.session_id = sqlc.arg(session_id)
 RETURNING e.*;
+
+-- name: EventListSystemMessages :many
+-- The session's system.message events, in log order
+-- (events_system_message_idx).
+SELECT body FROM events WHERE session_id = $1 AND type = 'system.message' ORDER BY seq;

@@ -58,6 +58,9 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for _, e := range run.Transcript {
 		resp.Transcript = append(resp.Transcript, &pb.TranscriptEntry{Key: e.Key, Body: string(e.Body), Seq: e.Seq})
 	}
+	for _, body := range run.SystemMessages {
+		resp.SystemMessages = append(resp.SystemMessages, systemMessageText(body))
+	}
 	if resp.Thread, err = s.threadContext(sess); err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -431,4 +434,20 @@ func checkUsage(field string, u *pb.ModelUsage) error {
 		}
 	}
 	return nil
+}
+
+// systemMessageText is the text of a system.message body: its text blocks,
+// joined by newlines.
+func systemMessageText(body json.RawMessage) string {
+	var m struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal(body, &m)
+	texts := make([]string, 0, len(m.Content))
+	for _, b := range m.Content {
+		texts = append(texts, b.Text)
+	}
+	return strings.Join(texts, "\n")
 }

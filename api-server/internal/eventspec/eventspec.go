@@ -21,6 +21,9 @@ const (
 	UserCustomToolResult = "user.custom_tool_result"
 	UserToolConfirmation = "user.tool_confirmation"
 	UserToolResult       = "user.tool_result"
+	// SystemMessage is privileged context for the turn it accompanies and
+	// every later one: appended to the session's system context.
+	SystemMessage = "system.message"
 )
 
 // Limits.
@@ -78,7 +81,29 @@ func ParseList(raws []json.RawMessage, path string, only []string) ([]Event, err
 		}
 		out = append(out, *ev)
 	}
+	if err := checkSystemMessage(out, path); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkSystemMessage enforces the SDK's rule for system.message: at most
+// one per request, the final event, right after the user.message,
+// user.tool_result or user.custom_tool_result it accompanies.
+func checkSystemMessage(events []Event, path string) error {
+	for i, ev := range events {
+		if ev.Type != SystemMessage {
+			continue
+		}
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if i != len(events)-1 {
+			return jsonx.Errorf(p, "a system.message must be the request's final event (at most one per request)")
+		}
+		if i == 0 || !slices.Contains([]string{UserMessage, UserToolResult, UserCustomToolResult}, events[i-1].Type) {
+			return jsonx.Errorf(p, "a system.message must follow the %s, %s or %s it accompanies", UserMessage, UserToolResult, UserCustomToolResult)
+		}
+	}
+	return nil
 }
 
 func parse(raw json.RawMessage, path string) (*Event, error) {
@@ -132,6 +157,8 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 			map[string]any{"custom_tool_use_id": in.CustomToolUseID, "content": content, "is_error": isErr})
 	case UserToolResult:
 		return toolResult(raw, path)
+	case SystemMessage:
+		return systemMessage(raw, path)
 	case UserToolConfirmation:
 		var in struct {
 			Type        string  `json:"type"`
@@ -167,8 +194,44 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 	case "":
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}
-	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s, %s or %s)", typ,
-		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation, UserToolResult)
+	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s, %s, %s or %s)", typ,
+		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation, UserToolResult, SystemMessage)
+}
+
+// systemMessage validates a system.message: text blocks only, at least
+// one, none empty.
+func systemMessage(raw json.RawMessage, path string) (*Event, error) {
+	var in struct {
+		Type    string `json:"type"`
+		Content []struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		} `json:"content"`
+	}
+	if err := jsonx.Decode(raw, &in, path); err != nil {
+		return nil, err
+	}
+	if len(in.Content) == 0 {
+		return nil, jsonx.Errorf(path+".content", "must hold at least one text block")
+	}
+	if len(in.Content) > MaxContentBlocks {
+		return nil, jsonx.Errorf(path+".content", "at most %d blocks are allowed, got %d", MaxContentBlocks, len(in.Content))
+	}
+	blocks := make([]map[string]string, 0, len(in.Content))
+	for i, b := range in.Content {
+		bp := fmt.Sprintf("%s.content[%d]", path, i)
+		if b.Type != "text" {
+			return nil, jsonx.Errorf(bp+".type", "a system.message holds text blocks only, got %q", b.Type)
+		}
+		if b.Text == nil || *b.Text == "" {
+			return nil, jsonx.Errorf(bp+".text", "must not be empty")
+		}
+		if len(*b.Text) > MaxTextLen {
+			return nil, jsonx.Errorf(bp+".text", "must be at most %d bytes", MaxTextLen)
+		}
+		blocks = append(blocks, map[string]string{"type": "text", "text": *b.Text})
+	}
+	return event(Event{Type: SystemMessage}, map[string]any{"content": blocks})
 }
 
 // toolResult validates a user.tool_result: the result of a built-in tool

@@ -55,6 +55,10 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 			if req.EnsureWork == "" {
 				req.EnsureWork = ids.New(ids.Work)
 			}
+		case eventspec.SystemMessage:
+			// No trigger: every turn reads the session's system messages
+			// into its system context (GetRun).
+			ne.Pending = false
 		}
 		req.Events = append(req.Events, ne)
 	}

@@ -152,6 +152,32 @@ func (q *Queries) EventListPending(ctx context.Context, sessionID string) ([]Eve
 	return items, nil
 }
 
+const eventListSystemMessages = `-- name: EventListSystemMessages :many
+SELECT body FROM events WHERE session_id = $1 AND type = 'system.message' ORDER BY seq
+`
+
+// The session's system.message events, in log order
+// (events_system_message_idx).
+func (q *Queries) EventListSystemMessages(ctx context.Context, sessionID string) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, eventListSystemMessages, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		items = append(items, body)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventMarkProcessed = `-- name: EventMarkProcessed :many
 UPDATE events e SET taken_at = COALESCE(e.taken_at, $1::timestamptz),
     processed_at = COALESCE(e.processed_at, $1::timestamptz)

@@ -577,6 +577,9 @@ func (t *turn) buildCore(ctx context.Context) error {
 	// for. The write and edit tools refuse the read_only ones' mounts.
 	t.agent.System = agentruntime.SystemWithMemory(t.agent.System, sessionMemoryStores(resources, t.selfHosted))
 	t.readOnly = readOnlyMounts(resources)
+	// The client's system messages extend the system context, from the
+	// turn they accompany on.
+	t.agent.System = systemWithMessages(t.agent.System, run.GetSystemMessages())
 	spec, err := sandboxSpec(run.GetEnvironmentConfig(), run.GetMcpServers())
 	if err != nil {
 		return err
@@ -1139,4 +1142,17 @@ func withShell(acquire func(context.Context) (sandbox.Sandbox, error)) func(cont
 		}
 		return sb, err
 	}
+}
+
+// systemWithMessages is the system prompt system followed by the session's
+// system messages (system.message events), in order, each a paragraph of
+// its own.
+func systemWithMessages(system string, messages []string) string {
+	for _, m := range messages {
+		if system != "" {
+			system += "\n\n"
+		}
+		system += m
+	}
+	return system
 }

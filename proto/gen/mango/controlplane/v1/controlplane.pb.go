@@ -714,9 +714,13 @@ type GetRunResponse struct {
 	// callers commit the response first (AppendEvents), then end the turn.
 	CompleteTurnTranscript bool `protobuf:"varint,17,opt,name=complete_turn_transcript,json=completeTurnTranscript,proto3" json:"complete_turn_transcript,omitempty"`
 	// The thread the run is: set by servers that have session threads.
-	Thread        *ThreadContext `protobuf:"bytes,18,opt,name=thread,proto3" json:"thread,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Thread *ThreadContext `protobuf:"bytes,18,opt,name=thread,proto3" json:"thread,omitempty"`
+	// The text of each of the session's system.message events, in log
+	// order: appended to the agent's system prompt, from the next model
+	// request on.
+	SystemMessages []string `protobuf:"bytes,19,rep,name=system_messages,json=systemMessages,proto3" json:"system_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -871,6 +875,13 @@ func (x *GetRunResponse) GetCompleteTurnTranscript() bool {
 func (x *GetRunResponse) GetThread() *ThreadContext {
 	if x != nil {
 		return x.Thread
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetSystemMessages() []string {
+	if x != nil {
+		return x.SystemMessages
 	}
 	return nil
 }
@@ -3395,7 +3406,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
 	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\x12*\n" +
-	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xb4\x06\n" +
+	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xdd\x06\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3419,7 +3430,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x14transcript_after_seq\x18\x0f \x01(\x03R\x12transcriptAfterSeq\x12E\n" +
 	"\fturn_context\x18\x10 \x01(\v2\".mango.controlplane.v1.TurnContextR\vturnContext\x128\n" +
 	"\x18complete_turn_transcript\x18\x11 \x01(\bR\x16completeTurnTranscript\x12<\n" +
-	"\x06thread\x18\x12 \x01(\v2$.mango.controlplane.v1.ThreadContextR\x06thread\"Z\n" +
+	"\x06thread\x18\x12 \x01(\v2$.mango.controlplane.v1.ThreadContextR\x06thread\x12'\n" +
+	"\x0fsystem_messages\x18\x13 \x03(\tR\x0esystemMessages\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
