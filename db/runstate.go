@@ -1,8 +1,8 @@
 package db
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -50,7 +50,10 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		func(q *dbsqlc.Queries) error { return optional(&env)(q.EnvironmentGetForSession(ctx, sessionID)) },
 		func(q *dbsqlc.Queries) (err error) { queued, err = q.QueuedEventList(ctx, sessionID); return err },
 		func(q *dbsqlc.Queries) (err error) { pending, err = q.EventListPending(ctx, sessionID); return err },
-		func(q *dbsqlc.Queries) (err error) { system, err = q.EventListSystemMessages(ctx, sessionID); return err },
+		func(q *dbsqlc.Queries) (err error) {
+			system, err = q.EventListSystemMessages(ctx, sessionID)
+			return err
+		},
 		func(q *dbsqlc.Queries) (err error) {
 			entries, err = q.TranscriptEntryList(ctx, dbsqlc.TranscriptEntryListParams{SessionID: sessionID, AfterSeq: transcriptAfter})
 			return err
