@@ -92,20 +92,21 @@ func idBody(a, b string) string {
 func (s *Session) IsThread() bool { return s.ParentID != nil }
 
 // AgentName is the name in the session's agent snapshot.
-func (s *Session) AgentName() string {
+func (s *Session) AgentName() string { return agentName(s.Agent) }
+
+// agentName is the name in an agent snapshot.
+func agentName(agent json.RawMessage) string {
 	var a struct {
 		Name string `json:"name"`
 	}
-	_ = json.Unmarshal(s.Agent, &a)
+	_ = json.Unmarshal(agent, &a)
 	return a.Name
 }
 
-// threadStatusType is the type of a child thread's status event.
+// threadStatusType is the type of a child thread's status event: the
+// session's (StatusEventType) under the thread prefix.
 func threadStatusType(to Status) string {
-	if to == StatusRescheduling {
-		return "session.thread_status_rescheduled"
-	}
-	return "session.thread_status_" + string(to)
+	return "session.thread_" + strings.TrimPrefix(StatusEventType(to), "session.")
 }
 
 // withMembers returns the JSON object body with the members of add
@@ -418,7 +419,7 @@ func (s *Store) threadSendRequest(m *ThreadSend, created bool) *AppendRequest {
 	body, _ := json.Marshal(map[string]any{"from_session_thread_id": m.FromThreadID, "from_agent_name": m.FromAgentName, "content": m.Content})
 	req := &AppendRequest{Now: m.Now}
 	if created {
-		cbody, _ := json.Marshal(map[string]any{"agent_name": agentNameOf(m.Spawn.Agent)})
+		cbody, _ := json.Marshal(map[string]any{"agent_name": agentName(m.Spawn.Agent)})
 		key := m.Key + "/thread_created"
 		req.Events = append(req.Events, NewEvent{ID: derivedEventID(m.ThreadID, key), Type: ThreadCreatedType, Body: cbody, Key: key})
 	}
@@ -436,11 +437,6 @@ func (s *Store) threadSendRequest(m *ThreadSend, created bool) *AppendRequest {
 		return c, nil
 	}
 	return req
-}
-
-// agentNameOf is the name in an agent snapshot.
-func agentNameOf(agent json.RawMessage) string {
-	return (&Session{Agent: agent}).AgentName()
 }
 
 // ThreadList returns a session's child threads, oldest first.

@@ -49,6 +49,19 @@ func (u *Usage) Add(d Usage) {
 	u.Unpriced = u.Unpriced || d.Unpriced
 }
 
+// Sub takes d (a part of u, as a child thread's usage is of its
+// session's) from u. Unpriced stays as it is.
+func (u *Usage) Sub(d Usage) {
+	u.InputTokens -= d.InputTokens
+	u.OutputTokens -= d.OutputTokens
+	u.CacheReadInputTokens -= d.CacheReadInputTokens
+	u.CacheCreation5m -= d.CacheCreation5m
+	u.CacheCreation1h -= d.CacheCreation1h
+	u.WebSearchRequests -= d.WebSearchRequests
+	u.WebFetchRequests -= d.WebFetchRequests
+	u.ListCostNanos -= d.ListCostNanos
+}
+
 // ListCostCents is the list cost in whole US cents, rounded down (the
 // budget itself compares the exact nano-USD amount).
 func (u *Usage) ListCostCents() int64 { return u.ListCostNanos / NanosPerCent }

@@ -60,26 +60,12 @@ func (a *API) toThreadResponse(sessionID string, t *db.Session, children []*db.S
 		r.ID = db.PrimaryThreadID(t.ID)
 		r.ArchivedAt = nil
 		for _, c := range children {
-			own.Usage = subtractUsage(own.Usage, c.Usage)
+			own.Usage.Sub(c.Usage)
 		}
 	}
 	r.Usage = usage.Of(&own, now)
 	r.Stats = threadStats{ActiveSeconds: t.ActiveSeconds(now), DurationSeconds: t.DurationSeconds(now)}
 	return r
-}
-
-// subtractUsage is u less d (a child thread's usage, included in its
-// session's).
-func subtractUsage(u, d db.Usage) db.Usage {
-	u.InputTokens -= d.InputTokens
-	u.OutputTokens -= d.OutputTokens
-	u.CacheReadInputTokens -= d.CacheReadInputTokens
-	u.CacheCreation5m -= d.CacheCreation5m
-	u.CacheCreation1h -= d.CacheCreation1h
-	u.WebSearchRequests -= d.WebSearchRequests
-	u.WebFetchRequests -= d.WebFetchRequests
-	u.ListCostNanos -= d.ListCostNanos
-	return u
 }
 
 func threadNotFound(sid, tid string) error {
