@@ -125,8 +125,21 @@ type Request struct {
 	Messages  []Message `json:"messages"`
 	Tools     []ToolDef `json:"tools,omitempty"`
 	MaxTokens int       `json:"max_tokens"`
-	// ThinkingBudget enables extended thinking when > 0.
+	// ToolChoice constrains how the model uses Tools; nil leaves it to the
+	// model (the provider's default, "auto").
+	ToolChoice *ToolChoice `json:"tool_choice,omitempty"`
+	// ThinkingBudget enables extended thinking when > 0. It cannot be
+	// combined with a ToolChoice that forces a tool ("any" or "tool").
 	ThinkingBudget int `json:"-"`
+}
+
+// ToolChoice is a request's tool_choice: Type "auto" (the model decides),
+// "any" (some tool must be used), "tool" (the tool Name must be used) or
+// "none" (no tool may be used).
+type ToolChoice struct {
+	Type string `json:"type"`
+	// Name is the tool to use, with Type "tool" only.
+	Name string `json:"name,omitempty"`
 }
 
 // Usage counts tokens of one call.

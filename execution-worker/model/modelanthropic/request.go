@@ -31,6 +31,13 @@ func (c *Client) params(req *model.Request) (anthropic.MessageNewParams, error) 
 	if req.ThinkingBudget > 0 {
 		p.Thinking.OfEnabled = &anthropic.ThinkingConfigEnabledParam{BudgetTokens: int64(req.ThinkingBudget)}
 	}
+	if req.ToolChoice != nil {
+		tc, err := toolChoiceParam(*req.ToolChoice, req.ThinkingBudget)
+		if err != nil {
+			return p, &model.Error{Type: "invalid_request_error", Message: "tool_choice: " + err.Error()}
+		}
+		p.ToolChoice = tc
+	}
 	if req.System != "" {
 		p.System = []anthropic.TextBlockParam{{Text: req.System, CacheControl: anthropic.NewCacheControlEphemeralParam()}}
 	}
@@ -104,6 +111,35 @@ func blockParam(b model.Block, cache bool) (anthropic.ContentBlockParamUnion, er
 		}
 		return anthropic.ContentBlockParamUnion{OfToolResult: r}, nil
 	}
+}
+
+// toolChoiceParam is the SDK parameter of a tool choice. A choice that
+// forces a tool ("any", "tool") is refused with extended thinking on
+// (thinkingBudget > 0): the Messages API does not allow the two together.
+func toolChoiceParam(c model.ToolChoice, thinkingBudget int) (anthropic.ToolChoiceUnionParam, error) {
+	var u anthropic.ToolChoiceUnionParam
+	switch c.Type {
+	case "auto":
+		u.OfAuto = &anthropic.ToolChoiceAutoParam{}
+	case "none":
+		u.OfNone = &anthropic.ToolChoiceNoneParam{Type: "none"}
+	case "any":
+		u.OfAny = &anthropic.ToolChoiceAnyParam{}
+	case "tool":
+		if c.Name == "" {
+			return u, fmt.Errorf(`type "tool" needs a tool name`)
+		}
+		u.OfTool = &anthropic.ToolChoiceToolParam{Name: c.Name}
+	default:
+		return u, fmt.Errorf("unknown type %q, want auto, any, tool or none", c.Type)
+	}
+	if c.Name != "" && c.Type != "tool" {
+		return u, fmt.Errorf("type %q takes no tool name (got %q)", c.Type, c.Name)
+	}
+	if thinkingBudget > 0 && (u.OfAny != nil || u.OfTool != nil) {
+		return u, fmt.Errorf("type %q forces a tool, which extended thinking (thinking budget %d) does not allow", c.Type, thinkingBudget)
+	}
+	return u, nil
 }
 
 // toolParam is the SDK parameter of one tool definition, with a prompt
