@@ -11,6 +11,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelanthropic"
+	"github.com/mangohq/mango/execution-worker/model/modelfake"
 )
 
 // gradeTool is the grader's one tool, as the worker declares it.
@@ -113,5 +114,53 @@ func TestToolChoiceRefused(t *testing.T) {
 	}
 	if sent.Load() {
 		t.Error("a refused request reached the server")
+	}
+}
+
+// TestGradeAgainstFake: a grader's request reaches the fake over HTTP with
+// its tool choice, and the fake's #grade verdict comes back as it answers
+// directly (ids aside), created or streamed.
+func TestGradeAgainstFake(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t, fakeServer(modelfake.New()))
+	viaHTTP := newClient(t, modelanthropic.Config{BaseURL: srv.URL})
+	direct := modelfake.New()
+	for _, stream := range []bool{false, true} {
+		req := &model.Request{
+			Model: "claude-test", MaxTokens: 100,
+			Messages: []model.Message{{Role: "user", Content: []model.Block{{Type: "text",
+				Text: "The agent wrote report.md.\n#grade report.md A report must be written."}}}},
+			Tools:      []model.ToolDef{gradeTool, {Name: "bash", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+			ToolChoice: &model.ToolChoice{Type: "tool", Name: "submit_evaluation"},
+		}
+		call := func(c model.Client) (*model.Response, error) {
+			if stream {
+				return c.Stream(t.Context(), req, func(model.StreamEvent) {})
+			}
+			return c.Create(t.Context(), req)
+		}
+		want, err := call(direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := call(viaHTTP)
+		if err != nil {
+			t.Fatalf("stream=%v: %v", stream, err)
+		}
+		// The ids differ: the test server re-encodes the tools' schemas
+		// (keys sorted), so the fake hashes another request.
+		for _, r := range []*model.Response{got, want} {
+			r.ID = strings.TrimRight(r.ID, "0123456789abcdef")
+			for i := range r.Content {
+				r.Content[i].ID = strings.TrimRight(r.Content[i].ID, "0123456789abcdef")
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("stream=%v:\n got %s\nwant %s", stream, mustJSON(t, got), mustJSON(t, want))
+		}
+		if len(got.Content) != 1 || got.Content[0].Name != "submit_evaluation" ||
+			string(got.Content[0].Input) != `{"result":"satisfied","explanation":"The work contains \"report.md\"."}` {
+			t.Errorf("stream=%v: content %s, want the satisfied verdict", stream, mustJSON(t, got.Content))
+		}
 	}
 }

@@ -19,7 +19,8 @@
 // The same request always gets the same response: message ids, tool_use ids
 // ("toolu_fake_<hash>") and thinking signatures are derived from a SHA-256
 // of the request, and usage is computed from text lengths. Nothing depends
-// on time or randomness; #slow only changes how fast Stream delivers.
+// on time or randomness; #slow only changes how fast Stream delivers (and
+// how long a #grade answer takes).
 //
 // The one piece of state is the counter behind "#error <kind> <times>": a
 // small mutex-protected map from a hash of the conversation up to and
@@ -131,41 +132,20 @@ func (c *Client) respond(ctx context.Context, req *model.Request, onEvent func(m
 
 	reqHash := hashRequest(req)
 	rounds := toolRounds(req.Messages[idx+1:])
-
 	var content []model.Block
-	if sc.think != "" {
-		content = append(content, model.Block{
-			Type:      "thinking",
-			Thinking:  sc.think,
-			Signature: "fakesig_" + hashString(sc.think),
-		})
-	}
-	var calls []toolCall
-	switch {
-	case sc.loop:
-		calls = []toolCall{{name: "bash", input: json.RawMessage(LoopCommand)}}
-	case sc.parallel:
-		if rounds == 0 {
-			calls = sc.tools
+	var stop string
+	if sc.grade != nil {
+		tool, err := gradeTool(req)
+		if err != nil {
+			return nil, invalid("#grade: " + err.Error())
 		}
-	case rounds < len(sc.tools):
-		calls = sc.tools[rounds : rounds+1]
-	}
-	stop := "tool_use"
-	for i, call := range calls {
-		content = append(content, model.Block{
-			Type:  "tool_use",
-			ID:    fmt.Sprintf("toolu_fake_%s", hashString(fmt.Sprintf("%s/%d", reqHash, i))),
-			Name:  call.name,
-			Input: call.input,
-		})
-	}
-	if len(calls) == 0 {
-		content = append(content, model.Block{Type: "text", Text: finalReply(sc, req.Messages)})
-		stop = "end_turn"
-		if sc.stop != "" {
-			stop = sc.stop
+		if err := wait(ctx, sc.slow); err != nil {
+			return nil, err
 		}
+		content = []model.Block{{Type: "tool_use", ID: toolUseID(reqHash, 0), Name: tool, Input: sc.grade.verdict(sc.text)}}
+		stop = "tool_use"
+	} else {
+		content, stop = answer(sc, req.Messages, reqHash, rounds)
 	}
 
 	modelID := req.Model
@@ -197,6 +177,90 @@ func (c *Client) respond(ctx context.Context, req *model.Request, onEvent func(m
 		observer(Call{Request: req, EstimatedInputTokens: EstimateInputTokens(req), Response: resp})
 	}
 	return resp, nil
+}
+
+// answer is the content and stop reason of a scripted answer other than
+// #grade, after rounds tool rounds of the conversation msgs.
+func answer(sc *script, msgs []model.Message, reqHash string, rounds int) ([]model.Block, string) {
+	var content []model.Block
+	if sc.think != "" {
+		content = append(content, model.Block{
+			Type:      "thinking",
+			Thinking:  sc.think,
+			Signature: "fakesig_" + hashString(sc.think),
+		})
+	}
+	var calls []toolCall
+	switch {
+	case sc.loop:
+		calls = []toolCall{{name: "bash", input: json.RawMessage(LoopCommand)}}
+	case sc.parallel:
+		if rounds == 0 {
+			calls = sc.tools
+		}
+	case rounds < len(sc.tools):
+		calls = sc.tools[rounds : rounds+1]
+	}
+	stop := "tool_use"
+	for i, call := range calls {
+		content = append(content, model.Block{
+			Type:  "tool_use",
+			ID:    toolUseID(reqHash, i),
+			Name:  call.name,
+			Input: call.input,
+		})
+	}
+	if len(calls) == 0 {
+		content = append(content, model.Block{Type: "text", Text: finalReply(sc, msgs)})
+		stop = "end_turn"
+		if sc.stop != "" {
+			stop = sc.stop
+		}
+	}
+	return content, stop
+}
+
+// gradeTool is the tool a #grade answer calls: the one req.ToolChoice
+// names, else the request's only tool. It must be one of the request's
+// tools.
+func gradeTool(req *model.Request) (string, error) {
+	tc := req.ToolChoice
+	if tc != nil && tc.Type == "none" {
+		return "", fmt.Errorf("tool_choice is none, the verdict needs a tool call")
+	}
+	if tc != nil && tc.Name != "" {
+		for _, t := range req.Tools {
+			if t.Name == tc.Name {
+				return t.Name, nil
+			}
+		}
+		return "", fmt.Errorf("tool_choice names %q, which is not among the request's tools", tc.Name)
+	}
+	if len(req.Tools) != 1 {
+		return "", fmt.Errorf("no tool_choice name and %d tools: name the verdict's tool in tool_choice or declare exactly one", len(req.Tools))
+	}
+	return req.Tools[0].Name, nil
+}
+
+// toolUseID is the id of the i-th tool_use block of the answer to the
+// request hashed as reqHash.
+func toolUseID(reqHash string, i int) string {
+	return "toolu_fake_" + hashString(fmt.Sprintf("%s/%d", reqHash, i))
+}
+
+// wait pauses d, or until ctx is done.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("modelfake: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
 }
 
 // fails counts a call of the conversation msgs and reports whether f makes
@@ -413,9 +477,11 @@ func hashJSON(v any) string {
 	return hashBytes(b)
 }
 
-// hashRequest hashes the model, system prompt, messages and tools of req:
-// every field length-prefixed, so distinct requests hash apart, without
-// encoding the (possibly large) request, or its tool definitions, as JSON.
+// hashRequest hashes the model, system prompt, messages, tools and tool
+// choice of req: every field length-prefixed, so distinct requests hash
+// apart, without encoding the (possibly large) request, or its tool
+// definitions, as JSON. Without a tool choice nothing is added for it, so
+// such requests keep the ids they had before tool choices existed.
 func hashRequest(req *model.Request) string {
 	w := fieldHash{h: sha256.New(), buf: make([]byte, 0, 4096)}
 	w.str(req.Model)
@@ -445,6 +511,10 @@ func hashRequest(req *model.Request) string {
 		w.bytes(t.InputSchema)
 		w.str(t.Type)
 		w.bytes(t.Raw)
+	}
+	if tc := req.ToolChoice; tc != nil {
+		w.str(tc.Type)
+		w.str(tc.Name)
 	}
 	return w.sum()
 }

@@ -41,6 +41,8 @@ func TestHashRequest(t *testing.T) {
 		"large text":          func(r *model.Request) { r.Messages[0].Content[0].Text = large },
 		"large text, changed": func(r *model.Request) { r.Messages[0].Content[0].Text = large + "y" },
 		"message dropped":     func(r *model.Request) { r.Messages = r.Messages[:2] },
+		"tool choice":         func(r *model.Request) { r.ToolChoice = &model.ToolChoice{Type: "any"} },
+		"tool choice name":    func(r *model.Request) { r.ToolChoice = &model.ToolChoice{Type: "tool", Name: "bash"} },
 	}
 	seen := map[string]string{base: "base"}
 	for name, change := range changes {

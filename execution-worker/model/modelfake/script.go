@@ -39,6 +39,15 @@ type script struct {
 	// echoBlocks makes the final reply list the content blocks received
 	// (#echo-blocks).
 	echoBlocks bool
+	// grade makes the answer a grader's verdict (#grade), nil if none.
+	grade *grade
+}
+
+// grade is a #grade directive: the verdict is "satisfied" when the
+// script's text contains needle, else "needs_revision" with explanation;
+// needle "-" always fails with explanation.
+type grade struct {
+	needle, explanation string
 }
 
 // usageSpec is one #usage line. A nil count keeps the default: the size
@@ -71,7 +80,7 @@ var stopReasons = map[string]bool{
 var directives = map[string]bool{
 	"reply": true, "tool": true, "parallel": true, "think": true,
 	"slow": true, "error": true, "loop": true, "stop": true,
-	"usage": true, "echo-blocks": true,
+	"usage": true, "echo-blocks": true, "grade": true,
 }
 
 // parseScript reads the directives of a user message. A known directive
@@ -138,6 +147,12 @@ func parseScript(text string) (*script, error) {
 				return nil, lineErr("%v", err)
 			}
 			s.usage = append(s.usage, u)
+		case "grade":
+			fields := strings.Fields(args)
+			if len(fields) < 2 {
+				return nil, lineErr("want #grade <needle> <explanation...>")
+			}
+			s.grade = &grade{needle: fields[0], explanation: strings.TrimSpace(args[len(fields[0]):])}
 		case "stop":
 			if !stopReasons[args] {
 				return nil, lineErr("want one of end_turn, max_tokens, stop_sequence, pause_turn, refusal")
@@ -275,4 +290,24 @@ func (f *failure) modelError() *model.Error {
 	default:
 		return &model.Error{Status: 400, Type: "invalid_request_error", Message: "fake: scripted invalid request"}
 	}
+}
+
+// verdict is the input of the grader's tool call for the script's text:
+// {"result": ..., "explanation": ...}.
+func (g *grade) verdict(text string) json.RawMessage {
+	v := struct {
+		Result      string `json:"result"`
+		Explanation string `json:"explanation"`
+	}{"needs_revision", g.explanation}
+	switch {
+	case g.needle == "-":
+		v.Result = "failed"
+	case strings.Contains(text, g.needle):
+		v.Result, v.Explanation = "satisfied", `The work contains "`+g.needle+`".`
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // strings only: cannot fail
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
