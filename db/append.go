@@ -219,6 +219,9 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
+	if req, change, err = outcomeAppend(ctx, q, cur, req, change); err != nil {
+		return nil, nil, err
+	}
 	if change, err = holdTurnEnd(ctx, q, cur, change); err != nil {
 		return nil, nil, err
 	}

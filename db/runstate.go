@@ -23,6 +23,8 @@ type RunState struct {
 	// SystemMessages are the bodies of the session's system.message
 	// events, in log order.
 	SystemMessages []json.RawMessage
+	// Outcome is the session's active outcome (nil: none).
+	Outcome *Outcome
 	// Snapshot (nil: none) and Resources are read only when asked for.
 	Snapshot  *ContextSnapshot
 	Resources []*Resource
@@ -44,6 +46,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		resources []dbsqlc.ResourceListForWorkerRow
 		shared    []dbsqlc.ResourceListOfThreadSessionRow // a child thread's session's
 		system    [][]byte
+		outcome   *dbsqlc.Outcome
 	)
 	reads := []func(q *dbsqlc.Queries) error{
 		func(q *dbsqlc.Queries) (err error) { sess, err = q.SessionGetByID(ctx, sessionID); return err },
@@ -54,6 +57,7 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 			system, err = q.EventListSystemMessages(ctx, sessionID)
 			return err
 		},
+		func(q *dbsqlc.Queries) error { return optional(&outcome)(q.OutcomeActive(ctx, sessionID)) },
 		func(q *dbsqlc.Queries) (err error) {
 			entries, err = q.TranscriptEntryList(ctx, dbsqlc.TranscriptEntryListParams{SessionID: sessionID, AfterSeq: transcriptAfter})
 			return err
@@ -91,6 +95,9 @@ func (s *Store) RunState(ctx context.Context, sessionID string, transcriptAfter 
 		out.Pending = eventsFromRows(pending)
 	} else if out.Pending, err = s.SessionPendingTriggers(ctx, sessionID, now); err != nil {
 		return nil, err
+	}
+	if outcome != nil {
+		out.Outcome = outcomeFromRow(*outcome)
 	}
 	if snap != nil {
 		out.Snapshot = snapshotFromRow(*snap)

@@ -65,6 +65,8 @@ type Session struct {
 	// threads still run, is the stop reason it goes idle with after them.
 	HasThreads     bool
 	HeldStopReason json.RawMessage
+	// OutcomeID is the session's active outcome, if any (outcomes.go).
+	OutcomeID *string
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -74,7 +76,7 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
 		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted, DreamID: r.DreamID, ParentID: r.ParentSessionID,
-		AwaitingReplies: int(r.AwaitingReplies), HasThreads: r.HasThreads, HeldStopReason: r.HeldStopReason}
+		AwaitingReplies: int(r.AwaitingReplies), HasThreads: r.HasThreads, HeldStopReason: r.HeldStopReason, OutcomeID: r.OutcomeID}
 	if s.VaultIDs == nil {
 		s.VaultIDs = []string{}
 	}

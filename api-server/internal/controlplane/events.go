@@ -61,6 +61,9 @@ func (s *Server) GetRun(ctx context.Context, req *pb.GetRunRequest) (*pb.GetRunR
 	for _, body := range run.SystemMessages {
 		resp.SystemMessages = append(resp.SystemMessages, systemMessageText(body))
 	}
+	if resp.Outcome, err = s.outcomeContext(ctx, sess.ID, run.Outcome, run.Pending); err != nil {
+		return nil, s.fail(ctx, op, err)
+	}
 	if resp.Thread, err = s.threadContext(sess); err != nil {
 		return nil, s.fail(ctx, op, err)
 	}
@@ -266,6 +269,10 @@ func (s *Server) CompleteTurn(ctx context.Context, req *pb.CompleteTurnRequest) 
 		// A thread's turn end may owe its session a wake-up: its reply,
 		// or the end of the session's held turn.
 		s.wakeNow(ctx, *sess.ParentID)
+	} else if to == db.StatusIdle && sess.Status == db.StatusRunning {
+		// A turn end that left the session running (its outcome's
+		// evaluation or revision is next) owes its workflow a wake-up.
+		s.wakeNow(ctx, sid)
 	}
 	return &pb.CompleteTurnResponse{Events: out, Status: statusToPB(sess.Status), StopReason: string(sess.StopReason)}, nil
 }

@@ -24,6 +24,10 @@ const (
 	// SystemMessage is privileged context for the turn it accompanies and
 	// every later one: appended to the session's system context.
 	SystemMessage = "system.message"
+	// UserDefineOutcome defines what "done" means for the session: the
+	// agent works on its description, a grader checks the work against
+	// its rubric (outcome.go).
+	UserDefineOutcome = "user.define_outcome"
 )
 
 // Limits.
@@ -47,6 +51,8 @@ type Event struct {
 	// the session's (an interrupt stops every thread; an answer goes to
 	// the thread of the tool use it answers).
 	ThreadID string
+	// RubricFileID is the file a user.define_outcome's rubric names.
+	RubricFileID string
 }
 
 // ParseSend decodes the body of POST /v1/sessions/{id}/events.
@@ -82,6 +88,9 @@ func ParseList(raws []json.RawMessage, path string, only []string) ([]Event, err
 		out = append(out, *ev)
 	}
 	if err := checkSystemMessage(out, path); err != nil {
+		return nil, err
+	}
+	if err := checkDefineOutcome(out, path); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -159,6 +168,8 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 		return toolResult(raw, path)
 	case SystemMessage:
 		return systemMessage(raw, path)
+	case UserDefineOutcome:
+		return defineOutcome(raw, path)
 	case UserToolConfirmation:
 		var in struct {
 			Type        string  `json:"type"`
@@ -194,8 +205,8 @@ func parse(raw json.RawMessage, path string) (*Event, error) {
 	case "":
 		return nil, jsonx.Errorf(path+".type", "is required")
 	}
-	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s, %s, %s or %s)", typ,
-		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation, UserToolResult, SystemMessage)
+	return nil, jsonx.Errorf(path+".type", "unknown event type %q (expected %s, %s, %s, %s, %s, %s or %s)", typ,
+		UserMessage, UserInterrupt, UserCustomToolResult, UserToolConfirmation, UserToolResult, SystemMessage, UserDefineOutcome)
 }
 
 // systemMessage validates a system.message: text blocks only, at least

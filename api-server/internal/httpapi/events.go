@@ -30,6 +30,8 @@ type stopReason struct {
 //   - user.message starts a turn on an idle session (running + wake-up) and
 //     is queued behind the current turn otherwise (wake-up only), outside
 //     the log until the session takes it up (db/events.go);
+//   - user.define_outcome does the same, on a session without an active
+//     outcome (db/outcomes.go runs its loop);
 //   - user.interrupt wakes a running session's workflow to stop the turn
 //     and is recorded without effect on an idle one;
 //   - user.custom_tool_result and user.tool_confirmation must answer a
@@ -49,7 +51,7 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 			// it is no trigger of its own.
 			ne.Pending = false
 			req.ToolResults = append(req.ToolResults, ev.ToolUseID)
-		case eventspec.UserMessage, eventspec.UserToolConfirmation:
+		case eventspec.UserMessage, eventspec.UserToolConfirmation, eventspec.UserDefineOutcome:
 			// A self-hosted session gets a work item for its worker (the
 			// store ignores this for other sessions).
 			if req.EnsureWork == "" {
@@ -82,7 +84,11 @@ func (a *API) admission(events []eventspec.Event, now time.Time) *db.AppendReque
 		busy := cur.Status != db.StatusIdle || cur.Queued > 0
 		for i, ev := range events {
 			switch ev.Type {
-			case eventspec.UserMessage:
+			case eventspec.UserMessage, eventspec.UserDefineOutcome:
+				if ev.Type == eventspec.UserDefineOutcome && cur.OutcomeID != nil {
+					return nil, apierror.Conflictf("session %q already has an active outcome %q: a session works toward one outcome at a time; "+
+						"define the next once it ends (its outcome_evaluations entry has completed_at) or after a user.interrupt", cur.ID, *cur.OutcomeID)
+				}
 				if cur.BudgetExhausted() {
 					return nil, apierror.Conflictf("session %q reached its budget (budget_reached): raise budget.max_list_cost with an update of the session to continue", cur.ID)
 				}

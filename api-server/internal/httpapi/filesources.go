@@ -18,6 +18,11 @@ import (
 func (a *API) checkFileSources(ctx context.Context, events []eventspec.Event, where string) error {
 	now := a.now()
 	for i, ev := range events {
+		if ev.RubricFileID != "" {
+			if err := a.checkRubricFile(ctx, ev.RubricFileID, fmt.Sprintf("%s[%d].rubric.file_id", where, i)); err != nil {
+				return err
+			}
+		}
 		var body struct {
 			Content []struct {
 				Source *struct {
@@ -41,6 +46,22 @@ func (a *API) checkFileSources(ctx context.Context, events []eventspec.Event, wh
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// checkRubricFile refuses an outcome's rubric file that does not exist
+// (or expired) or is not text the grader can read.
+func (a *API) checkRubricFile(ctx context.Context, fileID, path string) error {
+	f, err := a.deps.Store.FileGet(ctx, fileID)
+	if errors.Is(err, db.ErrNotFound) || (err == nil && f.Expired(a.now())) {
+		return apierror.Invalid("%s: file %q not found", path, fileID)
+	}
+	if err != nil {
+		return err
+	}
+	if f.SizeBytes > eventspec.MaxRubricBytes {
+		return apierror.Invalid("%s: file %q is %d bytes; a rubric file may have at most %d", path, fileID, f.SizeBytes, eventspec.MaxRubricBytes)
 	}
 	return nil
 }

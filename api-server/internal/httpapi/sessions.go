@@ -40,27 +40,70 @@ type sessionResponse struct {
 	Stats              usage.Stats         `json:"stats"`
 	Resources          []*resourceResponse `json:"resources"`
 	VaultIDs           []string            `json:"vault_ids"`
-	OutcomeEvaluations []any               `json:"outcome_evaluations"`
+	OutcomeEvaluations []outcomeEvaluation `json:"outcome_evaluations"`
 	Budget             *usage.Budget       `json:"budget"`
 	CreatedAt          time.Time           `json:"created_at"`
 	UpdatedAt          time.Time           `json:"updated_at"`
 	ArchivedAt         *time.Time          `json:"archived_at"`
 }
 
-// sessionJSON answers with a session's wire form (its resources loaded).
+// outcomeEvaluation is the wire form of an outcome of a session
+// (BetaManagedAgentsOutcomeEvaluationResource).
+type outcomeEvaluation struct {
+	Type        string     `json:"type"`
+	OutcomeID   string     `json:"outcome_id"`
+	Description string     `json:"description"`
+	Result      string     `json:"result"`
+	Explanation string     `json:"explanation"`
+	Iteration   int        `json:"iteration"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+func toOutcomeEvaluations(outcomes []*db.Outcome) []outcomeEvaluation {
+	out := make([]outcomeEvaluation, 0, len(outcomes))
+	for _, o := range outcomes {
+		out = append(out, outcomeEvaluation{Type: "outcome_evaluation", OutcomeID: o.ID, Description: o.Description,
+			Result: o.Result, Explanation: o.Explanation, Iteration: o.Iteration, CompletedAt: o.CompletedAt})
+	}
+	return out
+}
+
+// sessionExtras are what a session's wire form shows besides its row, by
+// session.
+type sessionExtras struct {
+	resources map[string][]*db.Resource
+	outcomes  map[string][]*db.Outcome
+}
+
+// loadSessionExtras loads the resources and outcomes of the sessions.
+func (a *API) loadSessionExtras(ctx context.Context, sids []string) (*sessionExtras, error) {
+	rs, err := a.deps.Store.ResourcesOfSessions(ctx, sids)
+	if err != nil {
+		return nil, err
+	}
+	os, err := a.deps.Store.OutcomesOfSessions(ctx, sids)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionExtras{resources: rs, outcomes: os}, nil
+}
+
+// sessionJSON answers with a session's wire form (its resources and
+// outcomes loaded).
 func (a *API) sessionJSON(c echo.Context, s *db.Session) error {
-	rs, err := a.deps.Store.ResourcesOfSessions(c.Request().Context(), []string{s.ID})
+	x, err := a.loadSessionExtras(c.Request().Context(), []string{s.ID})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, a.toSessionResponse(s, rs[s.ID]))
+	return c.JSON(http.StatusOK, a.toSessionResponse(s, x))
 }
 
-func (a *API) toSessionResponse(s *db.Session, resources []*db.Resource) *sessionResponse {
+func (a *API) toSessionResponse(s *db.Session, x *sessionExtras) *sessionResponse {
 	now := a.now()
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
-		Resources: toResourceResponses(resources, s.SelfHosted), VaultIDs: vaultIDsOf(s), OutcomeEvaluations: []any{},
+		Resources: toResourceResponses(x.resources[s.ID], s.SelfHosted), VaultIDs: vaultIDsOf(s),
+		OutcomeEvaluations: toOutcomeEvaluations(x.outcomes[s.ID]),
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
@@ -137,7 +180,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	initial, err := eventspec.ParseList(in.InitialEvents, "initial_events", []string{eventspec.UserMessage})
+	initial, err := eventspec.ParseList(in.InitialEvents, "initial_events", []string{eventspec.UserMessage, eventspec.UserDefineOutcome})
 	if err != nil {
 		return err
 	}
@@ -560,12 +603,12 @@ func (a *API) sessionList(c echo.Context) error {
 	for i := range rows {
 		sids = append(sids, rows[i].ID)
 	}
-	resources, err := a.deps.Store.ResourcesOfSessions(c.Request().Context(), sids)
+	x, err := a.loadSessionExtras(c.Request().Context(), sids)
 	if err != nil {
 		return err
 	}
 	for i := range rows {
-		resp.Data = append(resp.Data, a.toSessionResponse(&rows[i], resources[rows[i].ID]))
+		resp.Data = append(resp.Data, a.toSessionResponse(&rows[i], x))
 	}
 	if len(rows) > 0 {
 		hasNext := (!backward && more) || (backward && hadCursor)

@@ -35,6 +35,8 @@ const (
 	MemoryVersion = "memver_"
 	// Dream is the SDK's dream id prefix (drm_...).
 	Dream = "drm_"
+	// Outcome identifies an outcome a user.define_outcome event defines.
+	Outcome = "outc_"
 )
 
 const (

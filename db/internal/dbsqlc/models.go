@@ -186,6 +186,21 @@ type Outbox struct {
 	LastError     *string
 }
 
+type Outcome struct {
+	ID                string
+	SessionID         string
+	EventID           string
+	Description       string
+	Rubric            json.RawMessage
+	MaxIterations     int32
+	Iteration         int32
+	Result            string
+	Explanation       string
+	EvaluationStartID *string
+	CreatedAt         time.Time
+	CompletedAt       *time.Time
+}
+
 type QueuedEvent struct {
 	SessionID string
 	Qseq      int64
@@ -235,6 +250,7 @@ type Session struct {
 	AwaitingReplies int32
 	HeldStopReason  []byte
 	HasThreads      bool
+	OutcomeID       *string
 }
 
 type SessionMemoryBasis struct {

@@ -25,7 +25,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
 `
 
 type SessionArchiveParams struct {
@@ -66,6 +66,7 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }
@@ -85,7 +86,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
 `
 
 type SessionFenceParams struct {
@@ -126,12 +127,13 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -167,6 +169,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }
@@ -174,7 +177,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 const sessionInsert = `-- name: SessionInsert :one
 INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents, self_hosted)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10, $11)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
 `
 
 type SessionInsertParams struct {
@@ -236,12 +239,13 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions
 WHERE deleting_at IS NULL AND parent_session_id IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
@@ -334,6 +338,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.AwaitingReplies,
 			&i.HeldStopReason,
 			&i.HasThreads,
+			&i.OutcomeID,
 		); err != nil {
 			return nil, err
 		}
@@ -346,7 +351,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -382,6 +387,7 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }
@@ -430,7 +436,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
 `
 
 type SessionUpdateParams struct {
@@ -484,6 +490,7 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.AwaitingReplies,
 		&i.HeldStopReason,
 		&i.HasThreads,
+		&i.OutcomeID,
 	)
 	return i, err
 }

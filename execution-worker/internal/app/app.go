@@ -239,7 +239,7 @@ func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionMa
 		Resources:  &sessionfiles.Materializer{Resources: cp, Memory: cp.SessionMemoryClient, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
 		Outputs:    &sessionfiles.Publisher{Store: files, MaxFiles: cfg.OutputsMaxFiles, MaxBytes: cfg.OutputsMaxBytes},
 		Interrupts: turns, Transcripts: session.NewTranscriptCache(cfg.TranscriptCacheBytes), Calls: session.NewCalls(),
-		SelfHostedToolTimeout: cfg.SelfHostedToolTimeout, Threads: cp.SessionThreadsClient}
+		SelfHostedToolTimeout: cfg.SelfHostedToolTimeout, Threads: cp.SessionThreadsClient, GraderModel: cfg.OutcomeGraderModel}
 	return previews, watcher, nil
 }
 

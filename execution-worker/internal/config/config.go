@@ -44,6 +44,7 @@ const (
 	EnvModelID                = "MANGO_MODEL_ID"
 	EnvModelContextWindow     = "MANGO_MODEL_CONTEXT_WINDOW"
 	EnvCompactionModel        = "MANGO_COMPACTION_MODEL"
+	EnvOutcomeGraderModel     = "MANGO_OUTCOME_GRADER_MODEL"
 	EnvCompactionThreshold    = "MANGO_COMPACTION_THRESHOLD"
 	EnvAllowUnsafeLocal       = "MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX"
 	EnvControlPlaneAddr       = "MANGO_CONTROLPLANE_ADDR"
@@ -190,6 +191,9 @@ type Config struct {
 	// CompactionModel writes the summaries of compacted turns
 	// (MANGO_COMPACTION_MODEL; empty: the agent's model).
 	CompactionModel string
+	// OutcomeGraderModel grades the agent's work against an outcome's
+	// rubric (MANGO_OUTCOME_GRADER_MODEL; empty: the agent's model).
+	OutcomeGraderModel string
 	// CompactionThreshold is the fraction of the window past which a
 	// request is compacted first (MANGO_COMPACTION_THRESHOLD, default 0.8).
 	CompactionThreshold float64
@@ -296,6 +300,7 @@ func (c *Config) LogValue() slog.Value {
 		slog.String("model_id", c.ModelID),
 		slog.Int("model_context_window", c.ModelContextWindow),
 		slog.String("compaction_model", c.CompactionModel),
+		slog.String("outcome_grader_model", c.OutcomeGraderModel),
 		slog.Float64("compaction_threshold", c.CompactionThreshold),
 		slog.Bool("allow_unsafe_local_sandbox", c.AllowUnsafeLocalSandbox),
 		slog.String("controlplane_addr", c.ControlPlaneAddr),
@@ -358,6 +363,7 @@ type vars struct {
 	ModelID                string        `env:"MANGO_MODEL_ID"`
 	ModelContextWindow     int64         `env:"MANGO_MODEL_CONTEXT_WINDOW"`
 	CompactionModel        string        `env:"MANGO_COMPACTION_MODEL"`
+	OutcomeGraderModel     string        `env:"MANGO_OUTCOME_GRADER_MODEL"`
 	CompactionThreshold    float64       `env:"MANGO_COMPACTION_THRESHOLD"`
 	OutputsMaxFiles        int64         `env:"MANGO_OUTPUTS_MAX_FILES"`
 	OutputsMaxBytes        int64         `env:"MANGO_OUTPUTS_MAX_BYTES"`
@@ -521,6 +527,7 @@ func (p *parser) fill(c *Config, v *vars) {
 	c.ModelID = v.ModelID
 	c.ModelContextWindow = int(p.inRange(EnvModelContextWindow, v.ModelContextWindow, 0))
 	c.CompactionModel = v.CompactionModel
+	c.OutcomeGraderModel = v.OutcomeGraderModel
 	c.CompactionThreshold = p.inRangeFloat(EnvCompactionThreshold, v.CompactionThreshold, DefaultCompactionThreshold)
 	c.OutputsMaxFiles = int(p.inRange(EnvOutputsMaxFiles, v.OutputsMaxFiles, 100))
 	c.OutputsMaxBytes = p.inRange(EnvOutputsMaxBytes, v.OutputsMaxBytes, 1<<30)

@@ -136,6 +136,12 @@ type TurnActivities struct {
 	// Threads reaches the SessionThreads service: a multi-agent session's
 	// coordinator is given its thread tools. nil offers none.
 	Threads pb.SessionThreadsClient
+	// GraderModel grades the agent's work against an outcome's rubric
+	// (MANGO_OUTCOME_GRADER_MODEL); empty: the agent's model.
+	GraderModel string
+	// OngoingEvery spaces the span.outcome_evaluation_ongoing heartbeats
+	// of a running grader; 0 means DefaultOngoingEvery.
+	OngoingEvery time.Duration
 }
 
 // NewCalls returns the tool calls of a worker's turns: a call outlives
@@ -219,6 +225,9 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if res, err := t.prepare(ctx); res != nil || err != nil {
 		return res, err
 	}
+	if t.evaluation {
+		return t.evaluate(ctx)
+	}
 	if err := t.buildCore(ctx); err != nil {
 		return nil, err
 	}
@@ -282,6 +291,8 @@ type turn struct {
 	// cancels it. The bookkeeping around the work keeps the activity's.
 	work context.Context
 	reg  *interrupts.Turn
+	// evaluation: the trigger is an outcome's evaluation (outcomes.go).
+	evaluation bool
 
 	// Set by buildCore.
 	agent    agentruntime.Agent
@@ -340,6 +351,13 @@ func (t *turn) prepare(ctx context.Context) (*RunTurnResult, error) {
 		}
 		t.res.More = len(t.pending) > len(batch)
 		return t.res, nil
+	}
+	if kind == triggerEvaluation {
+		// The grader needs no sandbox: it runs wherever the turn landed.
+		t.batch, t.key, t.evaluation = batch, batch[0].GetId(), true
+		t.conv, t.keys, t.anchor = t.tr.projection()
+		t.res.More = len(t.pending) > len(t.batch)
+		return nil, t.register(ctx)
 	}
 	if res, err := t.checkBinding(ctx); res != nil || err != nil {
 		return res, err
@@ -418,6 +436,7 @@ const (
 	triggerInterrupt                // a lone interrupt: no turn runs, it is consumed
 	triggerAnswers                  // answers resume the parked turn
 	triggerMessage                  // a message starts a turn
+	triggerEvaluation               // an outcome's evaluation runs its grader
 )
 
 // triage tells what the pending triggers start, and the batch of them
@@ -435,6 +454,8 @@ func triage(pending []*pb.Event) (trigger, []*pb.Event) {
 			n++
 		}
 		return triggerAnswers, pending[:n]
+	case pending[0].GetType() == evaluationStartType:
+		return triggerEvaluation, pending[:1]
 	default:
 		return triggerMessage, pending[:1]
 	}
@@ -1095,6 +1116,9 @@ type transcriptBody struct {
 }
 
 func userMessage(ev *pb.Event) (model.Message, error) {
+	if msg, ok, err := outcomeMessage(ev); ok {
+		return msg, err
+	}
 	var body struct {
 		Content []json.RawMessage `json:"content"`
 	}

@@ -719,8 +719,10 @@ type GetRunResponse struct {
 	// order: appended to the agent's system prompt, from the next model
 	// request on.
 	SystemMessages []string `protobuf:"bytes,19,rep,name=system_messages,json=systemMessages,proto3" json:"system_messages,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The session's active outcome, if any.
+	Outcome       *OutcomeContext `protobuf:"bytes,20,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -882,6 +884,13 @@ func (x *GetRunResponse) GetThread() *ThreadContext {
 func (x *GetRunResponse) GetSystemMessages() []string {
 	if x != nil {
 		return x.SystemMessages
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetOutcome() *OutcomeContext {
+	if x != nil {
+		return x.Outcome
 	}
 	return nil
 }
@@ -3371,7 +3380,7 @@ var File_mango_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a mango/controlplane/v1/turn.proto\x1a#mango/controlplane/v1/threads.proto\"\xf7\x01\n" +
+	"(mango/controlplane/v1/controlplane.proto\x12\x15mango.controlplane.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a$mango/controlplane/v1/outcomes.proto\x1a mango/controlplane/v1/turn.proto\x1a#mango/controlplane/v1/threads.proto\"\xf7\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3406,7 +3415,7 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
 	"\x14transcript_after_seq\x18\x02 \x01(\x03R\x12transcriptAfterSeq\x12*\n" +
-	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\xdd\x06\n" +
+	"\x11with_turn_context\x18\x03 \x01(\bR\x0fwithTurnContext\"\x9e\a\n" +
 	"\x0eGetRunResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -3431,7 +3440,8 @@ const file_mango_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fturn_context\x18\x10 \x01(\v2\".mango.controlplane.v1.TurnContextR\vturnContext\x128\n" +
 	"\x18complete_turn_transcript\x18\x11 \x01(\bR\x16completeTurnTranscript\x12<\n" +
 	"\x06thread\x18\x12 \x01(\v2$.mango.controlplane.v1.ThreadContextR\x06thread\x12'\n" +
-	"\x0fsystem_messages\x18\x13 \x03(\tR\x0esystemMessages\"Z\n" +
+	"\x0fsystem_messages\x18\x13 \x03(\tR\x0esystemMessages\x12?\n" +
+	"\aoutcome\x18\x14 \x01(\v2%.mango.controlplane.v1.OutcomeContextR\aoutcome\"Z\n" +
 	"\x1cMarkTriggersProcessedRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -3719,7 +3729,8 @@ var file_mango_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),           // 50: google.protobuf.Timestamp
 	(*TurnContext)(nil),                     // 51: mango.controlplane.v1.TurnContext
 	(*ThreadContext)(nil),                   // 52: mango.controlplane.v1.ThreadContext
-	(*durationpb.Duration)(nil),             // 53: google.protobuf.Duration
+	(*OutcomeContext)(nil),                  // 53: mango.controlplane.v1.OutcomeContext
+	(*durationpb.Duration)(nil),             // 54: google.protobuf.Duration
 }
 var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	50, // 0: mango.controlplane.v1.Event.created_at:type_name -> google.protobuf.Timestamp
@@ -3730,81 +3741,82 @@ var file_mango_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	6,  // 5: mango.controlplane.v1.GetRunResponse.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
 	51, // 6: mango.controlplane.v1.GetRunResponse.turn_context:type_name -> mango.controlplane.v1.TurnContext
 	52, // 7: mango.controlplane.v1.GetRunResponse.thread:type_name -> mango.controlplane.v1.ThreadContext
-	3,  // 8: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 9: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	6,  // 10: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 11: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
-	4,  // 12: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	3,  // 13: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 14: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	1,  // 15: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
-	4,  // 16: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
-	6,  // 17: mango.controlplane.v1.CompleteTurnRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
-	3,  // 18: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
-	0,  // 19: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
-	6,  // 20: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
-	50, // 21: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
-	19, // 22: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	19, // 23: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
-	50, // 24: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
-	50, // 25: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 26: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 27: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 28: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
-	24, // 29: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
-	50, // 30: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	50, // 31: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
-	50, // 32: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
-	2,  // 33: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
-	50, // 34: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
-	41, // 35: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
-	53, // 36: mango.controlplane.v1.AwaitToolResultRequest.timeout:type_name -> google.protobuf.Duration
-	53, // 37: mango.controlplane.v1.AwaitToolResultRequest.max_wait:type_name -> google.protobuf.Duration
-	7,  // 38: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
-	9,  // 39: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
-	11, // 40: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
-	13, // 41: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
-	15, // 42: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
-	17, // 43: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
-	20, // 44: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
-	22, // 45: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
-	25, // 46: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
-	27, // 47: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
-	29, // 48: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
-	31, // 49: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
-	33, // 50: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
-	46, // 51: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
-	35, // 52: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
-	37, // 53: mango.controlplane.v1.ControlPlane.GetInstallation:input_type -> mango.controlplane.v1.GetInstallationRequest
-	39, // 54: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
-	42, // 55: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
-	44, // 56: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
-	48, // 57: mango.controlplane.v1.ControlPlane.AwaitToolResult:input_type -> mango.controlplane.v1.AwaitToolResultRequest
-	8,  // 58: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
-	10, // 59: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
-	12, // 60: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
-	14, // 61: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
-	16, // 62: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
-	18, // 63: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
-	21, // 64: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
-	23, // 65: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
-	26, // 66: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
-	28, // 67: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
-	30, // 68: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
-	32, // 69: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
-	34, // 70: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
-	47, // 71: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
-	36, // 72: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
-	38, // 73: mango.controlplane.v1.ControlPlane.GetInstallation:output_type -> mango.controlplane.v1.GetInstallationResponse
-	40, // 74: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
-	43, // 75: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
-	45, // 76: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
-	49, // 77: mango.controlplane.v1.ControlPlane.AwaitToolResult:output_type -> mango.controlplane.v1.AwaitToolResultResponse
-	58, // [58:78] is the sub-list for method output_type
-	38, // [38:58] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	53, // 8: mango.controlplane.v1.GetRunResponse.outcome:type_name -> mango.controlplane.v1.OutcomeContext
+	3,  // 9: mango.controlplane.v1.MarkTriggersProcessedResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 10: mango.controlplane.v1.AppendEventsRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	6,  // 11: mango.controlplane.v1.AppendEventsRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 12: mango.controlplane.v1.AppendEventsResponse.events:type_name -> mango.controlplane.v1.Event
+	4,  // 13: mango.controlplane.v1.ParkTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	3,  // 14: mango.controlplane.v1.ParkTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 15: mango.controlplane.v1.ParkTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	1,  // 16: mango.controlplane.v1.CompleteTurnRequest.outcome:type_name -> mango.controlplane.v1.TurnOutcome
+	4,  // 17: mango.controlplane.v1.CompleteTurnRequest.events:type_name -> mango.controlplane.v1.NewEvent
+	6,  // 18: mango.controlplane.v1.CompleteTurnRequest.transcript:type_name -> mango.controlplane.v1.TranscriptEntry
+	3,  // 19: mango.controlplane.v1.CompleteTurnResponse.events:type_name -> mango.controlplane.v1.Event
+	0,  // 20: mango.controlplane.v1.CompleteTurnResponse.status:type_name -> mango.controlplane.v1.SessionStatus
+	6,  // 21: mango.controlplane.v1.AppendTranscriptRequest.entries:type_name -> mango.controlplane.v1.TranscriptEntry
+	50, // 22: mango.controlplane.v1.ToolJournalEntry.created_at:type_name -> google.protobuf.Timestamp
+	19, // 23: mango.controlplane.v1.RecordToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	19, // 24: mango.controlplane.v1.GetToolJournalResponse.entry:type_name -> mango.controlplane.v1.ToolJournalEntry
+	50, // 25: mango.controlplane.v1.SandboxBinding.created_at:type_name -> google.protobuf.Timestamp
+	50, // 26: mango.controlplane.v1.SandboxBinding.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 27: mango.controlplane.v1.PutProvisioningIntentResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 28: mango.controlplane.v1.PutBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 29: mango.controlplane.v1.GetBindingResponse.binding:type_name -> mango.controlplane.v1.SandboxBinding
+	24, // 30: mango.controlplane.v1.ListBindingsResponse.bindings:type_name -> mango.controlplane.v1.SandboxBinding
+	50, // 31: mango.controlplane.v1.RecordWorkerHeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	50, // 32: mango.controlplane.v1.GetTaskQueueHealthResponse.last_heartbeat_at:type_name -> google.protobuf.Timestamp
+	50, // 33: mango.controlplane.v1.GetTaskQueueHealthResponse.server_time:type_name -> google.protobuf.Timestamp
+	2,  // 34: mango.controlplane.v1.PreviewFrame.kind:type_name -> mango.controlplane.v1.PreviewFrameKind
+	50, // 35: mango.controlplane.v1.PreviewFrame.produced_at:type_name -> google.protobuf.Timestamp
+	41, // 36: mango.controlplane.v1.StreamPreviewsRequest.frames:type_name -> mango.controlplane.v1.PreviewFrame
+	54, // 37: mango.controlplane.v1.AwaitToolResultRequest.timeout:type_name -> google.protobuf.Duration
+	54, // 38: mango.controlplane.v1.AwaitToolResultRequest.max_wait:type_name -> google.protobuf.Duration
+	7,  // 39: mango.controlplane.v1.ControlPlane.GetRun:input_type -> mango.controlplane.v1.GetRunRequest
+	9,  // 40: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:input_type -> mango.controlplane.v1.MarkTriggersProcessedRequest
+	11, // 41: mango.controlplane.v1.ControlPlane.AppendEvents:input_type -> mango.controlplane.v1.AppendEventsRequest
+	13, // 42: mango.controlplane.v1.ControlPlane.ParkTurn:input_type -> mango.controlplane.v1.ParkTurnRequest
+	15, // 43: mango.controlplane.v1.ControlPlane.CompleteTurn:input_type -> mango.controlplane.v1.CompleteTurnRequest
+	17, // 44: mango.controlplane.v1.ControlPlane.AppendTranscript:input_type -> mango.controlplane.v1.AppendTranscriptRequest
+	20, // 45: mango.controlplane.v1.ControlPlane.RecordToolJournal:input_type -> mango.controlplane.v1.RecordToolJournalRequest
+	22, // 46: mango.controlplane.v1.ControlPlane.GetToolJournal:input_type -> mango.controlplane.v1.GetToolJournalRequest
+	25, // 47: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:input_type -> mango.controlplane.v1.PutProvisioningIntentRequest
+	27, // 48: mango.controlplane.v1.ControlPlane.PutBinding:input_type -> mango.controlplane.v1.PutBindingRequest
+	29, // 49: mango.controlplane.v1.ControlPlane.GetBinding:input_type -> mango.controlplane.v1.GetBindingRequest
+	31, // 50: mango.controlplane.v1.ControlPlane.DeleteBinding:input_type -> mango.controlplane.v1.DeleteBindingRequest
+	33, // 51: mango.controlplane.v1.ControlPlane.ListBindings:input_type -> mango.controlplane.v1.ListBindingsRequest
+	46, // 52: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:input_type -> mango.controlplane.v1.FinalizeSessionDeletionRequest
+	35, // 53: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:input_type -> mango.controlplane.v1.RecordWorkerHeartbeatRequest
+	37, // 54: mango.controlplane.v1.ControlPlane.GetInstallation:input_type -> mango.controlplane.v1.GetInstallationRequest
+	39, // 55: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:input_type -> mango.controlplane.v1.GetTaskQueueHealthRequest
+	42, // 56: mango.controlplane.v1.ControlPlane.StreamPreviews:input_type -> mango.controlplane.v1.StreamPreviewsRequest
+	44, // 57: mango.controlplane.v1.ControlPlane.WatchInterrupts:input_type -> mango.controlplane.v1.WatchInterruptsRequest
+	48, // 58: mango.controlplane.v1.ControlPlane.AwaitToolResult:input_type -> mango.controlplane.v1.AwaitToolResultRequest
+	8,  // 59: mango.controlplane.v1.ControlPlane.GetRun:output_type -> mango.controlplane.v1.GetRunResponse
+	10, // 60: mango.controlplane.v1.ControlPlane.MarkTriggersProcessed:output_type -> mango.controlplane.v1.MarkTriggersProcessedResponse
+	12, // 61: mango.controlplane.v1.ControlPlane.AppendEvents:output_type -> mango.controlplane.v1.AppendEventsResponse
+	14, // 62: mango.controlplane.v1.ControlPlane.ParkTurn:output_type -> mango.controlplane.v1.ParkTurnResponse
+	16, // 63: mango.controlplane.v1.ControlPlane.CompleteTurn:output_type -> mango.controlplane.v1.CompleteTurnResponse
+	18, // 64: mango.controlplane.v1.ControlPlane.AppendTranscript:output_type -> mango.controlplane.v1.AppendTranscriptResponse
+	21, // 65: mango.controlplane.v1.ControlPlane.RecordToolJournal:output_type -> mango.controlplane.v1.RecordToolJournalResponse
+	23, // 66: mango.controlplane.v1.ControlPlane.GetToolJournal:output_type -> mango.controlplane.v1.GetToolJournalResponse
+	26, // 67: mango.controlplane.v1.ControlPlane.PutProvisioningIntent:output_type -> mango.controlplane.v1.PutProvisioningIntentResponse
+	28, // 68: mango.controlplane.v1.ControlPlane.PutBinding:output_type -> mango.controlplane.v1.PutBindingResponse
+	30, // 69: mango.controlplane.v1.ControlPlane.GetBinding:output_type -> mango.controlplane.v1.GetBindingResponse
+	32, // 70: mango.controlplane.v1.ControlPlane.DeleteBinding:output_type -> mango.controlplane.v1.DeleteBindingResponse
+	34, // 71: mango.controlplane.v1.ControlPlane.ListBindings:output_type -> mango.controlplane.v1.ListBindingsResponse
+	47, // 72: mango.controlplane.v1.ControlPlane.FinalizeSessionDeletion:output_type -> mango.controlplane.v1.FinalizeSessionDeletionResponse
+	36, // 73: mango.controlplane.v1.ControlPlane.RecordWorkerHeartbeat:output_type -> mango.controlplane.v1.RecordWorkerHeartbeatResponse
+	38, // 74: mango.controlplane.v1.ControlPlane.GetInstallation:output_type -> mango.controlplane.v1.GetInstallationResponse
+	40, // 75: mango.controlplane.v1.ControlPlane.GetTaskQueueHealth:output_type -> mango.controlplane.v1.GetTaskQueueHealthResponse
+	43, // 76: mango.controlplane.v1.ControlPlane.StreamPreviews:output_type -> mango.controlplane.v1.StreamPreviewsResponse
+	45, // 77: mango.controlplane.v1.ControlPlane.WatchInterrupts:output_type -> mango.controlplane.v1.WatchInterruptsResponse
+	49, // 78: mango.controlplane.v1.ControlPlane.AwaitToolResult:output_type -> mango.controlplane.v1.AwaitToolResultResponse
+	59, // [59:79] is the sub-list for method output_type
+	39, // [39:59] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_mango_controlplane_v1_controlplane_proto_init() }
@@ -3812,6 +3824,7 @@ func file_mango_controlplane_v1_controlplane_proto_init() {
 	if File_mango_controlplane_v1_controlplane_proto != nil {
 		return
 	}
+	file_mango_controlplane_v1_outcomes_proto_init()
 	file_mango_controlplane_v1_turn_proto_init()
 	file_mango_controlplane_v1_threads_proto_init()
 	type x struct{}
