@@ -189,7 +189,8 @@ func isEnd(ev NewEvent) bool { return ev.Type == EvaluationEndType }
 
 // define stores the outcomes the request's user.define_outcome events
 // define (pending while the event is queued, running once it is in the
-// log) and makes the session's active outcome the new one.
+// log) and makes the session's active outcome a new one (not one that
+// ended while its event was queued).
 func (st *outcomeStep) define() error {
 	for _, ev := range st.req.Events {
 		if !isDefine(ev) {
@@ -203,12 +204,13 @@ func (st *outcomeStep) define() error {
 		if ev.Queued {
 			result = OutcomePending
 		}
-		if err := st.q.OutcomeUpsert(st.ctx, dbsqlc.OutcomeUpsertParams{ID: body.OutcomeID, SessionID: st.cur.ID, EventID: ev.ID,
+		live, err := st.q.OutcomeUpsert(st.ctx, dbsqlc.OutcomeUpsertParams{ID: body.OutcomeID, SessionID: st.cur.ID, EventID: ev.ID,
 			Description: body.Description, Rubric: body.Rubric, MaxIterations: int32(body.MaxIterations), Result: result,
-			CreatedAt: st.req.Now}); err != nil {
+			CreatedAt: st.req.Now})
+		if err != nil {
 			return err
 		}
-		if st.cur.OutcomeID == nil || *st.cur.OutcomeID != body.OutcomeID {
+		if len(live) > 0 && (st.cur.OutcomeID == nil || *st.cur.OutcomeID != body.OutcomeID) {
 			if err := st.q.SessionSetOutcome(st.ctx, dbsqlc.SessionSetOutcomeParams{ID: st.cur.ID, OutcomeID: &body.OutcomeID}); err != nil {
 				return err
 			}

@@ -122,3 +122,39 @@ func TestOutcomeLoop(t *testing.T) {
 		t.Fatalf("events %v: want 2 evaluations and one idle", counts)
 	}
 }
+
+// TestOutcomeInterruptedWhileQueued: an outcome defined behind a running
+// turn is pending; an interrupt ends it; when its event is taken from the
+// queue later it stays ended, and the session has no active outcome.
+func TestOutcomeInterruptedWhileQueued(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC)
+	sid := "sesn_outc00000000000000000002"
+	if _, _, err := store.SessionCreate(ctx, db.SessionCreateParams{ID: sid, AgentID: "agent_a", AgentVersion: 1,
+		Agent: json.RawMessage(`{"name":"a"}`), Provider: "local", Metadata: map[string]string{}, Now: t0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	running(t, store, sid, t0)
+	def := db.NewEvent{ID: "sevt_define2", Type: db.DefineOutcomeType, Pending: true, Queued: true,
+		Body: json.RawMessage(`{"outcome_id":"outc_2","description":"d","rubric":{"type":"text","content":"r"},"max_iterations":3}`)}
+	if _, _, err := store.Append(ctx, sid, &db.AppendRequest{Now: t0.Add(time.Second), Events: []db.NewEvent{def}}); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomeOf(t, store, sid); o.Result != db.OutcomePending {
+		t.Fatalf("queued outcome: %+v, want pending", o)
+	}
+	if _, _, err := store.Append(ctx, sid, &db.AppendRequest{Now: t0.Add(2 * time.Second),
+		Events: []db.NewEvent{{ID: "sevt_interrupt2", Type: "user.interrupt", Body: json.RawMessage(`{}`), Pending: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	turnEnd(t, store, sid, "turn1", t0.Add(3*time.Second), []string{"sevt_interrupt2"})
+	if _, err := store.SessionPendingTriggers(ctx, sid, t0.Add(4*time.Second)); err != nil { // takes the define from the queue
+		t.Fatal(err)
+	}
+	o, s := outcomeOf(t, store, sid), sessionStatus(t, store, sid)
+	if o.Result != db.OutcomeInterrupted || o.CompletedAt == nil || s.OutcomeID != nil {
+		t.Fatalf("after the interrupt and the take: outcome %+v, session's outcome %v; want interrupted and none active", o, s.OutcomeID)
+	}
+}

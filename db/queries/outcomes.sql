@@ -1,11 +1,14 @@
--- name: OutcomeUpsert :exec
+-- name: OutcomeUpsert :many
 -- An outcome enters as its user.define_outcome event does: pending while
 -- the event waits behind other work, running once the event is in the
--- log (the same event taken from the queue moves it on).
+-- log (the same event taken from the queue moves it on). It returns the
+-- row when inserted or moved on; nothing when it had ended meanwhile
+-- (interrupted while queued).
 INSERT INTO outcomes (id, session_id, event_id, description, rubric, max_iterations, result, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET result = excluded.result
-WHERE outcomes.result = 'pending' AND excluded.result = 'running';
+WHERE outcomes.result = 'pending' AND excluded.result = 'running'
+RETURNING id;
 
 -- name: SessionSetOutcome :exec
 UPDATE sessions SET outcome_id = sqlc.narg(outcome_id) WHERE id = sqlc.arg(id);

@@ -1138,8 +1138,9 @@ func checkExternalRender(t *testing.T, r *rendered) {
 		find[*corev1.Service](t, r, "mango-worker-"+pool)
 	}
 	daytona := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, "mango-worker-daytona").Spec.Template.Spec.Containers[0])
-	if daytona["MANGO_MODEL"] != "anthropic" || daytona["MANGO_MODEL_ID"] != "claude-opus-4-1" {
-		t.Errorf("daytona pool model %q id %q, want anthropic with the pool's id", daytona["MANGO_MODEL"], daytona["MANGO_MODEL_ID"])
+	if daytona["MANGO_MODEL"] != "anthropic" || daytona["MANGO_MODEL_ID"] != "claude-opus-4-1" || daytona["MANGO_OUTCOME_GRADER_MODEL"] != "claude-sonnet-4-5" {
+		t.Errorf("daytona pool model %q id %q grader %q, want anthropic with the pool's id and grader model", daytona["MANGO_MODEL"],
+			daytona["MANGO_MODEL_ID"], daytona["MANGO_OUTCOME_GRADER_MODEL"])
 	}
 	if got := daytona["MANGO_SELF_HOSTED_TOOL_TIMEOUT"]; got != "5m" {
 		t.Errorf("daytona pool MANGO_SELF_HOSTED_TOOL_TIMEOUT = %q, want the pool's 5m", got)

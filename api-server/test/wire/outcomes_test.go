@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
 )
 
 // The scripted grader: a rubric's "#grade <needle> <explanation>" line
@@ -124,6 +126,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("budget", func(t *testing.T) { t.Parallel(); outcomeBudget(t, e) })
 	t.Run("grader fails", func(t *testing.T) { t.Parallel(); outcomeGraderFails(t, e) })
 	t.Run("validation", func(t *testing.T) { t.Parallel(); outcomeValidation(t, e) })
+	t.Run("outputs", func(t *testing.T) { t.Parallel(); outcomeOutputs(t, e) })
 }
 
 // outcomeRevised: the first evaluation asks for a revision, the second is
@@ -351,15 +354,51 @@ func outcomeValidation(t *testing.T, e *outcomeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.Until(t, time.Minute, "the initial outcome satisfied", func() (bool, string) {
 		o := e.outcome(t, created.ID)
-		if o.Result == "satisfied" {
-			break
-		}
-		if !o.CompletedAt.IsZero() || time.Now().After(deadline) {
-			t.Fatalf("the initial outcome: %s, want satisfied", o.RawJSON())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return o.Result == "satisfied", o.RawJSON()
+	})
+}
+
+// outcomeOutputs: the grader reads what the agent left in
+// /mnt/session/outputs.
+func outcomeOutputs(t *testing.T, e *outcomeEnv) {
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.send(t, id, defineOutcome("#tool bash {\"command\":\"mkdir -p /mnt/session/outputs && echo OUTMARK42 > /mnt/session/outputs/report.md\"}\n#reply written",
+		textRubric("#grade OUTMARK42 The report must say OUTMARK42."), 0))
+	evs := until(t, events, "session.status_idle", time.Minute)
+	if ends := evaluationEnds(t, evs); len(ends) != 1 || ends[0].Result != "satisfied" {
+		t.Fatalf("evaluation ends = %+v, want satisfied at the first evaluation: the grader read the output", ends)
+	}
+	reqs := recordedWith(t, e.record, "The report must say OUTMARK42")
+	if len(reqs) != 1 || !strings.Contains(reqs[0], "/mnt/session/outputs/report.md") {
+		t.Errorf("grader requests %v, want one naming the output file", reqs)
+	}
+}
+
+// TestOutcomeWorkerCrash kills the worker (SIGKILL) while the grader
+// runs: a new worker runs the evaluation again, and the outcome ends once,
+// with one evaluation's start and end.
+func TestOutcomeWorkerCrash(t *testing.T) {
+	t.Parallel()
+	e := newOutcomeEnv(t)
+	id := e.session(t, nil)
+	events := e.watch(t, id)
+	e.send(t, id, defineOutcome("#reply CRASHOK", textRubric("#slow 3s\n#grade CRASHOK fine"), 0))
+	until(t, events, "span.outcome_evaluation_ongoing", time.Minute)
+	e.worker.stop(syscall.SIGKILL)
+	startWorkerWith(t, e.srv, "wire-outcomes-2", e.root, map[string]string{"MANGO_FAKE_MODEL_RECORD": e.record})
+	evs := until(t, events, "session.status_idle", time.Minute)
+	if ends := evaluationEnds(t, evs); len(ends) != 1 || ends[0].Result != "satisfied" {
+		t.Fatalf("evaluation ends = %+v, want one, satisfied", ends)
+	}
+	seen := e.typeCounts(t, id)
+	if seen["span.outcome_evaluation_start"] != 1 || seen["span.outcome_evaluation_end"] != 1 || seen["session.status_idle"] != 1 ||
+		seen["agent.message"] != 1 || seen["span.outcome_evaluation_ongoing"] < 1 {
+		t.Errorf("event counts after the crash: %v, want one evaluation, one agent.message, one idle", seen)
+	}
+	if o := e.outcome(t, id); o.Result != "satisfied" || o.Iteration != 0 {
+		t.Errorf("outcome_evaluations[0] = %s, want satisfied at iteration 0", o.RawJSON())
 	}
 }

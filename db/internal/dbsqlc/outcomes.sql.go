@@ -124,11 +124,12 @@ func (q *Queries) OutcomeUpdate(ctx context.Context, arg OutcomeUpdateParams) er
 	return err
 }
 
-const outcomeUpsert = `-- name: OutcomeUpsert :exec
+const outcomeUpsert = `-- name: OutcomeUpsert :many
 INSERT INTO outcomes (id, session_id, event_id, description, rubric, max_iterations, result, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET result = excluded.result
 WHERE outcomes.result = 'pending' AND excluded.result = 'running'
+RETURNING id
 `
 
 type OutcomeUpsertParams struct {
@@ -144,9 +145,11 @@ type OutcomeUpsertParams struct {
 
 // An outcome enters as its user.define_outcome event does: pending while
 // the event waits behind other work, running once the event is in the
-// log (the same event taken from the queue moves it on).
-func (q *Queries) OutcomeUpsert(ctx context.Context, arg OutcomeUpsertParams) error {
-	_, err := q.db.Exec(ctx, outcomeUpsert,
+// log (the same event taken from the queue moves it on). It returns the
+// row when inserted or moved on; nothing when it had ended meanwhile
+// (interrupted while queued).
+func (q *Queries) OutcomeUpsert(ctx context.Context, arg OutcomeUpsertParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, outcomeUpsert,
 		arg.ID,
 		arg.SessionID,
 		arg.EventID,
@@ -156,7 +159,22 @@ func (q *Queries) OutcomeUpsert(ctx context.Context, arg OutcomeUpsertParams) er
 		arg.Result,
 		arg.CreatedAt,
 	)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sessionSetOutcome = `-- name: SessionSetOutcome :exec

@@ -139,6 +139,9 @@ MANGO_MODEL_BASE_URL: {{ . | quote }}
 {{- with $p.model.id }}
 MANGO_MODEL_ID: {{ . | quote }}
 {{- end }}
+{{- with $p.model.graderModel }}
+MANGO_OUTCOME_GRADER_MODEL: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- if $p.allowUnsafeLocalSandbox }}
 MANGO_ALLOW_UNSAFE_LOCAL_SANDBOX: "1"
