@@ -171,6 +171,19 @@ func outcomeRevised(t *testing.T, e *outcomeEnv) {
 		o.Description != "#reply draft REV1" || o.Type != "outcome_evaluation" || !strings.Contains(o.Explanation, "HEADLINE") {
 		t.Errorf("outcome_evaluations[0] = %s, want satisfied at iteration 1, completed", o.RawJSON())
 	}
+	// The graders' usage is the session's, beside the agent's requests'.
+	agentUsage, _ := spanUsage(t, evs)
+	s, err := e.client.Beta.Sessions.Get(context.Background(), id, anthropic.BetaSessionGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := agentUsage.InputTokens + ends[0].Usage.InputTokens + ends[1].Usage.InputTokens; s.Usage.InputTokens != want {
+		t.Errorf("session usage input_tokens = %d, want %d (the agent's and the grader's)", s.Usage.InputTokens, want)
+	}
+	listed, err := e.client.Beta.Sessions.List(context.Background(), anthropic.BetaSessionListParams{AgentID: anthropic.String(s.Agent.ID)})
+	if err != nil || len(listed.Data) != 1 || len(listed.Data[0].OutcomeEvaluations) != 1 || listed.Data[0].OutcomeEvaluations[0].Result != "satisfied" {
+		t.Errorf("Sessions.List: %v (%v), want the session with its satisfied outcome", listed, err)
+	}
 	// Agent, grader, agent (told the grader's explanation), grader.
 	reqs := recordedWith(t, e.record, "REV1")
 	if len(reqs) != 4 {

@@ -432,11 +432,11 @@ func (t *turn) checkBinding(ctx context.Context) (*RunTurnResult, error) {
 type trigger int
 
 const (
-	triggerNone      trigger = iota // nothing pending
-	triggerInterrupt                // a lone interrupt: no turn runs, it is consumed
-	triggerAnswers                  // answers resume the parked turn
-	triggerMessage                  // a message starts a turn
-	triggerEvaluation               // an outcome's evaluation runs its grader
+	triggerNone       trigger = iota // nothing pending
+	triggerInterrupt                 // a lone interrupt: no turn runs, it is consumed
+	triggerAnswers                   // answers resume the parked turn
+	triggerMessage                   // a message starts a turn
+	triggerEvaluation                // an outcome's evaluation runs its grader
 )
 
 // triage tells what the pending triggers start, and the batch of them
