@@ -127,6 +127,7 @@ func TestOutcomes(t *testing.T) {
 	t.Run("grader fails", func(t *testing.T) { t.Parallel(); outcomeGraderFails(t, e) })
 	t.Run("validation", func(t *testing.T) { t.Parallel(); outcomeValidation(t, e) })
 	t.Run("outputs", func(t *testing.T) { t.Parallel(); outcomeOutputs(t, e) })
+	t.Run("interrupted at work", func(t *testing.T) { t.Parallel(); outcomeInterruptedAtWork(t, e) })
 }
 
 // outcomeRevised: the first evaluation asks for a revision, the second is
@@ -413,5 +414,22 @@ func TestOutcomeWorkerCrash(t *testing.T) {
 	}
 	if o := e.outcome(t, id); o.Result != "satisfied" || o.Iteration != 0 {
 		t.Errorf("outcome_evaluations[0] = %s, want satisfied at iteration 0", o.RawJSON())
+	}
+}
+
+// outcomeInterruptedAtWork: an interrupt while the agent works on the
+// outcome ends it interrupted, with no evaluation.
+func outcomeInterruptedAtWork(t *testing.T, e *outcomeEnv) {
+	id := e.session(t, toolset)
+	events := e.watch(t, id)
+	e.send(t, id, defineOutcome(`#tool bash {"command":"sleep 29.5"}`, textRubric("#grade NEVER slow"), 0))
+	until(t, events, "agent.tool_use", time.Minute)
+	e.send(t, id, anthropic.BetaManagedAgentsEventParamsUnion{OfUserInterrupt: &anthropic.BetaManagedAgentsUserInterruptEventParams{}})
+	evs := until(t, events, "session.status_idle", 20*time.Second)
+	if n := count(evs, "span.outcome_evaluation_start"); n != 0 {
+		t.Errorf("%d evaluations after the interrupt, want 0: %v", n, typesOf(evs))
+	}
+	if o := e.outcome(t, id); o.Result != "interrupted" || o.CompletedAt.IsZero() {
+		t.Errorf("outcome_evaluations[0] = %s, want interrupted", o.RawJSON())
 	}
 }
