@@ -238,6 +238,9 @@ func (s *Store) appendKeyed(ctx context.Context, q *dbsqlc.Queries, sessionID st
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := emitWebhooks(ctx, q, req.Now, sessionWebhooks(cur, plan)); err != nil {
+		return nil, nil, err
+	}
 	if cur.DreamID != nil && plan.setStatus {
 		// Before the plan's writes: COMMIT may go with their last.
 		if err := dreamOnSessionStatus(ctx, q, *cur.DreamID, plan.session, req.Now); err != nil {

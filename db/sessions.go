@@ -152,6 +152,10 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 			}
 			row.VaultIds = p.VaultIDs
 		}
+		created := WebhookEvent{ID: webhookEventID(p.ID, "session.created"), Type: "session.created", ResourceID: p.ID}
+		if err := emitWebhooks(ctx, q, p.Now, []WebhookEvent{created}); err != nil {
+			return err
+		}
 		if initial != nil && len(initial.Events) > 0 {
 			sess, events, err = s.appendTx(ctx, q, p.ID, initial)
 			return err

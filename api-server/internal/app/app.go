@@ -34,6 +34,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/pglisten"
 	"github.com/mangohq/mango/api-server/internal/preview"
 	"github.com/mangohq/mango/api-server/internal/skillcatalog"
+	"github.com/mangohq/mango/api-server/internal/webhooks"
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -93,11 +94,14 @@ type Server struct {
 	// interrupts relays committed interrupts to the workers' streams.
 	interrupts *interrupts.Hub
 	// work wakes long polls of a self-hosted environment's work queue.
-	work    *broadcast.Keyed
-	relay   *outbox.Relay
-	cp      controlPlane
-	sweeper *fileSweeper
-	unused  newConns
+	work  *broadcast.Keyed
+	relay *outbox.Relay
+	// webhooks delivers webhook events (nil without the vault keys,
+	// which seal the endpoints' secrets).
+	webhooks *webhooks.Relay
+	cp       controlPlane
+	sweeper  *fileSweeper
+	unused   newConns
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -154,6 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
 		HostGoneAfter: cfg.HostGoneAfter})
+	s.webhooks = newWebhookRelay(cfg, store, log)
 	files, err := openFiles(ctx, cfg, store, log)
 	if err != nil {
 		return nil, err
@@ -167,7 +172,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, HeartbeatInterval: cfg.StreamPingInterval, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
-		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate,
+		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate, WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
 		SkillsMaxBytes: cfg.SkillsMaxBytes, SkillsMaxFiles: cfg.SkillsMaxFiles,
 		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL,
@@ -299,6 +304,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			func(ctx context.Context) { _ = s.listener.Run(ctx) },
 			s.previews.Run,
 			s.sweeper.run,
+			s.runWebhooks,
 		},
 		s.hub.Close,
 		func(ctx context.Context) { _ = s.relay.Run(ctx) })

@@ -99,6 +99,14 @@ type Config struct {
 	// endpoints on loopback, link-local and private addresses
 	// (MANGO_MCP_ALLOW_PRIVATE, as on the workers).
 	AllowPrivate bool
+	// WebhookAllowPrivate accepts webhook endpoints on loopback,
+	// link-local and private addresses, over plain http too
+	// (MANGO_WEBHOOK_ALLOW_PRIVATE): development and tests.
+	WebhookAllowPrivate bool
+	// WebhookRetryMax caps the wait between two attempts of a webhook
+	// delivery (MANGO_WEBHOOK_RETRY_MAX, default 1h); retries stop 24 h
+	// after the event.
+	WebhookRetryMax time.Duration
 	// FilesMaxBytes caps the size of one File, uploaded or published by a
 	// session (MANGO_FILES_MAX_BYTES, default 500 MiB).
 	FilesMaxBytes int64
@@ -233,6 +241,8 @@ type vars struct {
 	SkillsMaxFiles     int64         `env:"MANGO_SKILLS_MAX_FILES"`
 	SkillsCatalog      string        `env:"MANGO_SKILLS_CATALOG"`
 	AllowPrivate       bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
+	WebhookPrivate     bool          `env:"MANGO_WEBHOOK_ALLOW_PRIVATE"`
+	WebhookRetryMax    time.Duration `env:"MANGO_WEBHOOK_RETRY_MAX"`
 	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
 
 	GRPCTLSCertFile     string `env:"MANGO_GRPC_TLS_CERT_FILE"`
@@ -279,7 +289,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		DefaultSandbox: "local", TaskQueuePrefix: "mango", LogFormat: "text", LogLevel: "info",
 		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
 		SkillsMaxBytes: DefaultSkillsMaxBytes, SkillsMaxFiles: DefaultSkillsMaxFiles,
-		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute,
+		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute, WebhookRetryMax: time.Hour,
 		WorkLeaseTTL: 300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
 	r := reader{getenv: getenv}
@@ -297,7 +307,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		AutoMigrate: v.AutoMigrate, RequireLiveWorker: v.RequireLiveWorker, LogFormat: v.LogFormat,
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
 		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles), SkillsCatalog: strings.TrimSpace(v.SkillsCatalog),
-		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr,
+		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr, WebhookAllowPrivate: v.WebhookPrivate, WebhookRetryMax: v.WebhookRetryMax,
 		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
 	r.check(c, &v)
@@ -359,6 +369,7 @@ func (r *reader) check(c *Config, v *vars) {
 	r.require("MANGO_WORK_MAX_LEASE_TTL", c.WorkMaxLeaseTTL >= time.Second && c.WorkMaxLeaseTTL <= 24*time.Hour, "must be between 1s and 24h")
 	r.require("MANGO_WORK_LEASE_TTL", c.WorkLeaseTTL >= time.Second && c.WorkLeaseTTL <= c.WorkMaxLeaseTTL, "must be between 1s and MANGO_WORK_MAX_LEASE_TTL")
 	r.require("MANGO_STREAM_MAX_LAG", v.StreamMaxLag >= 16 && v.StreamMaxLag <= 1_000_000, "must be a number of events from 16 to 1000000")
+	r.require("MANGO_WEBHOOK_RETRY_MAX", c.WebhookRetryMax >= time.Second && c.WebhookRetryMax <= 6*time.Hour, "must be between 1s and 6h")
 	r.require("MANGO_STREAM_PING_INTERVAL", c.StreamPingInterval >= time.Second && c.StreamPingInterval <= 5*time.Minute, "must be between 1s and 5m")
 	r.require("MANGO_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "must be at least 1024")
 	r.require("MANGO_FILES_MAX_BYTES", c.FilesMaxBytes >= 1, "must be a positive number of bytes")

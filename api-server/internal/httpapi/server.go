@@ -75,6 +75,10 @@ type Deps struct {
 	// AllowPrivate lets those calls reach loopback, link-local and
 	// private addresses (MANGO_MCP_ALLOW_PRIVATE; package netguard).
 	AllowPrivate bool
+	// WebhookAllowPrivate accepts webhook endpoints on loopback,
+	// link-local and private addresses, and plain http
+	// (MANGO_WEBHOOK_ALLOW_PRIVATE).
+	WebhookAllowPrivate bool
 	// Files holds the bytes of Files.
 	Files filestore.Blobs
 	// FilesMaxBytes caps one file (MANGO_FILES_MAX_BYTES); it replaces
@@ -175,6 +179,7 @@ func New(deps Deps) *API {
 	e.GET("/admin/environments/:id/keys", a.adminEnvironmentKeyList)
 	e.POST("/admin/environment-keys/:id/revoke", a.adminEnvironmentKeyRevoke)
 	e.POST("/admin/environments/:id/healthcheck", a.adminWorkHealthcheck)
+	e.GET("/admin/webhooks/:id/deliveries", a.adminWebhookDeliveries)
 
 	a.routes(e.Group("/v1"))
 	return a
@@ -218,6 +223,13 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.POST("/sessions/:id/threads/:tid/archive", a.threadArchive)
 	v1.GET("/sessions/:id/threads/:tid/events", a.threadEvents)
 	v1.GET("/sessions/:id/threads/:tid/stream", a.threadStream)
+
+	v1.POST("/organizations/webhooks", a.webhookCreate)
+	v1.GET("/organizations/webhooks", a.webhookList)
+	v1.GET("/organizations/webhooks/:id", a.webhookGet)
+	v1.POST("/organizations/webhooks/:id", a.webhookUpdate)
+	v1.DELETE("/organizations/webhooks/:id", a.webhookDelete)
+	v1.POST("/organizations/webhooks/:id/regenerate_signing_secret", a.webhookRegenerateSecret)
 
 	v1.POST("/files", a.fileUpload)
 	v1.GET("/files", a.fileList)

@@ -37,6 +37,8 @@ const (
 	Dream = "drm_"
 	// Outcome identifies an outcome a user.define_outcome event defines.
 	Outcome = "outc_"
+	// WebhookEndpoint identifies a webhook endpoint.
+	WebhookEndpoint = "whep_"
 )
 
 const (

@@ -105,6 +105,7 @@ type Relay struct {
 	Poll        time.Duration    // how often due deliveries are claimed without a Wake [1s]
 	Timeout     time.Duration    // bound of one attempt, answer included [10s]
 	RetryWindow time.Duration    // retries stop this long after the event's CreatedAt [24h]
+	MaxDelay    time.Duration    // the longest wait between two attempts [BackoffMax]
 
 	once sync.Once
 	wake chan struct{}
@@ -126,6 +127,7 @@ type settings struct {
 	poll        time.Duration
 	timeout     time.Duration
 	retryWindow time.Duration
+	maxDelay    time.Duration
 	lease       time.Duration
 }
 
@@ -139,7 +141,7 @@ func (r *Relay) settings() settings {
 	s := settings{
 		client: r.Client, now: r.Now, log: r.Logger,
 		perEndpoint: r.PerEndpoint, maxInFlight: r.MaxInFlight,
-		poll: r.Poll, timeout: r.Timeout, retryWindow: r.RetryWindow,
+		poll: r.Poll, timeout: r.Timeout, retryWindow: r.RetryWindow, maxDelay: r.MaxDelay,
 	}
 	if s.client == nil {
 		s.client = &http.Client{}
@@ -158,6 +160,7 @@ func (r *Relay) settings() settings {
 	positive(&s.poll, time.Second)
 	positive(&s.timeout, 10*time.Second)
 	positive(&s.retryWindow, DefaultRetryWindow)
+	positive(&s.maxDelay, BackoffMax)
 	s.lease = s.timeout + leaseMargin
 	return s
 }
@@ -300,7 +303,7 @@ func (r *Relay) skip(ctx context.Context, d Delivery, now time.Time) {
 func (r *Relay) deliver(ctx context.Context, d Delivery) {
 	base := context.WithoutCancel(ctx)
 	a := r.attempt(base, d)
-	next, gaveUp := schedule(d, a.Delivered, r.cfg.now(), r.cfg.retryWindow, Backoff(d.Attempt+1))
+	next, gaveUp := schedule(d, a.Delivered, r.cfg.now(), r.cfg.retryWindow, min(Backoff(d.Attempt+1), r.cfg.maxDelay))
 	a.NextAt, a.GaveUp = next, gaveUp
 	rctx, cancel := context.WithTimeout(base, recordTimeout)
 	defer cancel()

@@ -347,6 +347,36 @@ type VaultCredentialSecret struct {
 	Sealed       []byte
 }
 
+type WebhookDelivery struct {
+	EventID       string
+	EndpointID    string
+	EventType     string
+	ResourceID    string
+	EventAt       time.Time
+	Status        string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LeasedUntil   *time.Time
+	LastStatus    *int32
+	LastError     string
+	LastLatencyMs *int32
+	LastAttemptAt *time.Time
+	DeliveredAt   *time.Time
+}
+
+type WebhookEndpoint struct {
+	ID             string
+	Url            string
+	Name           string
+	Description    string
+	EnabledEvents  []string
+	State          string
+	DisabledReason string
+	SecretSealed   []byte
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
 type WorkItem struct {
 	ID              string
 	EnvironmentID   string
