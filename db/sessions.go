@@ -210,7 +210,10 @@ func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, nex
 			updated.VaultIds = n.VaultIDs
 		}
 		out, err = sessionFromRow(updated)
-		return err
+		if err != nil {
+			return err
+		}
+		return emitSessionWebhook(ctx, q, out, "session.updated", now.UTC().Format(time.RFC3339Nano), now)
 	})
 	if err != nil {
 		return nil, err
@@ -220,11 +223,32 @@ func (s *Store) SessionUpdate(ctx context.Context, id string, now time.Time, nex
 
 // SessionArchive archives a session (idempotently).
 func (s *Store) SessionArchive(ctx context.Context, id string, now time.Time) (*Session, error) {
-	row, err := s.q.SessionArchive(ctx, dbsqlc.SessionArchiveParams{ID: id, Now: now})
+	var out *Session
+	err := s.inTx(ctx, "archive session", func(q *dbsqlc.Queries) error {
+		row, err := q.SessionArchive(ctx, dbsqlc.SessionArchiveParams{ID: id, Now: now})
+		if err != nil {
+			return err
+		}
+		if out, err = sessionFromRow(row); err != nil {
+			return err
+		}
+		return emitSessionWebhook(ctx, q, out, "session.archived", "", now)
+	})
 	if err != nil {
-		return nil, mapErr("archive session", err)
+		return nil, err
 	}
-	return sessionFromRow(row)
+	return out, nil
+}
+
+// emitSessionWebhook writes the deliveries of a session's event of type
+// (none for a child thread); occurrence tells apart the events of a type
+// that happen more than once (an update's time), empty for those that
+// happen once.
+func emitSessionWebhook(ctx context.Context, q *dbsqlc.Queries, sess *Session, typ, occurrence string, now time.Time) error {
+	if sess.IsThread() {
+		return nil
+	}
+	return emitWebhooks(ctx, q, now, []WebhookEvent{{ID: webhookEventID(sess.ID, typ+"/"+occurrence), Type: typ, ResourceID: sess.ID}})
 }
 
 // SessionFence marks a session as being deleted: from this commit on no
@@ -264,8 +288,10 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
 			return err
 		}
-		sess, err = sessionFromRow(row)
-		return err
+		if sess, err = sessionFromRow(row); err != nil {
+			return err
+		}
+		return emitSessionWebhook(ctx, q, sess, "session.deleted", "", now)
 	})
 	if err != nil {
 		return nil, false, err

@@ -251,16 +251,26 @@ func (s *Store) EmitWebhooks(ctx context.Context, now time.Time, events ...Webho
 
 // sessionWebhooks are the webhook events of a session's append: its
 // status changes (with the idle status's stop reason) and outcome
-// verdicts, as the plan numbers them. A child thread's append has none.
+// verdicts, as the plan numbers them; a child thread's creation, idling
+// and termination, as its session's.
 func sessionWebhooks(cur *Session, p *appendPlan) []WebhookEvent {
-	if cur.IsThread() {
-		return nil
-	}
 	var out []WebhookEvent
 	add := func(source string, types ...string) {
 		for _, t := range types {
 			out = append(out, WebhookEvent{ID: webhookEventID(source, t), Type: t, ResourceID: cur.ID})
 		}
+	}
+	if cur.IsThread() {
+		// A thread's changes are its session's events.
+		for _, ev := range p.fresh {
+			switch ev.Type {
+			case ThreadCreatedType, threadStatusType(StatusIdle), threadStatusType(StatusTerminated):
+				t := map[string]string{ThreadCreatedType: "session.thread_created", threadStatusType(StatusIdle): "session.thread_idled",
+					threadStatusType(StatusTerminated): "session.thread_terminated"}[ev.Type]
+				out = append(out, WebhookEvent{ID: webhookEventID(cur.ID+"/"+ev.ID, t), Type: t, ResourceID: *cur.ParentID})
+			}
+		}
+		return out
 	}
 	for _, ev := range p.fresh {
 		switch ev.Type {

@@ -86,6 +86,7 @@ setup_env() {
 	# Development MCP servers usually run on this machine; production
 	# workers refuse loopback and private addresses (netguard).
 	export MANGO_MCP_ALLOW_PRIVATE="${MANGO_MCP_ALLOW_PRIVATE:-1}"
+	export MANGO_WEBHOOK_ALLOW_PRIVATE="${MANGO_WEBHOOK_ALLOW_PRIVATE:-1}"
 	export MANGO_BASE_URL="$BASE_URL"
 	# With a Docker daemon, sessions may also choose the docker provider
 	# (environment metadata {"mango.sandbox": "docker"}); a second worker

@@ -325,7 +325,8 @@ func checkAPIServer(t *testing.T, r *rendered, vals map[string]any) apiServerFac
 			t.Errorf("api-server %s = %q, want a secretKeyRef", k, env[k])
 		}
 	}
-	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_SANDBOX", "MANGO_SANDBOX_PROVIDERS", "MANGO_TASK_QUEUE_PREFIX"} {
+	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_SANDBOX", "MANGO_SANDBOX_PROVIDERS", "MANGO_TASK_QUEUE_PREFIX",
+		"MANGO_WEBHOOK_ALLOW_PRIVATE", "MANGO_WEBHOOK_RETRY_MAX"} {
 		if env[k] == "" {
 			t.Errorf("api-server %s not set", k)
 		}

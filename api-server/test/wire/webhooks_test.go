@@ -126,7 +126,7 @@ func TestWebhooksThroughSDK(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t)
 	types := []string{"session.created", "session.status_run_started", "session.running", "session.status_idled", "session.idled",
-		"session.requires_action"}
+		"session.requires_action", "session.updated", "session.archived"}
 	ep, err := e.client.Beta.Organization.Webhooks.New(ctx, anthropic.BetaOrganizationWebhookNewParams{URL: rcv.srv.URL + "/hook",
 		EnabledEvents: types, Name: anthropic.String("ci")})
 	if err != nil {
@@ -149,6 +149,12 @@ func TestWebhooksThroughSDK(t *testing.T) {
 	until(t, events, "session.status_idle", time.Minute)
 	// Deliveries are not ordered (an endpoint takes several at once): the
 	// payload names the resource, which the client reads with a GET.
+	if _, err := e.client.Beta.Sessions.Update(ctx, id, anthropic.BetaSessionUpdateParams{Title: anthropic.String("renamed")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Beta.Sessions.Archive(ctx, id, anthropic.BetaSessionArchiveParams{}); err != nil {
+		t.Fatal(err)
+	}
 	rcv.waitTypes(id, time.Minute, types...)
 
 	// Down for 30 s: a session runs meanwhile; every event arrives after.

@@ -64,6 +64,10 @@ MANGO_LOG_LEVEL: {{ .log.level | quote }}
 MANGO_LOG_FORMAT: {{ .log.format | quote }}
 {{- end }}
 MANGO_MCP_ALLOW_PRIVATE: {{ .Values.mcp.allowPrivateNetworks | quote }}
+{{- with .Values.webhooks }}
+MANGO_WEBHOOK_ALLOW_PRIVATE: {{ .allowPrivateNetworks | quote }}
+MANGO_WEBHOOK_RETRY_MAX: {{ .retryMax | quote }}
+{{- end }}
 {{- with .Values.skills }}
 MANGO_SKILLS_MAX_BYTES: {{ .maxBytes | int64 | quote }}
 MANGO_SKILLS_MAX_FILES: {{ .maxFiles | int64 | quote }}

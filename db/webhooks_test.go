@@ -1,0 +1,103 @@
+package db_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/db/dbtest"
+)
+
+// TestWebhookDeliveries: a change writes one delivery per enabled endpoint
+// subscribed to its type, in its transaction, and a retried change none
+// more; a disabled endpoint gets nothing; a claim leases a delivery from
+// other claims; an attempt given up disables its endpoint.
+func TestWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(id string, events ...string) *db.WebhookEndpoint {
+		e, err := store.WebhookEndpointCreate(ctx, &db.WebhookEndpoint{ID: id, URL: "https://example.com/" + id, EnabledEvents: events,
+			SecretSealed: []byte("sealed")}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	mk("whep_all", "session.created", "session.status_run_started", "session.status_idled", "session.idled")
+	mk("whep_idle", "session.status_idled")
+	off := mk("whep_off", "session.created", "session.status_idled")
+	off.State = "disabled"
+	if _, err := store.WebhookEndpointUpdate(ctx, off, t0); err != nil {
+		t.Fatal(err)
+	}
+	sid := "sesn_hook0000000000000000001"
+	if _, _, err := store.SessionCreate(ctx, db.SessionCreateParams{ID: sid, AgentID: "agent_a", AgentVersion: 1,
+		Agent: json.RawMessage(`{"name":"a"}`), Provider: "local", Metadata: map[string]string{}, Now: t0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	running(t, store, sid, t0.Add(time.Second))
+	for range 2 { // the turn's end, and a retry of it
+		turnEnd(t, store, sid, "turn1", t0.Add(2*time.Second), nil)
+	}
+	byEndpoint := func(id string) []string {
+		ds, err := store.WebhookDeliveries(ctx, id, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, d := range ds {
+			types = append(types, d.EventType)
+		}
+		slices.Sort(types)
+		return types
+	}
+	if got := byEndpoint("whep_all"); !slices.Equal(got, []string{"session.created", "session.idled", "session.status_idled", "session.status_run_started"}) {
+		t.Errorf("deliveries of the endpoint subscribed to all: %v", got)
+	}
+	if got := byEndpoint("whep_idle"); !slices.Equal(got, []string{"session.status_idled"}) {
+		t.Errorf("deliveries of the idle endpoint: %v", got)
+	}
+	if got := byEndpoint("whep_off"); len(got) != 0 {
+		t.Errorf("a disabled endpoint got %v", got)
+	}
+	// Two claims at once share nothing; the leases hold until they end.
+	now := t0.Add(3 * time.Second)
+	a, err := store.WebhookClaimDue(ctx, now, 3, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.WebhookClaimDue(ctx, now, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 3 || len(b) != 2 {
+		t.Fatalf("claims of 3 then 10: %d and %d deliveries, want 3 and the 2 left", len(a), len(b))
+	}
+	for _, d := range a {
+		if slices.ContainsFunc(b, func(o db.WebhookDue) bool { return o.EventID == d.EventID && o.EndpointID == d.EndpointID }) {
+			t.Fatalf("delivery %s/%s claimed twice", d.EventID, d.EndpointID)
+		}
+	}
+	if c, _ := store.WebhookClaimDue(ctx, now.Add(30*time.Second), 10, time.Minute); len(c) != 0 {
+		t.Fatalf("a claim under the leases got %d deliveries", len(c))
+	}
+	// One delivered, one given up: its endpoint is disabled, saying why.
+	d := a[0]
+	if err := store.WebhookRecord(ctx, db.WebhookAttempt{EventID: d.EventID, EndpointID: d.EndpointID, At: now, StatusCode: 204, Delivered: true}); err != nil {
+		t.Fatal(err)
+	}
+	g := b[0]
+	if err := store.WebhookRecord(ctx, db.WebhookAttempt{EventID: g.EventID, EndpointID: g.EndpointID, At: now, StatusCode: 500, Error: "HTTP 500",
+		GaveUp: true, DisableReason: "deliveries failed for 24h"}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := store.WebhookEndpointGet(ctx, g.EndpointID)
+	if err != nil || ep.State != "disabled" || ep.DisabledReason != "deliveries failed for 24h" {
+		t.Fatalf("endpoint after a delivery gave up: %+v (%v)", ep, err)
+	}
+}
