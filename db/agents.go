@@ -76,7 +76,10 @@ func (s *Store) AgentCreate(ctx context.Context, id string, spec json.RawMessage
 		if err := q.AgentInsert(ctx, dbsqlc.AgentInsertParams{ID: id, Spec: spec, CreatedAt: now}); err != nil {
 			return err
 		}
-		return writeSkillRefs(ctx, q, id, 1, skills)
+		if err := writeSkillRefs(ctx, q, id, 1, skills); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, "agent.created", "", now)
 	})
 	if err != nil {
 		return nil, err
@@ -139,7 +142,7 @@ func (s *Store) AgentUpdate(ctx context.Context, id string, now time.Time,
 			return err
 		}
 		out = &Agent{ID: id, Version: v, Spec: spec, CreatedAt: cur.CreatedAt, UpdatedAt: now, ArchivedAt: cur.ArchivedAt}
-		return nil
+		return emitResourceWebhook(ctx, q, id, "agent.updated", fmt.Sprint(v), now)
 	})
 	if fnErr != nil {
 		return nil, fnErr
@@ -152,8 +155,14 @@ func (s *Store) AgentUpdate(ctx context.Context, id string, now time.Time,
 
 // AgentArchive marks an agent archived (idempotently) and returns it.
 func (s *Store) AgentArchive(ctx context.Context, id string, now time.Time) (*Agent, error) {
-	if err := s.q.AgentArchive(ctx, dbsqlc.AgentArchiveParams{ID: id, ArchivedAt: &now}); err != nil {
-		return nil, mapErr("archive agent", err)
+	err := s.inTx(ctx, "archive agent", func(q *dbsqlc.Queries) error {
+		if err := q.AgentArchive(ctx, dbsqlc.AgentArchiveParams{ID: id, ArchivedAt: &now}); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, "agent.archived", "", now)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.AgentGet(ctx, id)
 }

@@ -43,12 +43,20 @@ func metadataJSON(md map[string]string) json.RawMessage {
 // EnvironmentCreate stores a new environment; ErrConflict when the name is
 // taken.
 func (s *Store) EnvironmentCreate(ctx context.Context, e *Environment) (*Environment, error) {
-	row, err := s.q.EnvironmentInsert(ctx, dbsqlc.EnvironmentInsertParams{
-		ID: e.ID, Name: e.Name, Description: e.Description, Config: e.Config,
-		Metadata: metadataJSON(e.Metadata), Scope: e.Scope, CreatedAt: e.CreatedAt,
+	var row dbsqlc.Environment
+	err := s.inTx(ctx, "create environment", func(q *dbsqlc.Queries) error {
+		var err error
+		row, err = q.EnvironmentInsert(ctx, dbsqlc.EnvironmentInsertParams{
+			ID: e.ID, Name: e.Name, Description: e.Description, Config: e.Config,
+			Metadata: metadataJSON(e.Metadata), Scope: e.Scope, CreatedAt: e.CreatedAt,
+		})
+		if err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, e.ID, "environment.created", "", e.CreatedAt)
 	})
 	if err != nil {
-		return nil, mapErr("create environment", err)
+		return nil, err
 	}
 	return environmentFromRow(row)
 }
@@ -89,8 +97,10 @@ func (s *Store) EnvironmentUpdate(ctx context.Context, id string, next func(cur 
 		if err != nil {
 			return err
 		}
-		out, err = environmentFromRow(updated)
-		return err
+		if out, err = environmentFromRow(updated); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, "environment.updated", out.UpdatedAt.UTC().Format(time.RFC3339Nano), out.UpdatedAt)
 	})
 	if fnErr != nil {
 		return nil, fnErr
@@ -103,23 +113,32 @@ func (s *Store) EnvironmentUpdate(ctx context.Context, id string, next func(cur 
 
 // EnvironmentArchive archives an environment (idempotently).
 func (s *Store) EnvironmentArchive(ctx context.Context, id string, now time.Time) (*Environment, error) {
-	row, err := s.q.EnvironmentArchive(ctx, dbsqlc.EnvironmentArchiveParams{ID: id, Now: now})
+	var row dbsqlc.Environment
+	err := s.inTx(ctx, "archive environment", func(q *dbsqlc.Queries) error {
+		var err error
+		if row, err = q.EnvironmentArchive(ctx, dbsqlc.EnvironmentArchiveParams{ID: id, Now: now}); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, "environment.archived", "", now)
+	})
 	if err != nil {
-		return nil, mapErr("archive environment", err)
+		return nil, err
 	}
 	return environmentFromRow(row)
 }
 
 // EnvironmentDelete removes an environment; ErrNotFound when absent.
 func (s *Store) EnvironmentDelete(ctx context.Context, id string) error {
-	n, err := s.q.EnvironmentDelete(ctx, id)
-	if err != nil {
-		return mapErr("delete environment", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("delete environment: %w", ErrNotFound)
-	}
-	return nil
+	return s.inTx(ctx, "delete environment", func(q *dbsqlc.Queries) error {
+		n, err := q.EnvironmentDelete(ctx, id)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrNotFound
+		}
+		return emitResourceWebhook(ctx, q, id, "environment.deleted", "", time.Now())
+	})
 }
 
 // EnvironmentListParams page an environment list.

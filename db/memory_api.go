@@ -21,10 +21,13 @@ func (s *Store) MemoryStoreCreate(ctx context.Context, st *MemoryStore) error {
 		md = map[string]string{}
 	}
 	raw, _ := json.Marshal(md) // a map of strings always marshals
-	_, err := s.q.MemoryStoreInsert(ctx, dbsqlc.MemoryStoreInsertParams{ID: st.ID, Name: st.Name, Description: st.Description,
-		Metadata: raw, CreatedAt: st.CreatedAt})
+	err := s.withWebhook(ctx, "create memory store", st.ID, "memory_store.created", st.CreatedAt, func(q *dbsqlc.Queries) error {
+		_, err := q.MemoryStoreInsert(ctx, dbsqlc.MemoryStoreInsertParams{ID: st.ID, Name: st.Name, Description: st.Description,
+			Metadata: raw, CreatedAt: st.CreatedAt})
+		return err
+	})
 	if err != nil {
-		return mapErr("create memory store", err)
+		return err
 	}
 	st.Metadata, st.UpdatedAt = md, st.CreatedAt
 	return nil
@@ -94,9 +97,13 @@ func (s *Store) MemoryStoreUpdate(ctx context.Context, id string, p MemoryStoreP
 // MemoryStoreArchive archives a store (idempotent): its memories become
 // read-only. ErrNotFound when there is no such store.
 func (s *Store) MemoryStoreArchive(ctx context.Context, id string, now time.Time) (*MemoryStore, error) {
-	row, err := s.q.MemoryStoreArchive(ctx, dbsqlc.MemoryStoreArchiveParams{ID: id, Now: now})
+	var row dbsqlc.MemoryStore
+	err := s.withWebhook(ctx, "archive memory store", id, "memory_store.archived", now, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.MemoryStoreArchive(ctx, dbsqlc.MemoryStoreArchiveParams{ID: id, Now: now})
+		return err
+	})
 	if err != nil {
-		return nil, mapErr("archive memory store", err)
+		return nil, err
 	}
 	return memoryStoreFromRow(row)
 }
@@ -104,14 +111,13 @@ func (s *Store) MemoryStoreArchive(ctx context.Context, id string, now time.Time
 // MemoryStoreDelete deletes a store with its memories, versions and
 // nothing else (sessions that attached it find it gone); ErrNotFound.
 func (s *Store) MemoryStoreDelete(ctx context.Context, id string) error {
-	n, err := s.q.MemoryStoreDelete(ctx, id)
-	if err != nil {
-		return mapErr("delete memory store", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("memory store %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return s.withWebhook(ctx, "delete memory store", id, "memory_store.deleted", time.Now(), func(q *dbsqlc.Queries) error {
+		n, err := q.MemoryStoreDelete(ctx, id)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("memory store %s: %w", id, ErrNotFound)
+		}
+		return err
+	})
 }
 
 // MemoryStoreFilter selects stores to list.

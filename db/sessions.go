@@ -248,7 +248,7 @@ func emitSessionWebhook(ctx context.Context, q *dbsqlc.Queries, sess *Session, t
 	if sess.IsThread() {
 		return nil
 	}
-	return emitWebhooks(ctx, q, now, []WebhookEvent{{ID: webhookEventID(sess.ID, typ+"/"+occurrence), Type: typ, ResourceID: sess.ID}})
+	return emitResourceWebhook(ctx, q, sess.ID, typ, occurrence, now)
 }
 
 // SessionFence marks a session as being deleted: from this commit on no

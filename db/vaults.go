@@ -107,9 +107,13 @@ func credentialsFromRows(rows []dbsqlc.VaultCredential) ([]*Credential, error) {
 
 // VaultCreate stores a new vault.
 func (s *Store) VaultCreate(ctx context.Context, v *Vault) (*Vault, error) {
-	row, err := s.q.VaultInsert(ctx, dbsqlc.VaultInsertParams{ID: v.ID, DisplayName: v.DisplayName, Metadata: metadataJSON(v.Metadata), CreatedAt: v.CreatedAt})
+	var row dbsqlc.Vault
+	err := s.withWebhook(ctx, "create vault", v.ID, "vault.created", v.CreatedAt, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.VaultInsert(ctx, dbsqlc.VaultInsertParams{ID: v.ID, DisplayName: v.DisplayName, Metadata: metadataJSON(v.Metadata), CreatedAt: v.CreatedAt})
+		return err
+	})
 	if err != nil {
-		return nil, mapErr("create vault", err)
+		return nil, err
 	}
 	return vaultFromRow(row)
 }
@@ -174,7 +178,7 @@ func (s *Store) VaultUpdate(ctx context.Context, id string, next func(cur *Vault
 // whose secrets it erases: archived credentials are never used again.
 func (s *Store) VaultArchive(ctx context.Context, id string, now time.Time) (*Vault, error) {
 	var out *Vault
-	err := s.inTx(ctx, "archive vault", func(q *dbsqlc.Queries) error {
+	err := s.withWebhook(ctx, "archive vault", id, "vault.archived", now, func(q *dbsqlc.Queries) error {
 		row, err := q.VaultArchive(ctx, dbsqlc.VaultArchiveParams{ID: id, Now: now})
 		if err != nil {
 			return err
@@ -194,14 +198,13 @@ func (s *Store) VaultArchive(ctx context.Context, id string, now time.Time) (*Va
 // VaultDelete removes a vault with its credentials; ErrNotFound when
 // absent.
 func (s *Store) VaultDelete(ctx context.Context, id string) error {
-	n, err := s.q.VaultDelete(ctx, id)
-	if err != nil {
-		return mapErr("delete vault", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("delete vault: %w", ErrNotFound)
-	}
-	return nil
+	return s.withWebhook(ctx, "delete vault", id, "vault.deleted", time.Now(), func(q *dbsqlc.Queries) error {
+		n, err := q.VaultDelete(ctx, id)
+		if err == nil && n == 0 {
+			err = ErrNotFound
+		}
+		return err
+	})
 }
 
 // ListParams page a list ordered newest first.
@@ -245,7 +248,7 @@ func (s *Store) VaultList(ctx context.Context, p ListParams) ([]*Vault, bool, er
 // ErrVaultArchived and ErrServerTaken.
 func (s *Store) CredentialCreate(ctx context.Context, c *Credential, secrets Secrets) (*Credential, error) {
 	var out *Credential
-	err := s.inTx(ctx, "create credential", func(q *dbsqlc.Queries) error {
+	err := s.withWebhook(ctx, "create credential", c.ID, "vault_credential.created", c.CreatedAt, func(q *dbsqlc.Queries) error {
 		v, err := q.VaultGetByIDForUpdate(ctx, c.VaultID)
 		if err != nil {
 			return err
@@ -355,7 +358,7 @@ func (s *Store) CredentialUpdate(ctx context.Context, vaultID, id string, next f
 // secrets.
 func (s *Store) CredentialArchive(ctx context.Context, vaultID, id string, now time.Time) (*Credential, error) {
 	var out *Credential
-	err := s.inTx(ctx, "archive credential", func(q *dbsqlc.Queries) error {
+	err := s.withWebhook(ctx, "archive credential", id, "vault_credential.archived", now, func(q *dbsqlc.Queries) error {
 		row, err := q.CredentialArchive(ctx, dbsqlc.CredentialArchiveParams{VaultID: vaultID, ID: id, Now: now})
 		if err != nil {
 			return err
@@ -372,14 +375,13 @@ func (s *Store) CredentialArchive(ctx context.Context, vaultID, id string, now t
 // CredentialDelete removes a credential with its secrets; ErrNotFound when
 // absent.
 func (s *Store) CredentialDelete(ctx context.Context, vaultID, id string) error {
-	n, err := s.q.CredentialDelete(ctx, dbsqlc.CredentialDeleteParams{VaultID: vaultID, ID: id})
-	if err != nil {
-		return mapErr("delete credential", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("delete credential: %w", ErrNotFound)
-	}
-	return nil
+	return s.withWebhook(ctx, "delete credential", id, "vault_credential.deleted", time.Now(), func(q *dbsqlc.Queries) error {
+		n, err := q.CredentialDelete(ctx, dbsqlc.CredentialDeleteParams{VaultID: vaultID, ID: id})
+		if err == nil && n == 0 {
+			err = ErrNotFound
+		}
+		return err
+	})
 }
 
 // CredentialList returns a vault's credentials newest first, and whether

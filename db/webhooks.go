@@ -17,6 +17,11 @@ import (
 // WebhookEventPrefix starts the id of a webhook event.
 const WebhookEventPrefix = "wevt_"
 
+// WebhookChannel is the PostgreSQL channel on which a commit that wrote
+// webhook deliveries is announced (no payload): relays claim at once
+// rather than at their next poll.
+const WebhookChannel = "mango_webhooks"
+
 // WebhookEndpoint is an endpoint deliveries are sent to.
 type WebhookEndpoint struct {
 	ID, URL, Name, Description string
@@ -241,6 +246,26 @@ func emitWebhooks(ctx context.Context, q *dbsqlc.Queries, now time.Time, events 
 	}
 	_, err := q.WebhookEmit(ctx, arg)
 	return err
+}
+
+// emitResourceWebhook writes the deliveries of an event of type about
+// resource id; occurrence tells apart the events of a type that happen
+// more than once to a resource (an update's version or time), empty for
+// those that happen once.
+func emitResourceWebhook(ctx context.Context, q *dbsqlc.Queries, id, typ, occurrence string, now time.Time) error {
+	return emitWebhooks(ctx, q, now, []WebhookEvent{{ID: webhookEventID(id, typ+"/"+occurrence), Type: typ, ResourceID: id}})
+}
+
+// withWebhook runs fn in a transaction and, when it succeeds, writes in
+// the same transaction the deliveries of the event of type about resource
+// id that it makes (once per resource and type).
+func (s *Store) withWebhook(ctx context.Context, op, id, typ string, now time.Time, fn func(q *dbsqlc.Queries) error) error {
+	return s.inTx(ctx, op, func(q *dbsqlc.Queries) error {
+		if err := fn(q); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, typ, "", now)
+	})
 }
 
 // EmitWebhooks writes the deliveries of events on their own (a change

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -99,5 +100,62 @@ func TestWebhookDeliveries(t *testing.T) {
 	ep, err := store.WebhookEndpointGet(ctx, g.EndpointID)
 	if err != nil || ep.State != "disabled" || ep.DisabledReason != "deliveries failed for 24h" {
 		t.Fatalf("endpoint after a delivery gave up: %+v (%v)", ep, err)
+	}
+}
+
+// TestResourceWebhooks: the changes of agents, environments and vaults
+// write their events, once each however often a change is repeated.
+func TestResourceWebhooks(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC)
+	if _, err := store.WebhookEndpointCreate(ctx, &db.WebhookEndpoint{ID: "whep_res", URL: "https://example.com/h",
+		EnabledEvents: []string{"agent.created", "agent.archived", "environment.created", "environment.deleted", "vault.created",
+			"vault.archived", "vault.deleted"}, SecretSealed: []byte("s")}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AgentCreate(ctx, "agent_res", json.RawMessage(`{"name":"a"}`), nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := store.AgentArchive(ctx, "agent_res", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.EnvironmentCreate(ctx, &db.Environment{ID: "env_res", Name: "res", Config: json.RawMessage(`{}`),
+		Metadata: map[string]string{}, CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.EnvironmentDelete(ctx, "env_res"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.EnvironmentDelete(ctx, "env_res"); !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("deleting a deleted environment: %v, want ErrNotFound", err)
+	}
+	if _, err := store.VaultCreate(ctx, &db.Vault{ID: "vlt_res", DisplayName: "v", Metadata: map[string]string{}, CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := store.VaultArchive(ctx, "vlt_res", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.VaultDelete(ctx, "vlt_res"); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := store.WebhookDeliveries(ctx, "whep_res", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.EventType+" "+d.ResourceID)
+	}
+	slices.Sort(got)
+	want := []string{"agent.archived agent_res", "agent.created agent_res", "environment.created env_res", "environment.deleted env_res",
+		"vault.archived vlt_res", "vault.created vlt_res", "vault.deleted vlt_res"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("deliveries %v, want %v", got, want)
 	}
 }

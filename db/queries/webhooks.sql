@@ -28,15 +28,20 @@ ORDER BY
   created_at, id
 LIMIT sqlc.arg(lim);
 
--- name: WebhookEmit :execrows
+-- name: WebhookEmit :one
 -- The deliveries of events (ids, types, resources paired by position) to
--- every enabled endpoint subscribed to their type.
-INSERT INTO webhook_deliveries (event_id, endpoint_id, event_type, resource_id, event_at, next_attempt_at)
-SELECT (sqlc.arg(ids)::text[])[i], e.id, (sqlc.arg(types)::text[])[i], (sqlc.arg(resource_ids)::text[])[i],
-       sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz
-FROM generate_subscripts(sqlc.arg(ids)::text[], 1) AS i
-JOIN webhook_endpoints e ON e.state = 'enabled' AND (sqlc.arg(types)::text[])[i] = ANY (e.enabled_events)
-ON CONFLICT DO NOTHING;
+-- every enabled endpoint subscribed to their type, announced on
+-- mango_webhooks (db.WebhookChannel) at commit when there are any.
+WITH ins AS (
+    INSERT INTO webhook_deliveries (event_id, endpoint_id, event_type, resource_id, event_at, next_attempt_at)
+    SELECT (sqlc.arg(ids)::text[])[i], e.id, (sqlc.arg(types)::text[])[i], (sqlc.arg(resource_ids)::text[])[i],
+           sqlc.arg(now)::timestamptz, sqlc.arg(now)::timestamptz
+    FROM generate_subscripts(sqlc.arg(ids)::text[], 1) AS i
+    JOIN webhook_endpoints e ON e.state = 'enabled' AND (sqlc.arg(types)::text[])[i] = ANY (e.enabled_events)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT count(*)::bigint FROM ins, LATERAL (SELECT pg_notify('mango_webhooks', '')) AS n;
 
 -- name: WebhookClaimDue :many
 -- Leases up to lim due deliveries of enabled endpoints, oldest due first.

@@ -158,7 +158,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
 		HostGoneAfter: cfg.HostGoneAfter})
-	s.webhooks = newWebhookRelay(cfg, store, log)
+	if s.webhooks = newWebhookRelay(cfg, store, log); s.webhooks != nil {
+		// Commits that wrote deliveries wake the relay (on every replica).
+		s.listener.Handle(db.WebhookChannel, webhookWake{s.webhooks})
+	}
 	files, err := openFiles(ctx, cfg, store, log)
 	if err != nil {
 		return nil, err

@@ -105,3 +105,13 @@ func (s *Server) runWebhooks(ctx context.Context) {
 		_ = s.webhooks.Run(ctx)
 	}
 }
+
+// webhookWake wakes the relay on each announcement of new deliveries, and
+// after the listener reconnects (announcements may have been missed).
+type webhookWake struct{ r *webhooks.Relay }
+
+// Notify implements pglisten.Handler.
+func (w webhookWake) Notify(string) { w.r.Wake() }
+
+// Gap implements pglisten.Handler.
+func (w webhookWake) Gap() { w.r.Wake() }

@@ -126,7 +126,7 @@ func TestWebhooksThroughSDK(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t)
 	types := []string{"session.created", "session.status_run_started", "session.running", "session.status_idled", "session.idled",
-		"session.requires_action", "session.updated", "session.archived"}
+		"session.requires_action", "session.updated", "session.archived", "agent.created", "environment.created"}
 	ep, err := e.client.Beta.Organization.Webhooks.New(ctx, anthropic.BetaOrganizationWebhookNewParams{URL: rcv.srv.URL + "/hook",
 		EnabledEvents: types, Name: anthropic.String("ci")})
 	if err != nil {
@@ -143,6 +143,12 @@ func TestWebhooksThroughSDK(t *testing.T) {
 			OfAlwaysAsk: &anthropic.BetaManagedAgentsAlwaysAskPolicyParam{}}}}}
 	id := e.session(t, []anthropic.BetaAgentNewParamsToolUnion{ask})
 	events := e.watch(t, id)
+	sess, err := e.client.Beta.Sessions.Get(ctx, id, anthropic.BetaSessionGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.waitTypes(sess.Agent.ID, time.Minute, "agent.created")
+	rcv.waitTypes(sess.EnvironmentID, time.Minute, "environment.created")
 	e.say(t, id, "#reply hello")
 	until(t, events, "session.status_idle", time.Minute)
 	e.say(t, id, `#tool bash {"command":"echo hi"}`)
@@ -155,7 +161,8 @@ func TestWebhooksThroughSDK(t *testing.T) {
 	if _, err := e.client.Beta.Sessions.Archive(ctx, id, anthropic.BetaSessionArchiveParams{}); err != nil {
 		t.Fatal(err)
 	}
-	rcv.waitTypes(id, time.Minute, types...)
+	rcv.waitTypes(id, time.Minute, "session.created", "session.status_run_started", "session.running", "session.status_idled",
+		"session.idled", "session.requires_action", "session.updated", "session.archived")
 
 	// Down for 30 s: a session runs meanwhile; every event arrives after.
 	rcv.down.Store(true)

@@ -118,13 +118,17 @@ func (q *Queries) WebhookDeliveryList(ctx context.Context, arg WebhookDeliveryLi
 	return items, nil
 }
 
-const webhookEmit = `-- name: WebhookEmit :execrows
-INSERT INTO webhook_deliveries (event_id, endpoint_id, event_type, resource_id, event_at, next_attempt_at)
-SELECT ($1::text[])[i], e.id, ($2::text[])[i], ($3::text[])[i],
-       $4::timestamptz, $4::timestamptz
-FROM generate_subscripts($1::text[], 1) AS i
-JOIN webhook_endpoints e ON e.state = 'enabled' AND ($2::text[])[i] = ANY (e.enabled_events)
-ON CONFLICT DO NOTHING
+const webhookEmit = `-- name: WebhookEmit :one
+WITH ins AS (
+    INSERT INTO webhook_deliveries (event_id, endpoint_id, event_type, resource_id, event_at, next_attempt_at)
+    SELECT ($1::text[])[i], e.id, ($2::text[])[i], ($3::text[])[i],
+           $4::timestamptz, $4::timestamptz
+    FROM generate_subscripts($1::text[], 1) AS i
+    JOIN webhook_endpoints e ON e.state = 'enabled' AND ($2::text[])[i] = ANY (e.enabled_events)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT count(*)::bigint FROM ins, LATERAL (SELECT pg_notify('mango_webhooks', '')) AS n
 `
 
 type WebhookEmitParams struct {
@@ -135,18 +139,18 @@ type WebhookEmitParams struct {
 }
 
 // The deliveries of events (ids, types, resources paired by position) to
-// every enabled endpoint subscribed to their type.
+// every enabled endpoint subscribed to their type, announced on
+// mango_webhooks (db.WebhookChannel) at commit when there are any.
 func (q *Queries) WebhookEmit(ctx context.Context, arg WebhookEmitParams) (int64, error) {
-	result, err := q.db.Exec(ctx, webhookEmit,
+	row := q.db.QueryRow(ctx, webhookEmit,
 		arg.Ids,
 		arg.Types,
 		arg.ResourceIds,
 		arg.Now,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const webhookEndpointCreate = `-- name: WebhookEndpointCreate :one
