@@ -3,9 +3,7 @@ package faults
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
 
+	"github.com/mangohq/mango/internal/freeport"
 	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testbin"
 )
@@ -158,56 +157,6 @@ func tail(b []byte, n int) string {
 	return string(b)
 }
 
-// freePort returns a loopback port nothing listens on; ports, when more
-// than one is asked for, are consecutive. They are picked outside the
-// kernel's ephemeral range: a port inside it can be taken as the source
-// port of an outgoing connection between this check and the listen of the
-// process given it (seen: the worker's metrics port, bound last).
-func freePorts(t *testing.T, n int) int {
-	t.Helper()
-	lo, hi := portRange(n)
-	for range 200 {
-		var buf [2]byte
-		_, _ = rand.Read(buf[:])
-		base := lo + (int(buf[0])<<8|int(buf[1]))%(hi-lo)
-		ok := true
-		for i := range n {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
-}
-
-// portRange is where freePorts picks n consecutive ports: below the
-// kernel's ephemeral range (net.ipv4.ip_local_port_range), or above it
-// when it starts too low.
-func portRange(n int) (lo, hi int) {
-	ephLo, ephHi := 32768, 60999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if l, err := strconv.Atoi(f[0]); err == nil {
-				ephLo = l
-			}
-			if h, err := strconv.Atoi(f[1]); err == nil {
-				ephHi = h
-			}
-		}
-	}
-	if ephLo-n > 12000 {
-		return 10000, ephLo - n
-	}
-	return ephHi + 1, 65535 - n
-}
-
 // repoRoot finds the directory holding go.work.
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -246,7 +195,7 @@ func pgBinDir(t *testing.T) string {
 
 func startPostgres(t *testing.T, dir string) *postgres {
 	t.Helper()
-	pg := &postgres{bin: pgBinDir(t), data: filepath.Join(dir, "pg"), log: filepath.Join(dir, "postgres.log"), port: freePorts(t, 1)}
+	pg := &postgres{bin: pgBinDir(t), data: filepath.Join(dir, "pg"), log: filepath.Join(dir, "postgres.log"), port: freeport.Ports(t, 1)}
 	if err := os.MkdirAll(pg.data, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +290,7 @@ func temporalServer(t *testing.T, root, dir string) (*proc, string) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("Temporal CLI not found at %s (make tools): %v", bin, err)
 	}
-	port := freePorts(t, 3)
+	port := freeport.Ports(t, 3)
 	p := newProc("temporal", dir, os.Environ(), bin, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(port), "--http-port", strconv.Itoa(port+1), "--metrics-port", strconv.Itoa(port+2),
 		"--db-filename", filepath.Join(dir, "temporal.db"), "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",

@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/mangohq/mango/internal/freeport"
 	"github.com/mangohq/mango/internal/testbin"
 )
 
@@ -61,7 +62,7 @@ func startSystem(t *testing.T, withDocker bool) *system {
 
 	apiKey := "mango-faults-" + randHex(16)
 	token := "worker-" + randHex(16)
-	ports := freePorts(t, 3)
+	ports := freeport.Ports(t, 3)
 	httpAddr, grpcAddr := fmt.Sprintf("127.0.0.1:%d", ports), fmt.Sprintf("127.0.0.1:%d", ports+1)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", ports+2)
 	s.localMetrics = "http://" + metricsAddr + "/metrics"

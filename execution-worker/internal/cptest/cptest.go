@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mangohq/mango/internal/freeport"
 	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/internal/testbin"
 	"github.com/mangohq/mango/internal/testenv"
@@ -52,17 +52,6 @@ type Server struct {
 	TaskQueuePrefix string
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -83,7 +72,7 @@ func Start(t testing.TB, env ...string) *Server {
 	dbURL := createDatabase(t, admin)
 	s := &Server{APIKey: "cptest-key-" + randomHex(8), WorkerToken: "cptest-token-" + randomHex(8),
 		DatabaseURL: dbURL, TemporalHostPort: temporal, TaskQueuePrefix: "t" + randomHex(6)}
-	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	httpAddr, grpcAddr := freeport.Addr(t), freeport.Addr(t)
 	s.BaseURL, s.GRPCAddr = "http://"+httpAddr, grpcAddr
 	extra := env
 	env = append(os.Environ(),
@@ -107,18 +96,19 @@ func Start(t testing.TB, env ...string) *Server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start api-server: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// exited is closed when the process has exited (exitErr then says
+	// how): both the health poll and the cleanup wait on it.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		var exitErr error // the exit status of a SIGTERMed server is not interesting
 		select {
-		case exitErr = <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			exitErr = <-done
+			<-exited
 		}
-		_ = exitErr
 		switch out := logs.String(); {
 		case strings.Contains(out, "WARNING: DATA RACE"):
 			t.Errorf("the api-server reported a data race; its output:\n%s", out)
@@ -135,8 +125,8 @@ func Start(t testing.TB, env ...string) *Server {
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("api-server exited: %v\n%s", err, logs.String())
+		case <-exited:
+			t.Fatalf("api-server exited: %v\n%s", exitErr, logs.String())
 		default:
 		}
 		return false, fmt.Sprintf("healthz: %v\n%s", err, logs.String())
