@@ -157,11 +157,11 @@ func outcomeAppend(ctx context.Context, q *dbsqlc.Queries, cur *Session, req *Ap
 			return st.req, st.change, err
 		}
 	}
-	if err := st.define(); err != nil {
-		return nil, nil, err
-	}
-	if cur.OutcomeID == nil {
-		return st.req, st.change, nil
+	// The append that defines an outcome goes on with it: running, not
+	// evaluated yet, nothing else applies to it.
+	defined, err := st.define()
+	if err != nil || defined || cur.OutcomeID == nil {
+		return st.req, st.change, err
 	}
 	row, err := q.OutcomeGet(ctx, *cur.OutcomeID)
 	if err != nil {
@@ -190,15 +190,15 @@ func isEnd(ev NewEvent) bool { return ev.Type == EvaluationEndType }
 // define stores the outcomes the request's user.define_outcome events
 // define (pending while the event is queued, running once it is in the
 // log) and makes the session's active outcome a new one (not one that
-// ended while its event was queued).
-func (st *outcomeStep) define() error {
+// ended while its event was queued); defined reports that it did.
+func (st *outcomeStep) define() (defined bool, err error) {
 	for _, ev := range st.req.Events {
 		if !isDefine(ev) {
 			continue
 		}
 		var body DefineOutcomeBody
 		if err := json.Unmarshal(ev.Body, &body); err != nil {
-			return fmt.Errorf("decode %s %s: %w", DefineOutcomeType, ev.ID, err)
+			return false, fmt.Errorf("decode %s %s: %w", DefineOutcomeType, ev.ID, err)
 		}
 		result := OutcomeRunning
 		if ev.Queued {
@@ -208,18 +208,16 @@ func (st *outcomeStep) define() error {
 			Description: body.Description, Rubric: body.Rubric, MaxIterations: int32(body.MaxIterations), Result: result,
 			CreatedAt: st.req.Now})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(live) > 0 && (st.cur.OutcomeID == nil || *st.cur.OutcomeID != body.OutcomeID) {
 			if err := st.q.SessionSetOutcome(st.ctx, dbsqlc.SessionSetOutcomeParams{ID: st.cur.ID, OutcomeID: &body.OutcomeID}); err != nil {
-				return err
+				return false, err
 			}
-			// The defining append goes on with the new outcome (it is
-			// running, not evaluated yet: nothing else applies to it).
-			st.cur.OutcomeID = nil
+			defined = true
 		}
 	}
-	return nil
+	return defined, nil
 }
 
 // verdict applies the grader's span.outcome_evaluation_end: the

@@ -166,7 +166,7 @@ func clip(s string) string {
 	if len(s) <= maxStreamShown {
 		return s
 	}
-	head := cutUTF8(s, maxStreamShown/2)
+	head := CutUTF8(s, maxStreamShown/2)
 	tail := tailUTF8(s, maxStreamShown/2)
 	return fmt.Sprintf("%s\n[... %d bytes omitted ...]\n%s", head, len(s)-len(head)-len(tail), tail)
 }

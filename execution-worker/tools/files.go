@@ -84,7 +84,7 @@ func (t *call) read(in readInput) (Result, error) {
 	for n := start; n <= end; n++ {
 		line := lines[n-1]
 		if len(line) > MaxLineBytes {
-			line = cutUTF8(line, MaxLineBytes) + " [line truncated]"
+			line = CutUTF8(line, MaxLineBytes) + " [line truncated]"
 			cut = true
 		}
 		entry := fmt.Sprintf("%6d\t%s\n", n, line)

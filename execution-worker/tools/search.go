@@ -235,7 +235,7 @@ func (t *call) grep(in grepInput) (Result, error) {
 	for _, line := range lines {
 		line = t.relativize(line)
 		if len(line) > maxGrepLineBytes {
-			line = cutUTF8(line, maxGrepLineBytes) + " [line truncated]"
+			line = CutUTF8(line, maxGrepLineBytes) + " [line truncated]"
 		}
 		if shown == MaxGrepLines || b.Len()+len(line)+1 > MaxGrepBytes {
 			break
@@ -252,7 +252,7 @@ func (t *call) grep(in grepInput) (Result, error) {
 	}
 	if stderr != "" {
 		// Unreadable files, or GNU grep's "binary file matches" notices.
-		fmt.Fprintf(&b, "[messages from grep]\n%s\n", cutUTF8(stderr, maxGrepLineBytes))
+		fmt.Fprintf(&b, "[messages from grep]\n%s\n", CutUTF8(stderr, maxGrepLineBytes))
 	}
 	return Result{Content: b.String()}, nil
 }

@@ -378,9 +378,9 @@ func text(b []byte) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// CutUTF8 returns the longest prefix of s of at most n bytes that does not
 // end inside a UTF-8 sequence.
-func cutUTF8(s string, n int) string {
+func CutUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mangohq/mango/execution-worker/agentruntime"
 	"github.com/mangohq/mango/execution-worker/model"
+	"github.com/mangohq/mango/execution-worker/tools"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -149,9 +150,6 @@ func (t *turn) evaluate(ctx context.Context) (*RunTurnResult, error) {
 	case endAbandoned, endFailed:
 		return nil, fmt.Errorf("evaluation %s of session %s: %w", start.GetId(), t.sid, t.work.Err())
 	}
-	if v.Result == verdictNeedsRevision && oc.GetIteration()+1 >= oc.GetMaxIterations() {
-		v.Result = verdictMaxIterations
-	}
 	end, err := g.endEvent(start.GetId(), v, &usage)
 	if err != nil {
 		return nil, err
@@ -207,14 +205,8 @@ func truncateText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("\n[truncated at %d bytes]", n)
+	return tools.CutUTF8(s, n) + fmt.Sprintf("\n[truncated at %d bytes]", n)
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // grader runs one evaluation of an outcome.
 type grader struct {
