@@ -159,6 +159,9 @@ func (s *Store) AgentArchive(ctx context.Context, id string, now time.Time) (*Ag
 		if err := q.AgentArchive(ctx, dbsqlc.AgentArchiveParams{ID: id, ArchivedAt: &now}); err != nil {
 			return err
 		}
+		if err := pauseDeploymentsFor(ctx, q, &id, nil, "agent_archived_error", now); err != nil {
+			return err
+		}
 		return emitResourceWebhook(ctx, q, id, "agent.archived", "", now)
 	})
 	if err != nil {

@@ -119,6 +119,9 @@ func (s *Store) EnvironmentArchive(ctx context.Context, id string, now time.Time
 		if row, err = q.EnvironmentArchive(ctx, dbsqlc.EnvironmentArchiveParams{ID: id, Now: now}); err != nil {
 			return err
 		}
+		if err := pauseDeploymentsFor(ctx, q, nil, &id, "environment_archived_error", now); err != nil {
+			return err
+		}
 		return emitResourceWebhook(ctx, q, id, "environment.archived", "", now)
 	})
 	if err != nil {
@@ -137,7 +140,11 @@ func (s *Store) EnvironmentDelete(ctx context.Context, id string) error {
 		if n == 0 {
 			return ErrNotFound
 		}
-		return emitResourceWebhook(ctx, q, id, "environment.deleted", "", time.Now())
+		now := time.Now()
+		if err := pauseDeploymentsFor(ctx, q, nil, &id, "environment_not_found_error", now); err != nil {
+			return err
+		}
+		return emitResourceWebhook(ctx, q, id, "environment.deleted", "", now)
 	})
 }
 

@@ -67,6 +67,8 @@ type Session struct {
 	HeldStopReason json.RawMessage
 	// OutcomeID is the session's active outcome, if any (outcomes.go).
 	OutcomeID *string
+	// DeploymentID is the deployment whose run created the session, if any.
+	DeploymentID *string
 }
 
 func sessionFromRow(r dbsqlc.Session) (*Session, error) {
@@ -76,7 +78,8 @@ func sessionFromRow(r dbsqlc.Session) (*Session, error) {
 		LastSeq: r.LastSeq, LastEventAt: r.LastEventAt, Queued: int(r.Queued),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ArchivedAt: r.ArchivedAt, Deleting: r.DeletingAt != nil,
 		VaultIDs: r.VaultIds, SelfHosted: r.SelfHosted, DreamID: r.DreamID, ParentID: r.ParentSessionID,
-		AwaitingReplies: int(r.AwaitingReplies), HasThreads: r.HasThreads, HeldStopReason: r.HeldStopReason, OutcomeID: r.OutcomeID}
+		AwaitingReplies: int(r.AwaitingReplies), HasThreads: r.HasThreads, HeldStopReason: r.HeldStopReason, OutcomeID: r.OutcomeID,
+		DeploymentID: r.DeploymentID}
 	if s.VaultIDs == nil {
 		s.VaultIDs = []string{}
 	}
@@ -118,6 +121,10 @@ type SessionCreateParams struct {
 	// DreamID, when set, is the dream the session runs (stored before
 	// the session: the initial events' status change moves it).
 	DreamID *string
+	// Run, when set, is the deployment run that creates the session: it is
+	// recorded in the same transaction (ErrRunExists when its occurrence
+	// has one already) and the session carries its deployment_id.
+	Run *DeploymentRun
 }
 
 // SessionCreate stores a new idle session. Initial events are appended by
@@ -139,6 +146,16 @@ func (s *Store) SessionCreate(ctx context.Context, p SessionCreateParams, initia
 				return err
 			}
 			row.DreamID = p.DreamID
+		}
+		if p.Run != nil {
+			if err := q.SessionSetDeploymentID(ctx, dbsqlc.SessionSetDeploymentIDParams{ID: p.ID, DeploymentID: &p.Run.DeploymentID}); err != nil {
+				return err
+			}
+			row.DeploymentID = &p.Run.DeploymentID
+			p.Run.SessionID = &p.ID
+			if err := insertRun(ctx, q, p.Run); err != nil {
+				return err
+			}
 		}
 		if _, err := s.insertResources(ctx, q, p.ID, p.Now, p.Resources); err != nil {
 			return err
@@ -317,6 +334,7 @@ type SessionListParams struct {
 	IncludeArchived bool
 	AgentID         *string
 	AgentVersion    *int64
+	DeploymentID    *string
 	Statuses        []string
 	CreatedGT       *time.Time
 	CreatedGTE      *time.Time
@@ -332,7 +350,8 @@ type SessionListParams struct {
 // the direction of travel.
 func (s *Store) SessionList(ctx context.Context, p SessionListParams) ([]Session, bool, error) {
 	arg := dbsqlc.SessionListParams{
-		IncludeArchived: p.IncludeArchived, AgentID: p.AgentID, AgentVersion: p.AgentVersion, Statuses: p.Statuses,
+		IncludeArchived: p.IncludeArchived, AgentID: p.AgentID, AgentVersion: p.AgentVersion, DeploymentID: p.DeploymentID,
+		Statuses: p.Statuses,
 		CreatedGt: p.CreatedGT, CreatedGte: p.CreatedGTE, CreatedLt: p.CreatedLT, CreatedLte: p.CreatedLTE,
 		Ascending: p.Ascending, RowLimit: int32(p.Limit + 1),
 	}

@@ -41,6 +41,7 @@ WHERE deleting_at IS NULL AND parent_session_id IS NULL
   AND (sqlc.arg(include_archived)::bool OR archived_at IS NULL)
   AND (sqlc.narg(agent_id)::text IS NULL OR agent_id = sqlc.narg(agent_id))
   AND (sqlc.narg(agent_version)::bigint IS NULL OR agent_version = sqlc.narg(agent_version))
+  AND (sqlc.narg(deployment_id)::text IS NULL OR deployment_id = sqlc.narg(deployment_id))
   AND (cardinality(sqlc.arg(statuses)::text[]) = 0 OR status = ANY(sqlc.arg(statuses)::text[]))
   AND (sqlc.narg(created_gt)::timestamptz IS NULL OR created_at > sqlc.narg(created_gt))
   AND (sqlc.narg(created_gte)::timestamptz IS NULL OR created_at >= sqlc.narg(created_gte))

@@ -18,11 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/broadcast"
 	"github.com/mangohq/mango/api-server/internal/config"
+	"github.com/mangohq/mango/api-server/internal/deployments"
 	"github.com/mangohq/mango/api-server/internal/eventhub"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
@@ -99,9 +101,13 @@ type Server struct {
 	// webhooks delivers webhook events (nil without the vault keys,
 	// which seal the endpoints' secrets).
 	webhooks *webhooks.Relay
-	cp       controlPlane
-	sweeper  *fileSweeper
-	unused   newConns
+	// schedules keeps deployments' Temporal Schedules in step; fires
+	// executes their fires.
+	schedules *deployments.Syncer
+	fires     worker.Worker
+	cp        controlPlane
+	sweeper   *fileSweeper
+	unused    newConns
 }
 
 // providers lists the enabled sandbox providers, the default first.
@@ -172,14 +178,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	s.sweeper = &fileSweeper{store: store, files: files, log: log.With("component", "file-sweeper"), every: time.Minute,
 		orphanBlobs: cfg.FilesS3 == nil}
 	s.sweeper.listed, _ = files.(filestore.Lister) // S3
+	s.schedules = deployments.NewSyncer(deployments.Options{Store: store, Temporal: s.temporal,
+		Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}, CatchupWindow: cfg.DeploymentCatchupWindow,
+		Logger: log.With("component", "deployments")})
+	s.listener.Handle(db.DeploymentChannel, s.schedules)
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		Hub: s.hub, HeartbeatInterval: cfg.StreamPingInterval, Previews: s.previews, Providers: providers(cfg), Wake: s.relay.Wake, RequireLiveWorker: cfg.RequireLiveWorker,
 		Prices: cfg.Prices, Secrets: cfg.Secrets, AllowPrivate: cfg.AllowPrivate, WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, FilesDownloadUploads: cfg.FilesDownloadUploads,
 		SkillsMaxBytes: cfg.SkillsMaxBytes, SkillsMaxFiles: cfg.SkillsMaxFiles,
-		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL,
+		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL, Schedules: s.schedules,
 	})
+	s.fires = deployments.NewWorker(s.temporal, deployments.TaskQueue(sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}), api)
 	s.http = &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -308,6 +319,8 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.previews.Run,
 			s.sweeper.run,
 			s.runWebhooks,
+			s.schedules.Run,
+			func(ctx context.Context) { deployments.RunWorker(ctx, s.fires, s.log.With("component", "deployments")) },
 		},
 		s.hub.Close,
 		func(ctx context.Context) { _ = s.relay.Run(ctx) })

@@ -107,6 +107,10 @@ type Config struct {
 	// delivery (MANGO_WEBHOOK_RETRY_MAX, default 1h); retries stop 24 h
 	// after the event.
 	WebhookRetryMax time.Duration
+	// DeploymentCatchupWindow is how late a deployment's scheduled fire
+	// missed while Temporal (or every api-server) was down still runs
+	// (MANGO_DEPLOYMENT_CATCHUP_WINDOW, default 1h).
+	DeploymentCatchupWindow time.Duration
 	// FilesMaxBytes caps the size of one File, uploaded or published by a
 	// session (MANGO_FILES_MAX_BYTES, default 500 MiB).
 	FilesMaxBytes int64
@@ -243,6 +247,7 @@ type vars struct {
 	AllowPrivate       bool          `env:"MANGO_MCP_ALLOW_PRIVATE"`
 	WebhookPrivate     bool          `env:"MANGO_WEBHOOK_ALLOW_PRIVATE"`
 	WebhookRetryMax    time.Duration `env:"MANGO_WEBHOOK_RETRY_MAX"`
+	DeploymentCatchup  time.Duration `env:"MANGO_DEPLOYMENT_CATCHUP_WINDOW"`
 	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
 
 	GRPCTLSCertFile     string `env:"MANGO_GRPC_TLS_CERT_FILE"`
@@ -290,7 +295,8 @@ func Load(getenv func(string) string) (*Config, error) {
 		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
 		SkillsMaxBytes: DefaultSkillsMaxBytes, SkillsMaxFiles: DefaultSkillsMaxFiles,
 		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute, WebhookRetryMax: time.Hour,
-		WorkLeaseTTL: 300 * time.Second, WorkMaxLeaseTTL: time.Hour,
+		DeploymentCatchup: time.Hour,
+		WorkLeaseTTL:      300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
 	r := reader{getenv: getenv}
 	for _, e := range envconf.Parse(&v, getenv, parsers) {
@@ -308,7 +314,8 @@ func Load(getenv func(string) string) (*Config, error) {
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
 		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles), SkillsCatalog: strings.TrimSpace(v.SkillsCatalog),
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr, WebhookAllowPrivate: v.WebhookPrivate, WebhookRetryMax: v.WebhookRetryMax,
-		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
+		DeploymentCatchupWindow: v.DeploymentCatchup,
+		WorkLeaseTTL:            v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
 	r.check(c, &v)
 	c.LogLevel = r.logLevel(v.LogLevel)
@@ -369,6 +376,8 @@ func (r *reader) check(c *Config, v *vars) {
 	r.require("MANGO_WORK_MAX_LEASE_TTL", c.WorkMaxLeaseTTL >= time.Second && c.WorkMaxLeaseTTL <= 24*time.Hour, "must be between 1s and 24h")
 	r.require("MANGO_WORK_LEASE_TTL", c.WorkLeaseTTL >= time.Second && c.WorkLeaseTTL <= c.WorkMaxLeaseTTL, "must be between 1s and MANGO_WORK_MAX_LEASE_TTL")
 	r.require("MANGO_STREAM_MAX_LAG", v.StreamMaxLag >= 16 && v.StreamMaxLag <= 1_000_000, "must be a number of events from 16 to 1000000")
+	r.require("MANGO_DEPLOYMENT_CATCHUP_WINDOW", c.DeploymentCatchupWindow >= 10*time.Second && c.DeploymentCatchupWindow <= 7*24*time.Hour,
+		"must be between 10s and 168h")
 	r.require("MANGO_WEBHOOK_RETRY_MAX", c.WebhookRetryMax >= time.Second && c.WebhookRetryMax <= 6*time.Hour, "must be between 1s and 6h")
 	r.require("MANGO_STREAM_PING_INTERVAL", c.StreamPingInterval >= time.Second && c.StreamPingInterval <= 5*time.Minute, "must be between 1s and 5m")
 	r.require("MANGO_MAX_BODY_BYTES", c.MaxBodyBytes >= 1024, "must be at least 1024")

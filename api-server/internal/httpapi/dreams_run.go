@@ -223,7 +223,7 @@ func (a *API) startDream(c echo.Context, id, agentID string, r *dreamRequest, in
 	if err := a.deps.Store.DreamCreate(ctx, d); err != nil {
 		return nil, err
 	}
-	_, err = a.createSession(c, &newSession{ID: sid, Ref: &agentspec.AgentRef{ID: agentID}, EnvironmentID: *sessions[0].EnvironmentID,
+	_, err = a.createSession(c.Request().Context(), &newSession{ID: sid, Ref: &agentspec.AgentRef{ID: agentID}, EnvironmentID: *sessions[0].EnvironmentID,
 		Resources: rcs, Title: "dream " + id, Metadata: map[string]string{"mango.dream_id": id}, Initial: initial, DreamID: &id})
 	if err != nil {
 		if ferr := a.deps.Store.DreamFail(ctx, id, "session_not_created", fmt.Sprintf("the dream's session could not be created: %v", err), a.now()); ferr != nil {

@@ -103,6 +103,9 @@ type Deps struct {
 	// WorkMaxLeaseTTL caps the TTL a heartbeat may ask for
 	// (MANGO_WORK_MAX_LEASE_TTL).
 	WorkMaxLeaseTTL time.Duration
+	// Schedules keeps deployments' Temporal Schedules in step; nil leaves
+	// them to the background syncer and shows no upcoming runs.
+	Schedules Schedules
 }
 
 // API is the HTTP API. Its Handler serves every route.
@@ -230,6 +233,17 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.POST("/organizations/webhooks/:id", a.webhookUpdate)
 	v1.DELETE("/organizations/webhooks/:id", a.webhookDelete)
 	v1.POST("/organizations/webhooks/:id/regenerate_signing_secret", a.webhookRegenerateSecret)
+
+	v1.POST("/deployments", a.deploymentCreate)
+	v1.GET("/deployments", a.deploymentList)
+	v1.GET("/deployments/:id", a.deploymentGet)
+	v1.POST("/deployments/:id", a.deploymentUpdate)
+	v1.POST("/deployments/:id/archive", a.deploymentArchive)
+	v1.POST("/deployments/:id/pause", a.deploymentPause)
+	v1.POST("/deployments/:id/unpause", a.deploymentUnpause)
+	v1.POST("/deployments/:id/run", a.deploymentRun)
+	v1.GET("/deployment_runs", a.deploymentRunList)
+	v1.GET("/deployment_runs/:id", a.deploymentRunGet)
 
 	v1.POST("/files", a.fileUpload)
 	v1.GET("/files", a.fileList)

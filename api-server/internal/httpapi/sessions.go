@@ -42,6 +42,7 @@ type sessionResponse struct {
 	VaultIDs           []string            `json:"vault_ids"`
 	OutcomeEvaluations []outcomeEvaluation `json:"outcome_evaluations"`
 	Budget             *usage.Budget       `json:"budget"`
+	DeploymentID       *string             `json:"deployment_id"`
 	CreatedAt          time.Time           `json:"created_at"`
 	UpdatedAt          time.Time           `json:"updated_at"`
 	ArchivedAt         *time.Time          `json:"archived_at"`
@@ -103,7 +104,7 @@ func (a *API) toSessionResponse(s *db.Session, x *sessionExtras) *sessionRespons
 	return &sessionResponse{Type: "session", ID: s.ID, Agent: s.Agent, EnvironmentID: s.EnvironmentID, Title: s.Title,
 		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
 		Resources: toResourceResponses(x.resources[s.ID], s.SelfHosted), VaultIDs: vaultIDsOf(s),
-		OutcomeEvaluations: toOutcomeEvaluations(x.outcomes[s.ID]),
+		OutcomeEvaluations: toOutcomeEvaluations(x.outcomes[s.ID]), DeploymentID: s.DeploymentID,
 		CreatedAt:          s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
@@ -188,7 +189,7 @@ func (a *API) sessionCreate(c echo.Context) error {
 		return err
 	}
 
-	sess, err := a.createSession(c, &newSession{ID: ids.New(ids.Session), Ref: ref, EnvironmentID: *in.EnvironmentID,
+	sess, err := a.createSession(c.Request().Context(), &newSession{ID: ids.New(ids.Session), Ref: ref, EnvironmentID: *in.EnvironmentID,
 		Resources: resources, Budget: budget, Title: title, Metadata: metadata, Initial: initial, VaultIDs: in.VaultIDs})
 	if err != nil {
 		return err
@@ -209,12 +210,14 @@ type newSession struct {
 	VaultIDs      []string
 	// DreamID is the dream the session runs, if any (dreams.go).
 	DreamID *string
+	// Run is the deployment run that creates the session, if any
+	// (deployments_run.go).
+	Run *db.DeploymentRun
 }
 
 // createSession resolves a session's agent, environment and vaults and
 // stores it with its initial events.
-func (a *API) createSession(c echo.Context, n *newSession) (*db.Session, error) {
-	ctx := c.Request().Context()
+func (a *API) createSession(ctx context.Context, n *newSession) (*db.Session, error) {
 	snapshot, err := a.resolveAgent(ctx, n.Ref)
 	if err != nil {
 		return nil, err
@@ -240,7 +243,7 @@ func (a *API) createSession(c echo.Context, n *newSession) (*db.Session, error) 
 	if err := a.checkSessionEnvironment(ctx, env, provider, n.Resources); err != nil {
 		return nil, err
 	}
-	vaultIDs, err := a.checkSessionVaults(c, n.VaultIDs, provider, "vault_ids")
+	vaultIDs, err := a.checkSessionVaults(ctx, n.VaultIDs, provider, "vault_ids")
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +255,7 @@ func (a *API) createSession(c echo.Context, n *newSession) (*db.Session, error) 
 	envID := n.EnvironmentID
 	p := db.SessionCreateParams{ID: n.ID, AgentID: snapshot.ID, AgentVersion: snapshot.Version, Agent: agentJSON,
 		EnvironmentID: &envID, Provider: provider, Title: n.Title, Metadata: n.Metadata, Now: now, BudgetMaxCents: n.Budget,
-		Resources: n.Resources, Skills: sessionSkills(skills), VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env), DreamID: n.DreamID}
+		Resources: n.Resources, Skills: sessionSkills(skills), VaultIDs: vaultIDs, SelfHosted: isSelfHosted(env), DreamID: n.DreamID, Run: n.Run}
 	var req *db.AppendRequest
 	if len(n.Initial) > 0 {
 		req = a.admission(n.Initial, now)
@@ -429,7 +432,7 @@ func (a *API) sessionUpdate(c echo.Context) error {
 		if err != nil {
 			return sessionError(id, err)
 		}
-		if vaultIDs, err = a.checkSessionVaults(c, in.VaultIDs.Value, cur.Provider, "vault_ids"); err != nil {
+		if vaultIDs, err = a.checkSessionVaults(c.Request().Context(), in.VaultIDs.Value, cur.Provider, "vault_ids"); err != nil {
 			return err
 		}
 	}
@@ -542,6 +545,9 @@ func (a *API) sessionList(c echo.Context) error {
 	}
 	if v := c.QueryParam("agent_id"); v != "" {
 		p.AgentID = &v
+	}
+	if v := c.QueryParam("deployment_id"); v != "" {
+		p.DeploymentID = &v
 	}
 	if v := c.QueryParam("agent_version"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -387,7 +388,7 @@ const MaxSessionVaults = 20
 // path): each names a live vault, once. A vault holding an
 // environment_variable credential is refused (422): substituting its
 // secret needs an egress gateway, which no sandbox provider has yet.
-func (a *API) checkSessionVaults(c echo.Context, vaultIDs []string, provider, p string) ([]string, error) {
+func (a *API) checkSessionVaults(ctx context.Context, vaultIDs []string, provider, p string) ([]string, error) {
 	if len(vaultIDs) > MaxSessionVaults {
 		return nil, apierror.Invalid("%s: at most %d vaults are allowed, got %d", p, MaxSessionVaults, len(vaultIDs))
 	}
@@ -395,7 +396,6 @@ func (a *API) checkSessionVaults(c echo.Context, vaultIDs []string, provider, p 
 	if len(vaultIDs) == 0 {
 		return out, nil
 	}
-	ctx := c.Request().Context()
 	vaults, err := a.deps.Store.VaultsByID(ctx, vaultIDs)
 	if err != nil {
 		return nil, err

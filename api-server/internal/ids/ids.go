@@ -39,6 +39,10 @@ const (
 	Outcome = "outc_"
 	// WebhookEndpoint identifies a webhook endpoint.
 	WebhookEndpoint = "whep_"
+	// Deployment and DeploymentRun identify a deployment and one of its
+	// runs (the SDK documents drun_...).
+	Deployment    = "depl_"
+	DeploymentRun = "drun_"
 )
 
 const (

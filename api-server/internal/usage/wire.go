@@ -69,11 +69,15 @@ func StatsOf(s *db.Session, now time.Time) Stats {
 }
 
 // BudgetOf returns the session's budget, or nil.
-func BudgetOf(s *db.Session) *Budget {
-	if s.BudgetMaxCents == nil {
+func BudgetOf(s *db.Session) *Budget { return BudgetOfCents(s.BudgetMaxCents) }
+
+// BudgetOfCents is the wire form of a budget of maxCents US cents; nil
+// without one.
+func BudgetOfCents(maxCents *int64) *Budget {
+	if maxCents == nil {
 		return nil
 	}
-	return &Budget{Type: "limit", MaxListCost: cents(*s.BudgetMaxCents)}
+	return &Budget{Type: "limit", MaxListCost: cents(*maxCents)}
 }
 
 // SnapshotEvent returns the body of a session.usage event: the session's

@@ -48,6 +48,43 @@ type ContextSnapshot struct {
 	CreatedAt   time.Time
 }
 
+type Deployment struct {
+	ID                 string
+	Name               string
+	Description        string
+	AgentID            string
+	AgentVersion       int64
+	EnvironmentID      string
+	InitialEvents      json.RawMessage
+	Metadata           json.RawMessage
+	Resources          json.RawMessage
+	VaultIds           []string
+	BudgetMaxCents     *int64
+	ScheduleExpression *string
+	ScheduleTimezone   *string
+	Status             string
+	PausedReason       []byte
+	LastRunAt          *time.Time
+	ScheduleVersion    int64
+	ScheduleSynced     int64
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ArchivedAt         *time.Time
+}
+
+type DeploymentRun struct {
+	ID           string
+	DeploymentID string
+	AgentID      string
+	AgentVersion int64
+	TriggerType  string
+	ScheduledAt  *time.Time
+	SessionID    *string
+	ErrorType    *string
+	ErrorMessage *string
+	CreatedAt    time.Time
+}
+
 type Dream struct {
 	ID              string
 	Status          string
@@ -251,6 +288,7 @@ type Session struct {
 	HeldStopReason  []byte
 	HasThreads      bool
 	OutcomeID       *string
+	DeploymentID    *string
 }
 
 type SessionMemoryBasis struct {

@@ -25,7 +25,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND deleting_at IS NULL
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id
 `
 
 type SessionArchiveParams struct {
@@ -67,6 +67,7 @@ func (q *Queries) SessionArchive(ctx context.Context, arg SessionArchiveParams) 
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
@@ -86,7 +87,7 @@ func (q *Queries) SessionDelete(ctx context.Context, id string) (int64, error) {
 const sessionFence = `-- name: SessionFence :one
 UPDATE sessions SET deleting_at = COALESCE(deleting_at, $1::timestamptz)
 WHERE id = $2
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id
 `
 
 type SessionFenceParams struct {
@@ -128,12 +129,13 @@ func (q *Queries) SessionFence(ctx context.Context, arg SessionFenceParams) (Ses
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
 
 const sessionGetByID = `-- name: SessionGetByID :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions WHERE id = $1 AND deleting_at IS NULL
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id FROM sessions WHERE id = $1 AND deleting_at IS NULL
 `
 
 func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error) {
@@ -170,6 +172,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
@@ -177,7 +180,7 @@ func (q *Queries) SessionGetByID(ctx context.Context, id string) (Session, error
 const sessionInsert = `-- name: SessionInsert :one
 INSERT INTO sessions (id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, created_at, updated_at, budget_max_cents, self_hosted)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'idle', $9, $9, $10, $11)
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id
 `
 
 type SessionInsertParams struct {
@@ -240,37 +243,40 @@ func (q *Queries) SessionInsert(ctx context.Context, arg SessionInsertParams) (S
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
 
 const sessionList = `-- name: SessionList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id FROM sessions
 WHERE deleting_at IS NULL AND parent_session_id IS NULL
   AND ($1::bool OR archived_at IS NULL)
   AND ($2::text IS NULL OR agent_id = $2)
   AND ($3::bigint IS NULL OR agent_version = $3)
-  AND (cardinality($4::text[]) = 0 OR status = ANY($4::text[]))
-  AND ($5::timestamptz IS NULL OR created_at > $5)
-  AND ($6::timestamptz IS NULL OR created_at >= $6)
-  AND ($7::timestamptz IS NULL OR created_at < $7)
-  AND ($8::timestamptz IS NULL OR created_at <= $8)
-  AND ($9::timestamptz IS NULL
-       OR (created_at, id) < ($9::timestamptz, $10::text))
-  AND ($11::timestamptz IS NULL
-       OR (created_at, id) > ($11::timestamptz, $12::text))
+  AND ($4::text IS NULL OR deployment_id = $4)
+  AND (cardinality($5::text[]) = 0 OR status = ANY($5::text[]))
+  AND ($6::timestamptz IS NULL OR created_at > $6)
+  AND ($7::timestamptz IS NULL OR created_at >= $7)
+  AND ($8::timestamptz IS NULL OR created_at < $8)
+  AND ($9::timestamptz IS NULL OR created_at <= $9)
+  AND ($10::timestamptz IS NULL
+       OR (created_at, id) < ($10::timestamptz, $11::text))
+  AND ($12::timestamptz IS NULL
+       OR (created_at, id) > ($12::timestamptz, $13::text))
 ORDER BY
-  CASE WHEN $13::bool THEN created_at END ASC,
-  CASE WHEN $13::bool THEN id END ASC,
-  CASE WHEN NOT $13::bool THEN created_at END DESC,
-  CASE WHEN NOT $13::bool THEN id END DESC
-LIMIT $14
+  CASE WHEN $14::bool THEN created_at END ASC,
+  CASE WHEN $14::bool THEN id END ASC,
+  CASE WHEN NOT $14::bool THEN created_at END DESC,
+  CASE WHEN NOT $14::bool THEN id END DESC
+LIMIT $15
 `
 
 type SessionListParams struct {
 	IncludeArchived bool
 	AgentID         *string
 	AgentVersion    *int64
+	DeploymentID    *string
 	Statuses        []string
 	CreatedGt       *time.Time
 	CreatedGte      *time.Time
@@ -289,6 +295,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 		arg.IncludeArchived,
 		arg.AgentID,
 		arg.AgentVersion,
+		arg.DeploymentID,
 		arg.Statuses,
 		arg.CreatedGt,
 		arg.CreatedGte,
@@ -339,6 +346,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 			&i.HeldStopReason,
 			&i.HasThreads,
 			&i.OutcomeID,
+			&i.DeploymentID,
 		); err != nil {
 			return nil, err
 		}
@@ -351,7 +359,7 @@ func (q *Queries) SessionList(ctx context.Context, arg SessionListParams) ([]Ses
 }
 
 const sessionLock = `-- name: SessionLock :one
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id FROM sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
@@ -388,6 +396,7 @@ func (q *Queries) SessionLock(ctx context.Context, id string) (Session, error) {
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
@@ -436,7 +445,7 @@ func (q *Queries) SessionSetStatus(ctx context.Context, arg SessionSetStatusPara
 const sessionUpdate = `-- name: SessionUpdate :one
 UPDATE sessions SET title = $2, metadata = $3, agent = $4, updated_at = $5, budget_max_cents = $6, budget_removed = $7
 WHERE id = $1
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id
 `
 
 type SessionUpdateParams struct {
@@ -491,6 +500,7 @@ func (q *Queries) SessionUpdate(ctx context.Context, arg SessionUpdateParams) (S
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }

@@ -49,7 +49,7 @@ UPDATE sessions
 SET archived_at = COALESCE(archived_at, $1::timestamptz),
     updated_at = CASE WHEN archived_at IS NULL THEN $1::timestamptz ELSE updated_at END
 WHERE id = $2 AND parent_session_id = $3
-RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id
+RETURNING id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id
 `
 
 type ThreadArchiveParams struct {
@@ -92,6 +92,7 @@ func (q *Queries) ThreadArchive(ctx context.Context, arg ThreadArchiveParams) (S
 		&i.HeldStopReason,
 		&i.HasThreads,
 		&i.OutcomeID,
+		&i.DeploymentID,
 	)
 	return i, err
 }
@@ -214,7 +215,7 @@ func (q *Queries) ThreadInsert(ctx context.Context, arg ThreadInsertParams) ([]s
 }
 
 const threadList = `-- name: ThreadList :many
-SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id FROM sessions WHERE parent_session_id = $1 ORDER BY created_at, id
+SELECT id, agent_id, agent_version, agent, environment_id, provider, title, metadata, status, stop_reason, usage, last_seq, created_at, updated_at, archived_at, deleting_at, budget_max_cents, budget_removed, active_micros, running_since, last_event_at, queued, vault_ids, self_hosted, dream_id, parent_session_id, awaiting_replies, held_stop_reason, has_threads, outcome_id, deployment_id FROM sessions WHERE parent_session_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ThreadList(ctx context.Context, parentSessionID *string) ([]Session, error) {
@@ -257,6 +258,7 @@ func (q *Queries) ThreadList(ctx context.Context, parentSessionID *string) ([]Se
 			&i.HeldStopReason,
 			&i.HasThreads,
 			&i.OutcomeID,
+			&i.DeploymentID,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,391 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mangohq/mango/api-server/internal/deployments"
+	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/internal/poll"
+	"github.com/mangohq/mango/proto/sessionwf"
+)
+
+// deployEnv is a server with a worker, a webhook receiver subscribed to
+// the deployment events, an agent and an environment.
+type deployEnv struct {
+	*turnEnv
+	rcv      *receiver
+	temporal client.Client
+	agentID  string
+	envID    string
+}
+
+func newDeployEnv(t *testing.T) *deployEnv {
+	t.Helper()
+	srv := testserver.Start(t, testserver.WithEnv("MANGO_WEBHOOK_ALLOW_PRIVATE", "1"))
+	e := &deployEnv{turnEnv: &turnEnv{srv: srv, client: newClient(t, srv), root: t.TempDir()}, rcv: newReceiver(t)}
+	e.worker = startWorker(t, srv, "wire-deployments", e.root)
+	ctx := context.Background()
+	ep, err := e.client.Beta.Organization.Webhooks.New(ctx, anthropic.BetaOrganizationWebhookNewParams{URL: e.rcv.srv.URL + "/hook",
+		EnabledEvents: []string{"deployment.created", "deployment.updated", "deployment.paused", "deployment.unpaused",
+			"deployment.archived", "deployment_run.started", "deployment_run.succeeded", "deployment_run.failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rcv.secret.Store(ep.SigningSecret)
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "deployed",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: fmt.Sprintf("deploy-%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.agentID, e.envID = agent.ID, env.ID
+	c, err := client.DialContext(ctx, client.Options{HostPort: os.Getenv("MANGO_TEST_TEMPORAL_HOSTPORT")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.temporal = c
+	return e
+}
+
+func (e *deployEnv) create(t *testing.T, p anthropic.BetaDeploymentNewParams) *anthropic.BetaManagedAgentsDeployment {
+	t.Helper()
+	if p.Agent.OfString.Value == "" && p.Agent.OfBetaManagedAgentsAgent == nil {
+		p.Agent = anthropic.BetaDeploymentNewParamsAgentUnion{OfString: anthropic.String(e.agentID)}
+	}
+	if p.EnvironmentID == "" {
+		p.EnvironmentID = e.envID
+	}
+	if p.InitialEvents == nil {
+		p.InitialEvents = []anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{deployMessage("#reply deployed hello")}
+	}
+	d, err := e.client.Beta.Deployments.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An archived deployment's schedule is deleted, so that the shared
+	// Temporal server does not keep firing it after the test.
+	t.Cleanup(func() { _, _ = e.client.Beta.Deployments.Archive(context.Background(), d.ID, anthropic.BetaDeploymentArchiveParams{}) })
+	return d
+}
+
+func deployMessage(text string) anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion {
+	return anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
+		Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: text}}}}}
+}
+
+func cron(expr, tz string) anthropic.BetaManagedAgentsScheduleParams {
+	return anthropic.BetaManagedAgentsScheduleParams{Expression: expr, Timezone: tz}
+}
+
+// scheduleState is the paused state of the deployment's Temporal
+// Schedule; found is false when it has none.
+func (e *deployEnv) scheduleState(t *testing.T, id string) (paused, found bool) {
+	t.Helper()
+	s := deployments.NewSyncer(deployments.Options{Queues: queuesOf(e.srv)})
+	desc, err := e.temporal.ScheduleClient().GetHandle(context.Background(), s.ScheduleID(id)).Describe(context.Background())
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc.Schedule.State.Paused, true
+}
+
+func queuesOf(srv *testserver.Server) sessionwf.Queues { return sessionwf.Queues{Prefix: srv.TaskQueuePrefix} }
+
+// runs lists the deployment's runs of a trigger type, newest first.
+func (e *deployEnv) runs(t *testing.T, id, trigger string) []anthropic.BetaManagedAgentsDeploymentRun {
+	t.Helper()
+	p := anthropic.BetaDeploymentRunListParams{DeploymentID: anthropic.String(id)}
+	if trigger != "" {
+		p.TriggerType = anthropic.BetaManagedAgentsTriggerType(trigger)
+	}
+	page, err := e.client.Beta.DeploymentRuns.List(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Data
+}
+
+// waitIdleWith waits until the session is idle and its events hold an
+// agent.message containing text.
+func (e *deployEnv) waitIdleWith(t *testing.T, sid, text string) {
+	t.Helper()
+	poll.Until(t, time.Minute, "session "+sid+" idle with "+text, func() (bool, string) {
+		s, err := e.client.Beta.Sessions.Get(context.Background(), sid, anthropic.BetaSessionGetParams{})
+		if err != nil {
+			return false, err.Error()
+		}
+		page, err := e.client.Beta.Sessions.Events.List(context.Background(), sid, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(100)})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range page.Data {
+			if ev.Type == "agent.message" && strings.Contains(ev.RawJSON(), text) && s.Status == "idle" {
+				return true, ""
+			}
+		}
+		return false, "status " + string(s.Status)
+	})
+}
+
+// TestDeploymentsThroughSDK: a deployment on a one-minute cron creates
+// sessions (deployment_id set) recorded as schedule runs; Run makes a
+// manual run; pause stops scheduled runs (the Temporal Schedule is
+// paused); archiving the agent pauses the deployment with the error and
+// sends deployment.paused; a manual run then records the error; the
+// deployment and run webhooks arrive; archive deletes the schedule.
+func TestDeploymentsThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newDeployEnv(t)
+	ctx := context.Background()
+	d := e.create(t, anthropic.BetaDeploymentNewParams{Name: "every minute", Description: anthropic.String("ci"),
+		Schedule: cron("* * * * *", "UTC"), Metadata: map[string]string{"team": "ci"}})
+	if d.Type != "deployment" || d.Status != "active" || d.Agent.ID != e.agentID || d.Agent.Version != 1 || d.EnvironmentID != e.envID ||
+		d.Metadata["team"] != "ci" || !strings.Contains(d.RawJSON(), `"paused_reason":null`) || len(d.InitialEvents) != 1 {
+		t.Fatalf("created deployment: %s", d.RawJSON())
+	}
+	up := d.Schedule.UpcomingRunsAt
+	if len(up) != 5 || up[0].Second() != 0 || up[1].Sub(up[0]) != time.Minute || !up[0].After(time.Now()) {
+		t.Fatalf("upcoming_runs_at of * * * * *: %v", up)
+	}
+	if paused, found := e.scheduleState(t, d.ID); !found || paused {
+		t.Fatalf("Temporal schedule: found %v paused %v; want an active one", found, paused)
+	}
+
+	// The first scheduled run.
+	var sched anthropic.BetaManagedAgentsDeploymentRun
+	poll.Until(t, 150*time.Second, "a scheduled run", func() (bool, string) {
+		runs := e.runs(t, d.ID, "schedule")
+		if len(runs) == 0 {
+			return false, "none yet"
+		}
+		sched = runs[len(runs)-1]
+		return true, ""
+	})
+	at := sched.TriggerContext.ScheduledAt
+	if sched.TriggerContext.Type != "schedule" || at.IsZero() || at.Second() != 0 || sched.SessionID == "" ||
+		!strings.Contains(sched.RawJSON(), `"error":null`) || sched.Agent.Version != 1 {
+		t.Fatalf("scheduled run: %s", sched.RawJSON())
+	}
+	e.waitIdleWith(t, sched.SessionID, "deployed hello")
+	sess, err := e.client.Beta.Sessions.Get(ctx, sched.SessionID, anthropic.BetaSessionGetParams{})
+	if err != nil || sess.DeploymentID != d.ID {
+		t.Fatalf("session of the scheduled run: %v deployment_id %q, want %s", err, sess.DeploymentID, d.ID)
+	}
+	got, err := e.client.Beta.Deployments.Get(ctx, d.ID, anthropic.BetaDeploymentGetParams{})
+	if err != nil || got.Schedule.LastRunAt.IsZero() || got.Schedule.LastRunAt.Before(at) {
+		t.Fatalf("last_run_at after a scheduled run at %v: %v %v", at, err, got.Schedule.LastRunAt)
+	}
+
+	// Pause: no scheduled run for an occurrence after it.
+	paused, err := e.client.Beta.Deployments.Pause(ctx, d.ID, anthropic.BetaDeploymentPauseParams{})
+	if err != nil || paused.Status != "paused" || paused.PausedReason.Type != "manual" || len(paused.Schedule.UpcomingRunsAt) == 0 {
+		t.Fatalf("pause: %v %s", err, paused.RawJSON())
+	}
+	pausedAt := time.Now()
+	if p, _ := e.scheduleState(t, d.ID); !p {
+		t.Error("the Temporal schedule is not paused after Pause")
+	}
+
+	// Meanwhile: a manual run, listed apart from the scheduled ones.
+	manual, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
+	if err != nil || manual.TriggerContext.Type != "manual" || manual.SessionID == "" || manual.DeploymentID != d.ID {
+		t.Fatalf("manual run of a paused deployment: %v %s", err, manual.RawJSON())
+	}
+	e.waitIdleWith(t, manual.SessionID, "deployed hello")
+	if runs := e.runs(t, d.ID, "manual"); len(runs) != 1 || runs[0].ID != manual.ID {
+		t.Errorf("manual runs: %v", runs)
+	}
+	run, err := e.client.Beta.DeploymentRuns.Get(ctx, manual.ID, anthropic.BetaDeploymentRunGetParams{})
+	if err != nil || run.SessionID != manual.SessionID {
+		t.Errorf("get run: %v %+v", err, run)
+	}
+	sessions, err := e.client.Beta.Sessions.List(ctx, anthropic.BetaSessionListParams{DeploymentID: anthropic.String(d.ID)})
+	if err != nil || len(sessions.Data) < 2 {
+		t.Fatalf("sessions of the deployment: %v %d", err, len(sessions.Data))
+	}
+	deploymentUpdates(t, e, d.ID)
+
+	// Past the next occurrence after the pause, and a little more.
+	next := pausedAt.Truncate(time.Minute).Add(time.Minute)
+	time.Sleep(time.Until(next.Add(15 * time.Second))) // the occurrence a paused schedule must skip
+	for _, r := range e.runs(t, d.ID, "schedule") {
+		if r.TriggerContext.ScheduledAt.After(pausedAt) {
+			t.Errorf("scheduled run for %v after the pause at %v", r.TriggerContext.ScheduledAt, pausedAt)
+		}
+	}
+
+	unpaused, err := e.client.Beta.Deployments.Unpause(ctx, d.ID, anthropic.BetaDeploymentUnpauseParams{})
+	if err != nil || unpaused.Status != "active" || !strings.Contains(unpaused.RawJSON(), `"paused_reason":null`) {
+		t.Fatalf("unpause: %v %s", err, unpaused.RawJSON())
+	}
+	if p, found := e.scheduleState(t, d.ID); p || !found {
+		t.Error("the Temporal schedule is paused after Unpause")
+	}
+
+	// Archiving the agent pauses the deployment with the error.
+	if _, err := e.client.Beta.Agents.Archive(ctx, e.agentID, anthropic.BetaAgentArchiveParams{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.client.Beta.Deployments.Get(ctx, d.ID, anthropic.BetaDeploymentGetParams{})
+	if err != nil || got.Status != "paused" || got.PausedReason.Type != "error" || got.PausedReason.AsError().Error.Type != "agent_archived_error" {
+		t.Fatalf("after archiving the agent: %v %s", err, got.RawJSON())
+	}
+	poll.Until(t, 30*time.Second, "the schedule paused", func() (bool, string) {
+		p, _ := e.scheduleState(t, d.ID)
+		return p, "not yet"
+	})
+	_, err = e.client.Beta.Deployments.Unpause(ctx, d.ID, anthropic.BetaDeploymentUnpauseParams{})
+	if apiErr := apiErrorWithStatus(t, err, http.StatusConflict); !strings.Contains(apiErr.Error(), "agent_archived_error") {
+		t.Errorf("unpause with the agent archived: %v", apiErr)
+	}
+	failed, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
+	if err != nil || failed.Error.Type != "agent_archived_error" || failed.SessionID != "" || !strings.Contains(failed.RawJSON(), `"session_id":null`) {
+		t.Fatalf("manual run with the agent archived: %v %s", err, failed.RawJSON())
+	}
+	withErr, err := e.client.Beta.DeploymentRuns.List(ctx, anthropic.BetaDeploymentRunListParams{DeploymentID: anthropic.String(d.ID), HasError: anthropic.Bool(true)})
+	if err != nil || len(withErr.Data) != 1 || withErr.Data[0].ID != failed.ID {
+		t.Errorf("runs with an error: %v %+v", err, withErr)
+	}
+
+	archived, err := e.client.Beta.Deployments.Archive(ctx, d.ID, anthropic.BetaDeploymentArchiveParams{})
+	if err != nil || archived.ArchivedAt.IsZero() || len(archived.Schedule.UpcomingRunsAt) != 0 || archived.Schedule.LastRunAt.IsZero() {
+		t.Fatalf("archive: %v %s", err, archived.RawJSON())
+	}
+	poll.Until(t, 30*time.Second, "the schedule deleted", func() (bool, string) {
+		_, found := e.scheduleState(t, d.ID)
+		return !found, "still there"
+	})
+	_, err = e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
+	wantAPIError(t, err, http.StatusConflict)
+
+	e.rcv.waitTypes(d.ID, time.Minute, "deployment.created", "deployment.updated", "deployment.paused", "deployment.unpaused", "deployment.archived")
+	e.rcv.waitTypes(sched.ID, time.Minute, "deployment_run.started", "deployment_run.succeeded")
+	e.rcv.waitTypes(failed.ID, time.Minute, "deployment_run.started", "deployment_run.failed")
+	paused2 := 0
+	for _, dl := range e.rcv.of(d.ID) {
+		if dl.typ == "deployment.paused" {
+			paused2++
+		}
+	}
+	if paused2 != 2 {
+		t.Errorf("deployment.paused delivered %d times, want 2 (the pause, the agent's archival)", paused2)
+	}
+}
+
+// deploymentUpdates: update's patch semantics, list filters and the
+// errors of bad input.
+func deploymentUpdates(t *testing.T, e *deployEnv, id string) {
+	t.Helper()
+	ctx := context.Background()
+	up, err := e.client.Beta.Deployments.Update(ctx, id, anthropic.BetaDeploymentUpdateParams{Name: anthropic.String("renamed"),
+		Metadata: map[string]string{"owner": "wire"}})
+	if err != nil || up.Name != "renamed" || up.Metadata["team"] != "ci" || up.Metadata["owner"] != "wire" || up.Description != "ci" ||
+		up.Schedule.Expression != "* * * * *" || up.Status != "paused" {
+		t.Fatalf("update: %v %s", err, up.RawJSON())
+	}
+	list, err := e.client.Beta.Deployments.List(ctx, anthropic.BetaDeploymentListParams{AgentID: anthropic.String(e.agentID),
+		Status: anthropic.BetaManagedAgentsDeploymentStatusPaused})
+	if err != nil || len(list.Data) != 1 || list.Data[0].ID != id {
+		t.Errorf("list paused deployments of the agent: %v %+v", err, list)
+	}
+	for name, p := range map[string]anthropic.BetaDeploymentNewParams{
+		"no initial events": {Name: "x", Agent: anthropic.BetaDeploymentNewParamsAgentUnion{OfString: anthropic.String(e.agentID)},
+			EnvironmentID: e.envID, InitialEvents: []anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{}},
+		"six-field cron": {Name: "x", Schedule: cron("0 * * * * *", "UTC")},
+		"L in cron":      {Name: "x", Schedule: cron("0 0 L * *", "UTC")},
+		"bad time zone":  {Name: "x", Schedule: cron("0 9 * * *", "Mars/Olympus")},
+		"unknown env":    {Name: "x", EnvironmentID: "env_000000000000000000000000"},
+	} {
+		if p.Agent.OfString.Value == "" {
+			p.Agent = anthropic.BetaDeploymentNewParamsAgentUnion{OfString: anthropic.String(e.agentID)}
+		}
+		if p.EnvironmentID == "" {
+			p.EnvironmentID = e.envID
+		}
+		if p.InitialEvents == nil {
+			p.InitialEvents = []anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{deployMessage("x")}
+		}
+		_, err := e.client.Beta.Deployments.New(ctx, p)
+		var apiErr *anthropic.Error
+		if !errors.As(err, &apiErr) || (apiErr.StatusCode != http.StatusBadRequest && apiErr.StatusCode != http.StatusNotFound) {
+			t.Errorf("%s: got %v, want a 400 or 404", name, err)
+		}
+	}
+}
+
+// TestDeploymentSchedulesThroughSDK: the upcoming runs Temporal computes
+// for a schedule are exactly the expression's occurrences in its time
+// zone, including the cron rules Temporal does not share (either day
+// field matching when both are restricted, Sunday as 7); clearing the
+// schedule deletes it.
+func TestDeploymentSchedulesThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newDeployEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct{ expr, tz string }{
+		{"0 9 * * 1-5", "America/Los_Angeles"},
+		{"30 6 1,15 * MON", "Europe/Paris"},
+		{"*/20 22 * * 5-7", "Asia/Kolkata"},
+		{"0 0 29 2 *", "UTC"},
+	} {
+		d := e.create(t, anthropic.BetaDeploymentNewParams{Name: c.expr, Schedule: cron(c.expr, c.tz)})
+		parsed, err := deployments.ParseCron(c.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, _ := time.LoadLocation(c.tz)
+		up := d.Schedule.UpcomingRunsAt
+		if len(up) != 5 || d.Schedule.Timezone != c.tz {
+			t.Fatalf("%s in %s: upcoming %v", c.expr, c.tz, up)
+		}
+		// Each is an occurrence, and none lies between two of them.
+		prev := time.Now().Truncate(time.Minute)
+		for _, u := range up {
+			for m := prev.Add(time.Minute); m.Before(u); m = m.Add(time.Minute) {
+				if parsed.Matches(m.In(loc)) {
+					t.Fatalf("%s in %s: %v is an occurrence missing from %v", c.expr, c.tz, m.In(loc), up)
+				}
+			}
+			if !parsed.Matches(u.In(loc)) {
+				t.Fatalf("%s in %s: upcoming %v is not an occurrence", c.expr, c.tz, u.In(loc))
+			}
+			prev = u
+		}
+		if !slices.IsSortedFunc(up, func(a, b time.Time) int { return a.Compare(b) }) {
+			t.Errorf("%s: upcoming not in order: %v", c.expr, up)
+		}
+	}
+
+	// Clearing the schedule (null) makes the deployment manual-only.
+	d := e.create(t, anthropic.BetaDeploymentNewParams{Name: "cleared", Schedule: cron("0 9 * * *", "UTC")})
+	var cleared anthropic.BetaManagedAgentsDeployment
+	if err := e.client.Post(ctx, "v1/deployments/"+d.ID+"?beta=true", map[string]any{"schedule": nil}, &cleared); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cleared.RawJSON(), `"schedule":null`) {
+		t.Fatalf("schedule cleared: %s", cleared.RawJSON())
+	}
+	if _, found := e.scheduleState(t, d.ID); found {
+		t.Error("a cleared schedule is still in Temporal")
+	}
+}
