@@ -351,7 +351,7 @@ type SessionListParams struct {
 func (s *Store) SessionList(ctx context.Context, p SessionListParams) ([]Session, bool, error) {
 	arg := dbsqlc.SessionListParams{
 		IncludeArchived: p.IncludeArchived, AgentID: p.AgentID, AgentVersion: p.AgentVersion, DeploymentID: p.DeploymentID,
-		Statuses: p.Statuses,
+		Statuses:  p.Statuses,
 		CreatedGt: p.CreatedGT, CreatedGte: p.CreatedGTE, CreatedLt: p.CreatedLT, CreatedLte: p.CreatedLTE,
 		Ascending: p.Ascending, RowLimit: int32(p.Limit + 1),
 	}

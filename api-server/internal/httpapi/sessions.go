@@ -105,7 +105,7 @@ func (a *API) toSessionResponse(s *db.Session, x *sessionExtras) *sessionRespons
 		Metadata: orEmpty(s.Metadata), Status: s.Status, Usage: usage.Of(s, now), Stats: usage.StatsOf(s, now), Budget: usage.BudgetOf(s),
 		Resources: toResourceResponses(x.resources[s.ID], s.SelfHosted), VaultIDs: vaultIDsOf(s),
 		OutcomeEvaluations: toOutcomeEvaluations(x.outcomes[s.ID]), DeploymentID: s.DeploymentID,
-		CreatedAt:          s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ArchivedAt: s.ArchivedAt}
 }
 
 func vaultIDsOf(s *db.Session) []string {

@@ -80,7 +80,9 @@ func (e *deployEnv) create(t *testing.T, p anthropic.BetaDeploymentNewParams) *a
 	}
 	// An archived deployment's schedule is deleted, so that the shared
 	// Temporal server does not keep firing it after the test.
-	t.Cleanup(func() { _, _ = e.client.Beta.Deployments.Archive(context.Background(), d.ID, anthropic.BetaDeploymentArchiveParams{}) })
+	t.Cleanup(func() {
+		_, _ = e.client.Beta.Deployments.Archive(context.Background(), d.ID, anthropic.BetaDeploymentArchiveParams{})
+	})
 	return d
 }
 
@@ -109,7 +111,9 @@ func (e *deployEnv) scheduleState(t *testing.T, id string) (paused, found bool) 
 	return desc.Schedule.State.Paused, true
 }
 
-func queuesOf(srv *testserver.Server) sessionwf.Queues { return sessionwf.Queues{Prefix: srv.TaskQueuePrefix} }
+func queuesOf(srv *testserver.Server) sessionwf.Queues {
+	return sessionwf.Queues{Prefix: srv.TaskQueuePrefix}
+}
 
 // runs lists the deployment's runs of a trigger type, newest first.
 func (e *deployEnv) runs(t *testing.T, id, trigger string) []anthropic.BetaManagedAgentsDeploymentRun {
