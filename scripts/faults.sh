@@ -23,4 +23,4 @@ fi
 MANGO_PG_BINDIR="$(pg_bindir)" || die "PostgreSQL server binaries not found: run \`make tools\`"
 export MANGO_PG_BINDIR MANGO_FAULTS=1 MANGO_TEMPORAL_BIN="${BIN_DIR}/temporal"
 export MANGO_REQUIRE_SERVICES="${MANGO_REQUIRE_SERVICES:-1}"
-go test -count=1 -v -run '^(TestFaults|TestSelfHostedFaults|TestMultiagentFaults|TestOutcomeFaults|TestThroughputRatios)$' -timeout 15m "$@" ./api-server/test/faults/
+go test -count=1 -v -run '^(TestFaults|TestSelfHostedFaults|TestMultiagentFaults|TestOutcomeFaults|TestDeploymentFaults|TestThroughputRatios)$' -timeout 25m "$@" ./api-server/test/faults/

@@ -57,7 +57,7 @@ CREATE TABLE deployment_runs (
     agent_version  bigint NOT NULL,
     -- schedule or manual.
     trigger_type   text NOT NULL,
-    -- The cron occurrence a scheduled run is for (before jitter).
+    -- The cron occurrence a scheduled run is for (the minute it names).
     scheduled_at   timestamptz,
     session_id     text,
     error_type     text,

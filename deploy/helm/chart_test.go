@@ -152,6 +152,24 @@ func checkInvariants(t *testing.T, r *rendered, vals map[string]any) {
 	checkNotes(t, r, vals)
 }
 
+// TestChartDeploymentsCatchupWindow: deployments.catchupWindow reaches
+// the api-server as MANGO_DEPLOYMENT_CATCHUP_WINDOW (TestChartRender checks
+// it on every values file, and that no worker gets it); a value that is
+// not a Go duration, or an unknown key, is refused by the schema.
+func TestChartDeploymentsCatchupWindow(t *testing.T) {
+	t.Parallel()
+	r := mustRender(t, map[string]any{"deployments": map[string]any{"catchupWindow": "30m"}})
+	if got := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, apiServerName).Spec.Template.Spec.Containers[0])["MANGO_DEPLOYMENT_CATCHUP_WINDOW"]; got != "30m" {
+		t.Errorf("catchupWindow 30m: api-server MANGO_DEPLOYMENT_CATCHUP_WINDOW = %q, want 30m", got)
+	}
+	if _, err := renderChart(map[string]any{"deployments": map[string]any{"catchupWindow": "1 hour"}}); err == nil || !strings.Contains(err.Error(), "catchupWindow") {
+		t.Errorf("catchupWindow %q: err = %v, want a schema error naming it", "1 hour", err)
+	}
+	if _, err := renderChart(map[string]any{"deployments": map[string]any{"catchup": "1h"}}); err == nil {
+		t.Error("an unknown deployments key rendered; want a schema error")
+	}
+}
+
 var hexSum = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 func checkNamesAndLabels(t *testing.T, r *rendered) {
@@ -326,10 +344,13 @@ func checkAPIServer(t *testing.T, r *rendered, vals map[string]any) apiServerFac
 		}
 	}
 	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_SANDBOX", "MANGO_SANDBOX_PROVIDERS", "MANGO_TASK_QUEUE_PREFIX",
-		"MANGO_WEBHOOK_ALLOW_PRIVATE", "MANGO_WEBHOOK_RETRY_MAX"} {
+		"MANGO_WEBHOOK_ALLOW_PRIVATE", "MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW"} {
 		if env[k] == "" {
 			t.Errorf("api-server %s not set", k)
 		}
+	}
+	if want, _ := vals["deployments"].(map[string]any)["catchupWindow"].(string); env["MANGO_DEPLOYMENT_CATCHUP_WINDOW"] != want {
+		t.Errorf("api-server MANGO_DEPLOYMENT_CATCHUP_WINDOW = %q, want deployments.catchupWindow %q", env["MANGO_DEPLOYMENT_CATCHUP_WINDOW"], want)
 	}
 	// Providers: the enabled pools' unless apiServer.sandboxProviders says otherwise.
 	providers := strings.Split(env["MANGO_SANDBOX_PROVIDERS"], ",")
@@ -494,6 +515,11 @@ func checkWorkerEnv(t *testing.T, name string, d *appsv1.Deployment, c corev1.Co
 	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_TASK_QUEUE_PREFIX"} {
 		if env[k] != api.Env[k] {
 			t.Errorf("%s: %s = %q, want the api-server's %q", name, k, env[k], api.Env[k])
+		}
+	}
+	for _, k := range []string{"MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("%s: %s = %q; it is an api-server setting, want it unset on workers", name, k, v)
 		}
 	}
 	if env["MANGO_METRICS_ADDR"] != "0.0.0.0:9090" {

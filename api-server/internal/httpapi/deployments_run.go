@@ -347,6 +347,9 @@ func (a *API) FailScheduled(ctx context.Context, deploymentID string, scheduledA
 	if err != nil {
 		return err
 	}
+	if d.ArchivedAt != nil || d.Status != db.DeploymentActive {
+		return nil // paused or archived meanwhile: the occurrence makes no run
+	}
 	msg := "the run's session could not be created: " + cause
 	typ := runErrUnknown
 	run := &db.DeploymentRun{ID: ids.New(ids.DeploymentRun), DeploymentID: d.ID, AgentID: d.AgentID, AgentVersion: d.AgentVersion,

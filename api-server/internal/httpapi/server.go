@@ -227,23 +227,7 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.GET("/sessions/:id/threads/:tid/events", a.threadEvents)
 	v1.GET("/sessions/:id/threads/:tid/stream", a.threadStream)
 
-	v1.POST("/organizations/webhooks", a.webhookCreate)
-	v1.GET("/organizations/webhooks", a.webhookList)
-	v1.GET("/organizations/webhooks/:id", a.webhookGet)
-	v1.POST("/organizations/webhooks/:id", a.webhookUpdate)
-	v1.DELETE("/organizations/webhooks/:id", a.webhookDelete)
-	v1.POST("/organizations/webhooks/:id/regenerate_signing_secret", a.webhookRegenerateSecret)
-
-	v1.POST("/deployments", a.deploymentCreate)
-	v1.GET("/deployments", a.deploymentList)
-	v1.GET("/deployments/:id", a.deploymentGet)
-	v1.POST("/deployments/:id", a.deploymentUpdate)
-	v1.POST("/deployments/:id/archive", a.deploymentArchive)
-	v1.POST("/deployments/:id/pause", a.deploymentPause)
-	v1.POST("/deployments/:id/unpause", a.deploymentUnpause)
-	v1.POST("/deployments/:id/run", a.deploymentRun)
-	v1.GET("/deployment_runs", a.deploymentRunList)
-	v1.GET("/deployment_runs/:id", a.deploymentRunGet)
+	a.automationRoutes(v1)
 
 	v1.POST("/files", a.fileUpload)
 	v1.GET("/files", a.fileList)
@@ -299,6 +283,28 @@ func (a *API) routes(v1 *echo.Group) {
 	v1.POST("/vaults/:id/credentials/:cid/archive", a.credentialArchive)
 	v1.POST("/vaults/:id/credentials/:cid/mcp_oauth_validate", a.credentialValidate)
 	v1.DELETE("/vaults/:id/credentials/:cid", a.credentialDelete)
+}
+
+// automationRoutes are the routes of what runs without a client
+// watching: webhook endpoints, deployments and their runs.
+func (a *API) automationRoutes(v1 *echo.Group) {
+	v1.POST("/organizations/webhooks", a.webhookCreate)
+	v1.GET("/organizations/webhooks", a.webhookList)
+	v1.GET("/organizations/webhooks/:id", a.webhookGet)
+	v1.POST("/organizations/webhooks/:id", a.webhookUpdate)
+	v1.DELETE("/organizations/webhooks/:id", a.webhookDelete)
+	v1.POST("/organizations/webhooks/:id/regenerate_signing_secret", a.webhookRegenerateSecret)
+
+	v1.POST("/deployments", a.deploymentCreate)
+	v1.GET("/deployments", a.deploymentList)
+	v1.GET("/deployments/:id", a.deploymentGet)
+	v1.POST("/deployments/:id", a.deploymentUpdate)
+	v1.POST("/deployments/:id/archive", a.deploymentArchive)
+	v1.POST("/deployments/:id/pause", a.deploymentPause)
+	v1.POST("/deployments/:id/unpause", a.deploymentUnpause)
+	v1.POST("/deployments/:id/run", a.deploymentRun)
+	v1.GET("/deployment_runs", a.deploymentRunList)
+	v1.GET("/deployment_runs/:id", a.deploymentRunGet)
 }
 
 // Handler returns the http.Handler serving the API.

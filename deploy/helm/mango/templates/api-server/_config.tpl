@@ -68,6 +68,9 @@ MANGO_MCP_ALLOW_PRIVATE: {{ .Values.mcp.allowPrivateNetworks | quote }}
 MANGO_WEBHOOK_ALLOW_PRIVATE: {{ .allowPrivateNetworks | quote }}
 MANGO_WEBHOOK_RETRY_MAX: {{ .retryMax | quote }}
 {{- end }}
+{{- with .Values.deployments }}
+MANGO_DEPLOYMENT_CATCHUP_WINDOW: {{ .catchupWindow | quote }}
+{{- end }}
 {{- with .Values.skills }}
 MANGO_SKILLS_MAX_BYTES: {{ .maxBytes | int64 | quote }}
 MANGO_SKILLS_MAX_FILES: {{ .maxFiles | int64 | quote }}
