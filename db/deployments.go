@@ -173,23 +173,8 @@ func (s *Store) DeploymentChange(ctx context.Context, id string, now time.Time,
 		}
 		bump := next.Status != cur.Status || (next.ArchivedAt == nil) != (cur.ArchivedAt == nil) ||
 			!equalSchedules(next.Schedule, cur.Schedule)
-		expr, tz := scheduleParts(next.Schedule)
-		saved, err := q.DeploymentSave(ctx, dbsqlc.DeploymentSaveParams{ID: id, Name: next.Name, Description: next.Description,
-			AgentID: next.AgentID, AgentVersion: next.AgentVersion, EnvironmentID: next.EnvironmentID,
-			InitialEvents: next.InitialEvents, Metadata: metadataJSON(next.Metadata), Resources: next.Resources,
-			VaultIds: orEmptyIDs(next.VaultIDs), BudgetMaxCents: next.BudgetMaxCents, ScheduleExpression: expr,
-			ScheduleTimezone: tz, Status: next.Status, PausedReason: next.PausedReason, ArchivedAt: next.ArchivedAt,
-			Now: now, BumpSchedule: bump})
-		if err != nil {
+		if out, err = saveDeployment(ctx, q, next, now, bump); err != nil {
 			return err
-		}
-		if out, err = deploymentFromRow(saved); err != nil {
-			return err
-		}
-		if bump {
-			if err := q.NotifyDeployments(ctx); err != nil {
-				return err
-			}
 		}
 		occurrence := strconv.FormatInt(now.UnixNano(), 10)
 		for _, typ := range events {
@@ -203,6 +188,27 @@ func (s *Store) DeploymentChange(ctx context.Context, id string, now time.Time,
 		return nil, err
 	}
 	return out, nil
+}
+
+// saveDeployment writes d in the transaction q; bump moves the
+// schedule's desired version and wakes the syncers.
+func saveDeployment(ctx context.Context, q *dbsqlc.Queries, d *Deployment, now time.Time, bump bool) (*Deployment, error) {
+	expr, tz := scheduleParts(d.Schedule)
+	saved, err := q.DeploymentSave(ctx, dbsqlc.DeploymentSaveParams{ID: d.ID, Name: d.Name, Description: d.Description,
+		AgentID: d.AgentID, AgentVersion: d.AgentVersion, EnvironmentID: d.EnvironmentID,
+		InitialEvents: d.InitialEvents, Metadata: metadataJSON(d.Metadata), Resources: d.Resources,
+		VaultIds: orEmptyIDs(d.VaultIDs), BudgetMaxCents: d.BudgetMaxCents, ScheduleExpression: expr,
+		ScheduleTimezone: tz, Status: d.Status, PausedReason: d.PausedReason, ArchivedAt: d.ArchivedAt,
+		Now: now, BumpSchedule: bump})
+	if err != nil {
+		return nil, err
+	}
+	if bump {
+		if err := q.NotifyDeployments(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return deploymentFromRow(saved)
 }
 
 func equalSchedules(a, b *Schedule) bool {
@@ -389,15 +395,8 @@ func (s *Store) DeploymentRunFail(ctx context.Context, run *DeploymentRun, pause
 		if d.Status != DeploymentActive || d.ArchivedAt != nil {
 			return nil
 		}
-		expr, tz := scheduleParts(d.Schedule)
-		if _, err := q.DeploymentSave(ctx, dbsqlc.DeploymentSaveParams{ID: d.ID, Name: d.Name, Description: d.Description,
-			AgentID: d.AgentID, AgentVersion: d.AgentVersion, EnvironmentID: d.EnvironmentID, InitialEvents: d.InitialEvents,
-			Metadata: metadataJSON(d.Metadata), Resources: d.Resources, VaultIds: d.VaultIDs, BudgetMaxCents: d.BudgetMaxCents,
-			ScheduleExpression: expr, ScheduleTimezone: tz, Status: DeploymentPaused, PausedReason: PausedReasonError(*run.ErrorType),
-			Now: run.CreatedAt, BumpSchedule: true}); err != nil {
-			return err
-		}
-		if err := q.NotifyDeployments(ctx); err != nil {
+		d.Status, d.PausedReason = DeploymentPaused, PausedReasonError(*run.ErrorType)
+		if _, err := saveDeployment(ctx, q, d, run.CreatedAt, true); err != nil {
 			return err
 		}
 		return emitResourceWebhook(ctx, q, d.ID, "deployment.paused", strconv.FormatInt(run.CreatedAt.UnixNano(), 10), run.CreatedAt)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
@@ -483,4 +484,14 @@ func (s *Store) RewrapSecret(ctx context.Context, sec SealedSecret, rewrapped []
 		return false, mapErr("rewrap credential secret", err)
 	}
 	return n == 1, nil
+}
+
+// CredentialRefreshFailed writes the vault_credential.refresh_failed
+// event of a credential whose access token could not be refreshed, once
+// per stored state of it (state: its updated_at when the refresh failed):
+// retries of a failing refresh notify once, until the credential changes.
+func (s *Store) CredentialRefreshFailed(ctx context.Context, credID string, state, now time.Time) error {
+	return s.inTx(ctx, "record failed credential refresh", func(q *dbsqlc.Queries) error {
+		return emitResourceWebhook(ctx, q, credID, "vault_credential.refresh_failed", strconv.FormatInt(state.UnixNano(), 10), now)
+	})
 }

@@ -288,6 +288,7 @@ func (s *Service) match(ctx context.Context, vaultIDs []string, serverURL string
 func (s *Service) refresh(ctx context.Context, cred *db.Credential, stale []byte) (MCPToken, error) {
 	var out MCPToken
 	var failure error
+	var failedState time.Time
 	_, err := s.Store.CredentialUpdate(ctx, cred.VaultID, cred.ID, func(cur *db.Credential, stored db.Secrets) (*db.Credential, db.Secrets, error) {
 		secrets, err := s.Open(cur.ID, stored)
 		if err != nil {
@@ -305,11 +306,13 @@ func (s *Service) refresh(ctx context.Context, cred *db.Credential, stale []byte
 		}
 		if auth.Refresh == nil || secrets[FieldRefreshToken] == "" {
 			failure = &AuthError{CredentialID: cur.ID, Reason: "the access token needs a refresh and the credential has no refresh token"}
+			failedState = cur.UpdatedAt
 			return cur, nil, nil
 		}
 		t, err := Exchange(ctx, s.HTTP, auth.Refresh, secrets, Redactor(secrets))
 		if err != nil {
 			failure = &AuthError{CredentialID: cur.ID, Reason: refusal(auth.Refresh.TokenEndpoint, err), Cause: err}
+			failedState = cur.UpdatedAt
 			return cur, nil, nil
 		}
 		next, sealed, err := s.rotated(cur, auth, t)
@@ -324,6 +327,9 @@ func (s *Service) refresh(ctx context.Context, cred *db.Credential, stale []byte
 		return MCPToken{}, err
 	}
 	if failure != nil {
+		// The client learns of it by webhook; the notification is best
+		// effort: the next failing refresh of the same state writes it.
+		_ = s.Store.CredentialRefreshFailed(ctx, cred.ID, failedState, s.now())
 		return MCPToken{}, failure
 	}
 	return out, nil

@@ -220,10 +220,16 @@ func TestMCPTokenRefresh(t *testing.T) {
 		t.Errorf("refused token = %+v, %v (refreshes %d); want access-2 after a second refresh", got, err, ep.count())
 	}
 
+	if _, err := f.store.WebhookEndpointCreate(ctx, &db.WebhookEndpoint{ID: "whep_refresh", URL: "https://example.com/hook",
+		EnabledEvents: []string{"vault_credential.refresh_failed"}, SecretSealed: []byte("sealed")}, f.now); err != nil {
+		t.Fatal(err)
+	}
 	ep.mu.Lock()
 	ep.refuse = true
 	ep.mu.Unlock()
-	_, err = f.svc.MCPToken(ctx, "sesn_o", url, sum("access-2"))
+	for range 2 { // a retry of the failing refresh notifies once
+		_, err = f.svc.MCPToken(ctx, "sesn_o", url, sum("access-2"))
+	}
 	if !errors.Is(err, credentials.ErrAuthFailed) || !strings.Contains(err.Error(), "400 invalid_grant") || !strings.Contains(err.Error(), tokenURL) {
 		t.Fatalf("refused refresh: err = %v; want an AuthError naming the endpoint and invalid_grant", err)
 	}
@@ -234,6 +240,10 @@ func TestMCPTokenRefresh(t *testing.T) {
 	}
 	if a, r := f.stored(t, "vcrd_o", "access_token"), f.stored(t, "vcrd_o", "refresh_token"); a != "access-2" || r != "refresh-2" {
 		t.Errorf("after a refused refresh stored = %s, %s; want access-2, refresh-2 kept", a, r)
+	}
+	ds, err := f.store.WebhookDeliveries(ctx, "whep_refresh", 10)
+	if err != nil || len(ds) != 1 || ds[0].EventType != "vault_credential.refresh_failed" || ds[0].ResourceID != "vcrd_o" {
+		t.Errorf("deliveries after two refused refreshes: %+v, %v; want one vault_credential.refresh_failed of vcrd_o", ds, err)
 	}
 }
 

@@ -94,7 +94,7 @@ func (a *API) toDeploymentResponse(ctx context.Context, d *db.Deployment) (*depl
 	}
 	views := make([]deploymentResView, 0, len(res))
 	for _, r := range res {
-		views = append(views, r.view())
+		views = append(views, r.deploymentResView)
 	}
 	out := &deploymentResponse{Type: "deployment", ID: d.ID, Name: d.Name, Description: d.Description,
 		Agent: agentRefResponse{Type: "agent", ID: d.AgentID, Version: d.AgentVersion}, EnvironmentID: d.EnvironmentID,

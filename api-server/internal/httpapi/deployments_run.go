@@ -30,16 +30,9 @@ import (
 // validated request, with a repository's token only sealed (under the
 // purpose of the resource id it was first checked as).
 type deploymentResource struct {
-	Type          string       `json:"type"`
-	FileID        string       `json:"file_id,omitempty"`
-	URL           string       `json:"url,omitempty"`
-	Checkout      *db.Checkout `json:"checkout,omitempty"`
-	MountPath     string       `json:"mount_path,omitempty"`
-	MemoryStoreID string       `json:"memory_store_id,omitempty"`
-	Access        string       `json:"access,omitempty"`
-	Instructions  *string      `json:"instructions,omitempty"`
-	TokenSealed   []byte       `json:"token_sealed,omitempty"`
-	TokenResource string       `json:"token_resource,omitempty"`
+	deploymentResView
+	TokenSealed   []byte `json:"token_sealed,omitempty"`
+	TokenResource string `json:"token_resource,omitempty"`
 }
 
 // deploymentResView is the wire form of a deployment's resource
@@ -53,11 +46,6 @@ type deploymentResView struct {
 	MemoryStoreID string       `json:"memory_store_id,omitempty"`
 	Access        string       `json:"access,omitempty"`
 	Instructions  *string      `json:"instructions,omitempty"`
-}
-
-func (r *deploymentResource) view() deploymentResView {
-	return deploymentResView{Type: r.Type, FileID: r.FileID, URL: r.URL, Checkout: r.Checkout, MountPath: r.MountPath,
-		MemoryStoreID: r.MemoryStoreID, Access: r.Access, Instructions: r.Instructions}
 }
 
 func decodeDeploymentResources(d *db.Deployment) ([]deploymentResource, error) {
@@ -78,7 +66,7 @@ func (a *API) deploymentResources(ctx context.Context, raw jsonx.Opt[json.RawMes
 			return nil, err
 		}
 		for _, rc := range checked {
-			r := deploymentResource{Type: rc.Type, MountPath: rc.MountPath}
+			r := deploymentResource{deploymentResView: deploymentResView{Type: rc.Type, MountPath: rc.MountPath}}
 			switch rc.Type {
 			case db.ResourceFile:
 				r.FileID = rc.SourceFileID

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mangohq/mango/api-server/internal/deployments"
+	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/testserver"
+	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/internal/poll"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -391,5 +394,77 @@ func TestDeploymentSchedulesThroughSDK(t *testing.T) {
 	}
 	if _, found := e.scheduleState(t, d.ID); found {
 		t.Error("a cleared schedule is still in Temporal")
+	}
+}
+
+// TestDeploymentResourcesThroughSDK: a deployment's resources (a file, a
+// repository with a token, a memory store) are shown without the token
+// and become each run's session resources, the token sealed anew for the
+// session's resource; a run after the file's deletion records
+// file_not_found_error.
+func TestDeploymentResourcesThroughSDK(t *testing.T) {
+	t.Parallel()
+	e := newDeployEnv(t)
+	ctx := context.Background()
+	up := uploadCSV(t, e.client, "rows.csv")
+	store, err := e.client.Beta.MemoryStores.New(ctx, anthropic.BetaMemoryStoreNewParams{Name: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.create(t, anthropic.BetaDeploymentNewParams{Name: "with resources",
+		InitialEvents: []anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{deployMessage("#reply ok")},
+		Resources: []anthropic.BetaDeploymentNewParamsResourceUnion{
+			{OfFile: &anthropic.BetaManagedAgentsFileResourceParams{FileID: up.ID, MountPath: anthropic.String("rows.csv")}},
+			{OfGitHubRepository: &anthropic.BetaManagedAgentsGitHubRepositoryResourceParams{URL: "https://github.com/acme/widgets.git",
+				AuthorizationToken: plantedToken}},
+			{OfMemoryStore: &anthropic.BetaManagedAgentsMemoryStoreResourceParam{MemoryStoreID: store.ID,
+				Access: anthropic.BetaManagedAgentsMemoryStoreResourceParamAccessReadOnly}},
+		}})
+	if strings.Contains(d.RawJSON(), plantedToken) || strings.Contains(d.RawJSON(), "token") || len(d.Resources) != 3 ||
+		d.Resources[0].FileID != up.ID || d.Resources[0].MountPath != "/mnt/session/uploads/rows.csv" ||
+		d.Resources[1].URL != "https://github.com/acme/widgets.git" || d.Resources[2].MemoryStoreID != store.ID || d.Resources[2].Access != "read_only" {
+		t.Fatalf("deployment resources: %s", d.RawJSON())
+	}
+	run, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
+	if err != nil || run.SessionID == "" {
+		t.Fatalf("run: %v %s", err, run.RawJSON())
+	}
+	sess, err := e.client.Beta.Sessions.Get(ctx, run.SessionID, anthropic.BetaSessionGetParams{})
+	if err != nil || len(sess.Resources) != 3 {
+		t.Fatalf("the run's session: %v %s", err, sess.RawJSON())
+	}
+	pool, err := pgxpool.New(ctx, e.srv.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rs, err := db.NewStore(pool).ResourcesOfSessions(ctx, []string{run.SessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := envelope.Parse(testserver.VaultKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := false
+	for _, r := range rs[run.SessionID] {
+		if r.Type == db.ResourceRepository {
+			token, err := keys.Open(r.TokenSealed, db.ResourceTokenPurpose(r.ID))
+			opened = err == nil && string(token) == plantedToken
+		}
+	}
+	if !opened {
+		t.Error("the run's repository resource does not hold the deployment's token sealed for itself")
+	}
+
+	if _, err := e.client.Beta.Files.Delete(ctx, up.ID, anthropic.BetaFileDeleteParams{}); err != nil {
+		t.Fatal(err)
+	}
+	failed, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
+	if err != nil || failed.Error.Type != "file_not_found_error" || !strings.Contains(failed.Error.Message, up.ID) {
+		t.Fatalf("run after the file's deletion: %v %s", err, failed.RawJSON())
+	}
+	if got, _ := e.client.Beta.Deployments.Get(ctx, d.ID, anthropic.BetaDeploymentGetParams{}); got.Status != "active" {
+		t.Errorf("a manual run's error paused the deployment: %s", got.RawJSON())
 	}
 }
