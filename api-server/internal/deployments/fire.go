@@ -78,12 +78,10 @@ func FireWorkflow(ctx workflow.Context, deploymentID string) error {
 
 type activities struct{ runner Runner }
 
+// run makes the occurrence's run; a failure is logged by the Temporal
+// worker with the attempt and retried.
 func (a activities) run(ctx context.Context, in FireInput) error {
-	err := a.runner.RunScheduled(ctx, in.DeploymentID, in.ScheduledAt)
-	if err != nil {
-		activity.GetLogger(ctx).Warn("deployment run", "deployment_id", in.DeploymentID, "error", err)
-	}
-	return err
+	return a.runner.RunScheduled(ctx, in.DeploymentID, in.ScheduledAt)
 }
 
 func (a activities) fail(ctx context.Context, in FireInput) error {

@@ -177,10 +177,12 @@ func (a *API) deploymentCreate(c echo.Context) error {
 	if err := a.bindObject(c, &in); err != nil {
 		return err
 	}
-	for member, set := range map[string]bool{"name": in.Name.Set, "agent": in.Agent.Set,
-		"environment_id": in.EnvironmentID.Set, "initial_events": in.InitialEvents.Set} {
-		if !set {
-			return apierror.Invalid("%s: is required", member)
+	for _, m := range []struct {
+		name string
+		set  bool
+	}{{"name", in.Name.Set}, {"agent", in.Agent.Set}, {"environment_id", in.EnvironmentID.Set}, {"initial_events", in.InitialEvents.Set}} {
+		if !m.set {
+			return apierror.Invalid("%s: is required", m.name)
 		}
 	}
 	ctx := c.Request().Context()

@@ -326,7 +326,8 @@ func (a *API) RunScheduled(ctx context.Context, deploymentID string, scheduledAt
 
 // FailScheduled records a scheduled occurrence whose run could not be
 // made (an internal error persisted past its retries) as a run with an
-// unknown_error; the deployment stays active.
+// unknown_error; the deployment stays active. The cause goes to the log
+// only: the run's message names no internal detail.
 func (a *API) FailScheduled(ctx context.Context, deploymentID string, scheduledAt time.Time, cause string) error {
 	d, err := a.deps.Store.DeploymentGet(ctx, deploymentID)
 	if errors.Is(err, db.ErrNotFound) {
@@ -338,7 +339,9 @@ func (a *API) FailScheduled(ctx context.Context, deploymentID string, scheduledA
 	if d.ArchivedAt != nil || d.Status != db.DeploymentActive {
 		return nil // paused or archived meanwhile: the occurrence makes no run
 	}
-	msg := "the run's session could not be created: " + cause
+	a.deps.Logger.Error("deployment run failed past its retries; recorded as unknown_error", slog.String("deployment_id", d.ID),
+		slog.Time("scheduled_at", scheduledAt), slog.String("cause", cause))
+	msg := "the run's session could not be created: an internal error persisted through an hour of retries"
 	typ := runErrUnknown
 	run := &db.DeploymentRun{ID: ids.New(ids.DeploymentRun), DeploymentID: d.ID, AgentID: d.AgentID, AgentVersion: d.AgentVersion,
 		TriggerType: db.TriggerSchedule, ScheduledAt: &scheduledAt, ErrorType: &typ, ErrorMessage: &msg, CreatedAt: a.now()}
