@@ -180,7 +180,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	s.sweeper.listed, _ = files.(filestore.Lister) // S3
 	s.schedules = deployments.NewSyncer(deployments.Options{Store: store, Temporal: s.temporal,
 		Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}, CatchupWindow: cfg.DeploymentCatchupWindow,
-		Logger: log.With("component", "deployments")})
+		Logger: log.With("component", "deployments"), Registerer: reg})
 	s.listener.Handle(db.DeploymentChannel, s.schedules)
 	api := httpapi.New(httpapi.Deps{
 		Store: store, Keys: keys, Ready: s.ready, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -47,12 +48,16 @@ type Options struct {
 	// announcements; 0 is 30 seconds.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// Registerer, when set, receives the syncer's metrics.
+	Registerer prometheus.Registerer
 }
 
 // Syncer keeps deployments' Temporal Schedules in step with the database.
 type Syncer struct {
-	opts Options
-	wake chan struct{}
+	opts     Options
+	wake     chan struct{}
+	unsynced prometheus.Gauge
+	syncs    *prometheus.CounterVec
 }
 
 // NewSyncer returns a Syncer; Run drives its background passes.
@@ -66,7 +71,22 @@ func NewSyncer(opts Options) *Syncer {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Syncer{opts: opts, wake: make(chan struct{}, 1)}
+	s := &Syncer{opts: opts, wake: make(chan struct{}, 1),
+		unsynced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mango_deployment_schedules_unsynced",
+			Help: "Deployments whose Temporal Schedule lagged their state at the syncer's last pass (at most 100 are counted).",
+		}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_deployment_schedule_syncs_total",
+			Help: "Syncs of a deployment's Temporal Schedule by result (ok, error: retried on a later pass).",
+		}, []string{"result"}),
+	}
+	s.syncs.WithLabelValues("ok")
+	s.syncs.WithLabelValues("error")
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(s.unsynced, s.syncs)
+	}
+	return s
 }
 
 // ScheduleID is the id of a deployment's Temporal Schedule.
@@ -121,6 +141,7 @@ func (s *Syncer) pass(ctx context.Context) {
 		}
 		return
 	}
+	s.unsynced.Set(float64(len(ids)))
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
@@ -135,8 +156,11 @@ func (s *Syncer) Sync(ctx context.Context, id string) {
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.opts.Store.DeploymentSync(callCtx, id, func(d *db.Deployment) error { return s.apply(callCtx, d) }); err != nil {
+		s.syncs.WithLabelValues("error").Inc()
 		s.opts.Logger.Warn("sync deployment schedule; retried later", slog.String("deployment_id", id), slog.Any("error", err))
+		return
 	}
+	s.syncs.WithLabelValues("ok").Inc()
 }
 
 // apply makes Temporal hold d's schedule: none (deleted) when d has no

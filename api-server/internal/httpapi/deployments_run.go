@@ -281,6 +281,7 @@ func (a *API) runDeployment(ctx context.Context, d *db.Deployment, scheduledAt *
 		sess, err = a.createSession(ctx, n)
 		if err == nil {
 			run.SessionID = &sess.ID
+			a.deploymentRuns.WithLabelValues(run.TriggerType, "session").Inc()
 			return run, nil
 		}
 		if re = rejected(err); re == nil {
@@ -292,6 +293,7 @@ func (a *API) runDeployment(ctx context.Context, d *db.Deployment, scheduledAt *
 	if err := a.deps.Store.DeploymentRunFail(ctx, run, pause); err != nil {
 		return nil, err
 	}
+	a.deploymentRuns.WithLabelValues(run.TriggerType, "error").Inc()
 	return run, nil
 }
 
@@ -345,7 +347,10 @@ func (a *API) FailScheduled(ctx context.Context, deploymentID string, scheduledA
 	typ := runErrUnknown
 	run := &db.DeploymentRun{ID: ids.New(ids.DeploymentRun), DeploymentID: d.ID, AgentID: d.AgentID, AgentVersion: d.AgentVersion,
 		TriggerType: db.TriggerSchedule, ScheduledAt: &scheduledAt, ErrorType: &typ, ErrorMessage: &msg, CreatedAt: a.now()}
-	if err := a.deps.Store.DeploymentRunFail(ctx, run, false); err != nil && !errors.Is(err, db.ErrRunExists) {
+	switch err := a.deps.Store.DeploymentRunFail(ctx, run, false); {
+	case err == nil:
+		a.deploymentRuns.WithLabelValues(db.TriggerSchedule, "error").Inc()
+	case !errors.Is(err, db.ErrRunExists):
 		return err
 	}
 	return nil

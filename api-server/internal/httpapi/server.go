@@ -114,6 +114,8 @@ type API struct {
 	echo *echo.Echo
 
 	eventsAppended prometheus.Counter
+	// deploymentRuns counts deployment runs by trigger and result.
+	deploymentRuns *prometheus.CounterVec
 	// envKeys caches resolved environment keys for a few seconds: a
 	// revoked key stops working within envKeyCacheTTL.
 	envKeys *auth.Cache[*principal]
@@ -158,7 +160,14 @@ func New(deps Deps) *API {
 	if err != nil {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
 	}
-	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended, envKeys: auth.NewCache[*principal](envKeyCacheTTL)}
+	a := &API{deps: deps, echo: echo.New(), eventsAppended: appended, envKeys: auth.NewCache[*principal](envKeyCacheTTL),
+		deploymentRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mango_deployment_runs_total",
+			Help: "Deployment runs recorded by trigger (schedule, manual) and result (session, error).",
+		}, []string{"trigger", "result"})}
+	if err := deps.Registry.Register(a.deploymentRuns); err != nil {
+		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
+	}
 	if deps.Hub != nil {
 		deps.Hub.SetLogger(deps.Logger)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -307,6 +308,15 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	_, err = e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
 	wantAPIError(t, err, http.StatusConflict)
 
+	metrics := scrape(t, e.srv.BaseURL+"/metrics")
+	for _, want := range []string{`mango_deployment_runs_total{result="session",trigger="schedule"}`,
+		`mango_deployment_runs_total{result="session",trigger="manual"} 1`, `mango_deployment_runs_total{result="error",trigger="manual"} 1`,
+		`mango_deployment_schedule_syncs_total{result="ok"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	e.rcv.waitTypes(d.ID, time.Minute, "deployment.created", "deployment.updated", "deployment.paused", "deployment.unpaused", "deployment.archived")
 	e.rcv.waitTypes(sched.ID, time.Minute, "deployment_run.started", "deployment_run.succeeded")
 	e.rcv.waitTypes(failed.ID, time.Minute, "deployment_run.started", "deployment_run.failed")
@@ -489,4 +499,19 @@ func TestDeploymentResourcesThroughSDK(t *testing.T) {
 	if got, _ := e.client.Beta.Deployments.Get(ctx, d.ID, anthropic.BetaDeploymentGetParams{}); got.Status != "active" {
 		t.Errorf("a manual run's error paused the deployment: %s", got.RawJSON())
 	}
+}
+
+// scrape returns the Prometheus text of url.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
