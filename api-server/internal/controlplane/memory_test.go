@@ -95,13 +95,19 @@ func (m *memoryEnv) sync(ctx context.Context, sid, rid string, header bool, chan
 	if err != nil {
 		return nil, err
 	}
+	var reqs []*pb.SyncMemoryStoreRequest
 	if header {
-		if err := stream.Send(&pb.SyncMemoryStoreRequest{Header: &pb.ReadMemoryStoreRequest{SessionId: sid, ResourceId: rid}}); err != nil {
-			return nil, err
-		}
+		reqs = append(reqs, &pb.SyncMemoryStoreRequest{Header: &pb.ReadMemoryStoreRequest{SessionId: sid, ResourceId: rid}})
 	}
 	for _, c := range changes {
-		if err := stream.Send(&pb.SyncMemoryStoreRequest{Change: c}); err != nil {
+		reqs = append(reqs, &pb.SyncMemoryStoreRequest{Change: c})
+	}
+	for _, r := range reqs {
+		// io.EOF: the server ended the stream (a refusal); its status
+		// comes from CloseAndRecv.
+		if err := stream.Send(r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
 			return nil, err
 		}
 	}

@@ -66,6 +66,9 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 	go func() { _ = cmd.Wait(); close(w.done) }()
 	t.Cleanup(func() {
 		w.stop(syscall.SIGTERM) // returns once the process and its output copy are done
+		if label := extra["MANGO_DOCKER_LABELS"]; label != "" {
+			removeLabelled(t, label)
+		}
 		switch out := w.logs.String(); {
 		case strings.Contains(out, "WARNING: DATA RACE"):
 			t.Errorf("worker %s reported a data race; its output:\n%s", id, out)
@@ -74,6 +77,22 @@ func startWorkerWith(t *testing.T, srv *testserver.Server, id, root string, extr
 		}
 	})
 	return w
+}
+
+// removeLabelled removes the docker containers labelled label (this
+// test's own: the label names its server's unique task queue prefix), so
+// that no sandbox of a finished test outlives it on the daemon.
+func removeLabelled(t *testing.T, label string) {
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
+	if err != nil {
+		t.Logf("list containers labelled %s: %v", label, err)
+		return
+	}
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		if out, err := exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
+			t.Logf("remove containers labelled %s: %v: %s", label, err, out)
+		}
+	}
 }
 
 // lockedBuffer is a bytes.Buffer the process's output copier writes while
