@@ -90,6 +90,22 @@ func (e *deployEnv) create(t *testing.T, p anthropic.BetaDeploymentNewParams) *a
 	return d
 }
 
+// sdkDecodesDeployment: the deployment's unions decode through the SDK
+// into their concrete variants.
+func sdkDecodesDeployment(t *testing.T, d *anthropic.BetaManagedAgentsDeployment) {
+	t.Helper()
+	for i, ev := range d.InitialEvents {
+		if ev.AsAny() == nil {
+			t.Errorf("initial_events[%d] %s decodes to no variant", i, ev.RawJSON())
+		}
+	}
+	for i, r := range d.Resources {
+		if r.AsAny() == nil {
+			t.Errorf("resources[%d] %s decodes to no variant", i, r.RawJSON())
+		}
+	}
+}
+
 func deployMessage(text string) anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion {
 	return anthropic.BetaManagedAgentsDeploymentInitialEventParamsUnion{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
 		Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: text}}}}}
@@ -210,6 +226,10 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 		!strings.Contains(sched.RawJSON(), `"error":null`) || sched.Agent.Version != 1 {
 		t.Fatalf("scheduled run: %s", sched.RawJSON())
 	}
+	if _, ok := sched.TriggerContext.AsAny().(anthropic.BetaManagedAgentsScheduleTriggerContext); !ok {
+		t.Errorf("scheduled run's trigger_context decodes as %T", sched.TriggerContext.AsAny())
+	}
+	sdkDecodesDeployment(t, d)
 	e.waitIdleWith(t, sched.SessionID, "deployed hello")
 	sess, err := e.client.Beta.Sessions.Get(ctx, sched.SessionID, anthropic.BetaSessionGetParams{})
 	if err != nil || sess.DeploymentID != d.ID {
@@ -225,6 +245,9 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	if err != nil || paused.Status != "paused" || paused.PausedReason.Type != "manual" || len(paused.Schedule.UpcomingRunsAt) == 0 {
 		t.Fatalf("pause: %v %s", err, paused.RawJSON())
 	}
+	if _, ok := paused.PausedReason.AsAny().(anthropic.BetaManagedAgentsManualDeploymentPausedReason); !ok {
+		t.Errorf("manual paused_reason decodes as %T", paused.PausedReason.AsAny())
+	}
 	pausedAt := time.Now()
 	if p, _ := e.scheduleState(t, d.ID); !p {
 		t.Error("the Temporal schedule is not paused after Pause")
@@ -234,6 +257,9 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	manual, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
 	if err != nil || manual.TriggerContext.Type != "manual" || manual.SessionID == "" || manual.DeploymentID != d.ID {
 		t.Fatalf("manual run of a paused deployment: %v %s", err, manual.RawJSON())
+	}
+	if _, ok := manual.TriggerContext.AsAny().(anthropic.BetaManagedAgentsManualTriggerContext); !ok {
+		t.Errorf("manual run's trigger_context decodes as %T", manual.TriggerContext.AsAny())
 	}
 	e.waitIdleWith(t, manual.SessionID, "deployed hello")
 	if runs := e.runs(t, d.ID, "manual"); len(runs) != 1 || runs[0].ID != manual.ID {
@@ -280,6 +306,11 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	if err != nil || got.Status != "paused" || got.PausedReason.Type != "error" || got.PausedReason.AsError().Error.Type != "agent_archived_error" {
 		t.Fatalf("after archiving the agent: %v %s", err, got.RawJSON())
 	}
+	if reason, ok := got.PausedReason.AsAny().(anthropic.BetaManagedAgentsErrorDeploymentPausedReason); !ok {
+		t.Errorf("error paused_reason decodes as %T", got.PausedReason.AsAny())
+	} else if _, ok := reason.Error.AsAny().(anthropic.BetaManagedAgentsAgentArchivedDeploymentPausedReasonErrorObject); !ok {
+		t.Errorf("paused_reason.error decodes as %T", reason.Error.AsAny())
+	}
 	poll.Until(t, 30*time.Second, "the schedule paused", func() (bool, string) {
 		p, _ := e.scheduleState(t, d.ID)
 		return p, "not yet"
@@ -291,6 +322,9 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	failed, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
 	if err != nil || failed.Error.Type != "agent_archived_error" || failed.SessionID != "" || !strings.Contains(failed.RawJSON(), `"session_id":null`) {
 		t.Fatalf("manual run with the agent archived: %v %s", err, failed.RawJSON())
+	}
+	if v, ok := failed.Error.AsAny().(anthropic.BetaManagedAgentsAgentArchivedRunErrorObject); !ok || v.Message == "" {
+		t.Errorf("run error decodes as %T (%+v)", failed.Error.AsAny(), v)
 	}
 	withErr, err := e.client.Beta.DeploymentRuns.List(ctx, anthropic.BetaDeploymentRunListParams{DeploymentID: anthropic.String(d.ID), HasError: anthropic.Bool(true)})
 	if err != nil || len(withErr.Data) != 1 || withErr.Data[0].ID != failed.ID {
@@ -320,6 +354,11 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 	e.rcv.waitTypes(d.ID, time.Minute, "deployment.created", "deployment.updated", "deployment.paused", "deployment.unpaused", "deployment.archived")
 	e.rcv.waitTypes(sched.ID, time.Minute, "deployment_run.started", "deployment_run.succeeded")
 	e.rcv.waitTypes(failed.ID, time.Minute, "deployment_run.started", "deployment_run.failed")
+	e.rcv.mu.Lock()
+	if len(e.rcv.failed) > 0 {
+		t.Errorf("deliveries that failed verification or decoding: %v", e.rcv.failed)
+	}
+	e.rcv.mu.Unlock()
 	paused2 := 0
 	for _, dl := range e.rcv.of(d.ID) {
 		if dl.typ == "deployment.paused" {
@@ -427,6 +466,30 @@ func TestDeploymentSchedulesThroughSDK(t *testing.T) {
 	if _, found := e.scheduleState(t, d.ID); found {
 		t.Error("a cleared schedule is still in Temporal")
 	}
+	otherInstallation(t, e)
+}
+
+// otherInstallation: a second installation on the same Temporal namespace
+// (its own database and task queue prefix) archiving its deployments
+// leaves this one's schedules as they are.
+func otherInstallation(t *testing.T, e *deployEnv) {
+	t.Helper()
+	ours := e.create(t, anthropic.BetaDeploymentNewParams{Name: "ours", Schedule: cron("0 9 * * *", "UTC")})
+	other := newDeployEnv(t)
+	theirs := other.create(t, anthropic.BetaDeploymentNewParams{Name: "theirs", Schedule: cron("0 9 * * *", "UTC")})
+	if _, found := other.scheduleState(t, theirs.ID); !found {
+		t.Fatal("the other installation's schedule was not created")
+	}
+	if _, err := other.client.Beta.Deployments.Archive(context.Background(), theirs.ID, anthropic.BetaDeploymentArchiveParams{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the other installation's schedule deleted", func() (bool, string) {
+		_, found := other.scheduleState(t, theirs.ID)
+		return !found, "still there"
+	})
+	if paused, found := e.scheduleState(t, ours.ID); !found || paused {
+		t.Errorf("our schedule after the other installation archived its own: found %v, paused %v", found, paused)
+	}
 }
 
 // TestDeploymentResourcesThroughSDK: a deployment's resources (a file, a
@@ -457,6 +520,7 @@ func TestDeploymentResourcesThroughSDK(t *testing.T) {
 		d.Resources[1].URL != "https://github.com/acme/widgets.git" || d.Resources[2].MemoryStoreID != store.ID || d.Resources[2].Access != "read_only" {
 		t.Fatalf("deployment resources: %s", d.RawJSON())
 	}
+	sdkDecodesDeployment(t, d)
 	run, err := e.client.Beta.Deployments.Run(ctx, d.ID, anthropic.BetaDeploymentRunParams{})
 	if err != nil || run.SessionID == "" {
 		t.Fatalf("run: %v %s", err, run.RawJSON())

@@ -66,6 +66,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "bad signature", http.StatusBadRequest)
 		return
 	}
+	if ev.Data.AsAny() == nil {
+		r.failed = append(r.failed, fmt.Sprintf("data of type %q decodes to no SDK variant: %s", ev.Data.Type, body))
+	}
 	r.got = append(r.got, delivery{id: req.Header.Get("webhook-id"), typ: ev.Data.Type, resource: ev.Data.ID, body: body, header: req.Header.Clone()})
 	w.WriteHeader(http.StatusNoContent)
 }
