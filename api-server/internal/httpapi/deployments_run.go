@@ -159,11 +159,11 @@ func (a *API) checkDeploymentResource(ctx context.Context, r *deploymentResource
 		if r.Type == db.ResourceRepository {
 			return nil, nil
 		}
-		f, err := a.deps.Store.FileGet(ctx, r.FileID)
-		if errors.Is(err, db.ErrNotFound) || (err == nil && f.Expired(a.now())) {
-			return &runError{"file_not_found_error", fmt.Sprintf("file %q not found", r.FileID)}, nil
+		live, err := a.liveFile(ctx, r.FileID)
+		if err != nil || live {
+			return nil, err
 		}
-		return nil, err
+		return &runError{"file_not_found_error", fmt.Sprintf("file %q not found", r.FileID)}, nil
 	case db.ResourceMemoryStore:
 		ms, err := a.deps.Store.MemoryStoreGet(ctx, r.MemoryStoreID)
 		switch {

@@ -199,14 +199,26 @@ func (a *API) checkSourceFile(ctx context.Context, id, p string) error {
 	if !ids.Valid(ids.File, id) {
 		return apierror.Invalid("%s: %q is not a file id", p, id)
 	}
-	f, err := a.deps.Store.FileGet(ctx, id)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && f.Expired(a.now())) {
-		return apierror.Invalid("%s: file %q not found", p, id)
-	}
+	live, err := a.liveFile(ctx, id)
 	if err != nil {
 		return err
 	}
+	if !live {
+		return apierror.Invalid("%s: file %q not found", p, id)
+	}
 	return nil
+}
+
+// liveFile reports whether the file exists and has not expired.
+func (a *API) liveFile(ctx context.Context, id string) (bool, error) {
+	f, err := a.deps.Store.FileGet(ctx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !f.Expired(a.now()), nil
 }
 
 // mountPath resolves a resource's mount path: absent means base/name, a
