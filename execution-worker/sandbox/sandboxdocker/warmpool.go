@@ -357,7 +357,11 @@ func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bo
 		// comes too late leaves c claimed, for TrimSpares.
 		pauseCtx, cancel := context.WithTimeout(detached, w.lease)
 		defer cancel()
-		if perr := w.pause(pauseCtx, c.id); perr == nil && cerrdefs.IsConflict(err) {
+		perr := w.pause(pauseCtx, c.id)
+		switch {
+		case perr != nil && !cerrdefs.IsNotFound(perr):
+			slog.Default().Warn("warm container left claimed: pause after a refused rename failed", "component", "docker-warm-pool", "container", c.name, "err", perr)
+		case perr == nil && cerrdefs.IsConflict(err):
 			w.mu.Lock()
 			w.ready = append(w.ready, c)
 			w.mu.Unlock()
@@ -371,10 +375,12 @@ func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bo
 	}
 }
 
-// pause pauses the container id, trying again (3 tries in all) when the
-// daemon fails for a reason that may pass: the cgroup freezer answers
-// "unable to freeze" while a process of the container is busy in the
-// kernel. A container that is gone or not running is not tried again.
+// pause pauses the container id, trying again while the daemon fails for
+// a reason that may pass, until ctx ends or for at most half the lease:
+// the cgroup freezer answers "unable to freeze" while a process of the
+// container is busy in the kernel, as a shell of the worker that made the
+// container is while it exits on the container's first unpause. A
+// container that is gone or not running is not tried again.
 func (w *warmPool) pause(ctx context.Context, id string) error {
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		_, err := w.p.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
@@ -382,14 +388,15 @@ func (w *warmPool) pause(ctx context.Context, id string) error {
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(pauseBackOff()), backoff.WithMaxTries(3))
+	}, backoff.WithBackOff(pauseBackOff()), backoff.WithMaxElapsedTime(w.lease/2))
 	return err
 }
 
-// pauseBackOff is the wait between pause tries: 50 ms, then about 100.
+// pauseBackOff is the wait between pause tries: 50 ms, growing to 500.
 func pauseBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = 500 * time.Millisecond
 	return b
 }
 

@@ -382,7 +382,9 @@ func TestWarmPoolCrashMidAdoption(t *testing.T) {
 	maker := warmProvider(t, 3, time.Minute, sandboxdocker.Config{})
 	pool := waitReady(t, cli, maker.WarmKey(), 3)
 	_ = maker.Close()
-	const lease = time.Second
+	// The lease leaves room for a pause on a busy daemon: pause retries
+	// for half of it.
+	const lease = 4 * time.Second
 	w := warmProvider(t, 0, lease, sandboxdocker.Config{}) // a worker without a pool of its own
 	ctx := t.Context()
 
