@@ -28,6 +28,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/eventhub"
 	"github.com/mangohq/mango/api-server/internal/filestore"
 	"github.com/mangohq/mango/api-server/internal/filestore/filestores3"
+	"github.com/mangohq/mango/api-server/internal/console"
 	"github.com/mangohq/mango/api-server/internal/httpapi"
 	"github.com/mangohq/mango/api-server/internal/ids"
 	"github.com/mangohq/mango/api-server/internal/interrupts"
@@ -191,8 +192,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		Work: s.work, WorkLeaseTTL: cfg.WorkLeaseTTL, WorkMaxLeaseTTL: cfg.WorkMaxLeaseTTL, Schedules: s.schedules,
 	})
 	s.fires = deployments.NewWorker(s.temporal, deployments.TaskQueue(sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}), api)
+	handler, err := withConsole(cfg, api.Handler(), store, log)
+	if err != nil {
+		return nil, err
+	}
 	s.http = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -407,4 +412,22 @@ func (s *Server) close() {
 	if s.pool != nil {
 		s.pool.Close()
 	}
+}
+
+// withConsole serves the web console at /console beside the API (when
+// MANGO_CONSOLE is on); the console calls the API's handler in process.
+func withConsole(cfg *config.Config, api http.Handler, store *db.Store, log *slog.Logger) (http.Handler, error) {
+	if !cfg.Console {
+		return api, nil
+	}
+	c, err := console.New(console.Deps{API: api, Store: store, Secrets: cfg.Secrets, Logger: log.With("component", "console"),
+		SignInTTL: cfg.ConsoleSignInTTL, MaxUploadBytes: cfg.FilesMaxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(console.Prefix, c)
+	mux.Handle(console.Prefix+"/", c)
+	mux.Handle("/", api)
+	return mux, nil
 }

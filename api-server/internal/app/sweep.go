@@ -65,7 +65,8 @@ func (s *fileSweeper) run(ctx context.Context) {
 	}
 }
 
-// sweep deletes every file expired by now, in batches.
+// sweep deletes every file expired by now, in batches, and the console
+// sign-ins expired by now.
 func (s *fileSweeper) sweep(ctx context.Context) {
 	now := time.Now()
 	if s.now != nil {
@@ -93,6 +94,11 @@ func (s *fileSweeper) sweep(ctx context.Context) {
 	}
 	if s.listed != nil {
 		s.sweepListed(ctx, now)
+	}
+	if n, err := s.store.ConsoleSessionsSweep(ctx, now); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "sweep expired console sign-ins", "err", err)
+	} else if n > 0 {
+		s.log.InfoContext(ctx, "deleted expired console sign-ins", "sign_ins", n)
 	}
 	if s.orphanBlobs && ctx.Err() == nil {
 		n, err := s.store.BlobOrphansDelete(ctx, now.Add(-orphanGrace), 1000)

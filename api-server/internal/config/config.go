@@ -103,6 +103,12 @@ type Config struct {
 	// link-local and private addresses, over plain http too
 	// (MANGO_WEBHOOK_ALLOW_PRIVATE): development and tests.
 	WebhookAllowPrivate bool
+	// Console serves the web console at /console (MANGO_CONSOLE, default
+	// true).
+	Console bool
+	// ConsoleSignInTTL is how long a console sign-in lasts
+	// (MANGO_CONSOLE_SIGNIN_TTL, default 12h).
+	ConsoleSignInTTL time.Duration
 	// WebhookRetryMax caps the wait between two attempts of a webhook
 	// delivery (MANGO_WEBHOOK_RETRY_MAX, default 1h); retries stop 24 h
 	// after the event.
@@ -249,6 +255,8 @@ type vars struct {
 	WebhookRetryMax    time.Duration `env:"MANGO_WEBHOOK_RETRY_MAX"`
 	DeploymentCatchup  time.Duration `env:"MANGO_DEPLOYMENT_CATCHUP_WINDOW"`
 	PprofAddr          string        `env:"MANGO_PPROF_ADDR"`
+	Console            bool          `env:"MANGO_CONSOLE"`
+	ConsoleSignInTTL   time.Duration `env:"MANGO_CONSOLE_SIGNIN_TTL"`
 
 	GRPCTLSCertFile     string `env:"MANGO_GRPC_TLS_CERT_FILE"`
 	GRPCTLSKeyFile      string `env:"MANGO_GRPC_TLS_KEY_FILE"`
@@ -295,7 +303,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		MaxBodyBytes: 32 << 20, StreamMaxLag: 4096, DatabaseMaxConns: 32, FilesMaxBytes: DefaultFilesMaxBytes,
 		SkillsMaxBytes: DefaultSkillsMaxBytes, SkillsMaxFiles: DefaultSkillsMaxFiles,
 		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute, WebhookRetryMax: time.Hour,
-		DeploymentCatchup: time.Hour,
+		DeploymentCatchup: time.Hour, Console: true, ConsoleSignInTTL: 12 * time.Hour,
 		WorkLeaseTTL:      300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
 	r := reader{getenv: getenv}
@@ -314,7 +322,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		FilesMaxBytes: v.FilesMaxBytes, FilesDownloadUploads: v.FilesDownloads,
 		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles), SkillsCatalog: strings.TrimSpace(v.SkillsCatalog),
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr, WebhookAllowPrivate: v.WebhookPrivate, WebhookRetryMax: v.WebhookRetryMax,
-		DeploymentCatchupWindow: v.DeploymentCatchup,
+		DeploymentCatchupWindow: v.DeploymentCatchup, Console: v.Console, ConsoleSignInTTL: v.ConsoleSignInTTL,
 		WorkLeaseTTL:            v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
 	r.check(c, &v)

@@ -39,6 +39,15 @@ type ApiKey struct {
 	RevokedAt *time.Time
 }
 
+type ConsoleSession struct {
+	ID        string
+	TokenHash []byte
+	KeySealed []byte
+	CsrfToken string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type ContextSnapshot struct {
 	SessionID   string
 	Seq         *int64

@@ -1,0 +1,4 @@
+package console
+
+// agentRoutes registers the agent pages.
+func (c *Console) agentRoutes() {}

@@ -1,0 +1,4 @@
+package console
+
+// deploymentRoutes registers the deployment pages.
+func (c *Console) deploymentRoutes() {}

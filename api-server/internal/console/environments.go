@@ -1,0 +1,4 @@
+package console
+
+// environmentRoutes registers the environment pages.
+func (c *Console) environmentRoutes() {}

@@ -1,0 +1,4 @@
+package console
+
+// fileRoutes registers the file pages.
+func (c *Console) fileRoutes() {}

@@ -1,0 +1,4 @@
+package console
+
+// providerRoutes registers the provider pages.
+func (c *Console) providerRoutes() {}

@@ -1,0 +1,144 @@
+// Mango console: progressive enhancement of server-rendered pages.
+// Forms marked data-async are posted with fetch (the CSRF token in a
+// header) so the page and its live stream stay open; the session page
+// follows its session over an EventSource. Nothing here builds markup
+// from event content: entries arrive rendered and escaped by the server,
+// preview text is set with textContent.
+
+const state = { ready: false, live: false, events: 0, seen: {} };
+window.mangoConsole = state;
+
+const csrf = document.querySelector('meta[name="csrf-token"]')?.content ?? '';
+
+function showError(form, message) {
+  let box = form.querySelector('.form-error');
+  if (!box) {
+    box = document.createElement('p');
+    box.className = 'form-error alert';
+    box.setAttribute('role', 'alert');
+    form.append(box);
+  }
+  box.textContent = message;
+}
+
+async function postAsync(form, submitter) {
+  const body = new FormData(form, submitter);
+  const buttons = form.querySelectorAll('button');
+  buttons.forEach((b) => { b.disabled = true; });
+  try {
+    const resp = await fetch(form.action, {
+      method: 'POST', body, credentials: 'same-origin', headers: { 'X-CSRF-Token': csrf },
+    });
+    if (resp.status === 401) {
+      window.location.assign('/console/sign-in');
+      return;
+    }
+    if (!resp.ok) {
+      const text = await resp.text();
+      const doc = new DOMParser().parseFromString(text, 'text/html');
+      showError(form, doc.querySelector('[role="alert"]')?.textContent || text.slice(0, 500) || resp.statusText);
+      return;
+    }
+    form.querySelector('.form-error')?.remove();
+    if (form.hasAttribute('data-reset')) form.reset();
+    if (form.hasAttribute('data-for')) form.hidden = true;
+  } catch (err) {
+    showError(form, `The request failed: ${err.message}`);
+  } finally {
+    buttons.forEach((b) => { b.disabled = false; });
+  }
+}
+
+document.addEventListener('submit', (e) => {
+  const form = e.target;
+  const question = form.getAttribute('data-confirm');
+  if (question && !window.confirm(question)) {
+    e.preventDefault();
+    return;
+  }
+  if (form.hasAttribute('data-async')) {
+    e.preventDefault();
+    postAsync(form, e.submitter);
+  }
+});
+
+function nearBottom() {
+  return window.innerHeight + window.scrollY >= document.body.scrollHeight - 200;
+}
+
+function follow(timeline) {
+  const id = timeline.dataset.session;
+  const after = timeline.dataset.after;
+  const liveState = document.getElementById('live-state');
+  const preview = document.getElementById('preview');
+  const url = `/console/sessions/${encodeURIComponent(id)}/live${after ? `?after=${encodeURIComponent(after)}` : ''}`;
+  const source = new EventSource(url);
+  state.source = source;
+
+  source.addEventListener('open', () => {
+    state.live = true;
+    liveState.textContent = 'Live: new events appear as they happen.';
+  });
+  source.addEventListener('error', () => {
+    state.live = false;
+    liveState.textContent = 'Disconnected: reconnecting…';
+  });
+
+  source.addEventListener('preview_start', (e) => {
+    const f = JSON.parse(e.data);
+    if (document.getElementById(`prev-${f.id}`)) return;
+    const box = document.createElement('div');
+    box.id = `prev-${f.id}`;
+    box.className = `entry preview-entry kind-${f.kind === 'agent.thinking' ? 'thinking' : 'agent'}`;
+    const head = document.createElement('div');
+    head.className = 'entry-head';
+    head.textContent = f.kind === 'agent.thinking' ? 'Thinking (streaming)' : 'Agent (streaming)';
+    const text = document.createElement('pre');
+    text.className = 'text preview-text';
+    box.append(head, text);
+    preview.append(box);
+  });
+  source.addEventListener('preview', (e) => {
+    const f = JSON.parse(e.data);
+    const text = document.querySelector(`#prev-${CSS.escape(f.id)} .preview-text`);
+    if (text) text.textContent += f.text;
+  });
+
+  source.addEventListener('event', (e) => {
+    const f = JSON.parse(e.data);
+    state.events += 1;
+    if (!(f.id in state.seen)) state.seen[f.id] = performance.timeOrigin + performance.now();
+    document.getElementById(`prev-${f.id}`)?.remove();
+    if (!document.getElementById(`ev-${f.id}`)) {
+      const stick = nearBottom();
+      timeline.insertAdjacentHTML('beforeend', f.html);
+      if (stick) timeline.lastElementChild?.scrollIntoView({ block: 'end' });
+    }
+    if (f.ref) {
+      document.querySelectorAll(`form[data-for="${CSS.escape(f.ref)}"]`).forEach((form) => { form.hidden = true; });
+    }
+    (f.pending || []).forEach((pid) => {
+      document.querySelectorAll(`form[data-for="${CSS.escape(pid)}"]`).forEach((form) => { form.hidden = false; });
+    });
+    if (f.status) {
+      const status = document.querySelector('#status .status');
+      if (status) {
+        status.className = `status status-${f.status}`;
+        status.lastChild.textContent = f.status;
+      }
+    }
+    if (f.usage) document.getElementById('usage').textContent = f.usage;
+  });
+}
+
+function start() {
+  const timeline = document.getElementById('timeline');
+  if (timeline) follow(timeline);
+  state.ready = true;
+}
+
+if (document.readyState === 'loading') {
+  document.addEventListener('DOMContentLoaded', start);
+} else {
+  start();
+}

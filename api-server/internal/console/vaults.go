@@ -1,0 +1,4 @@
+package console
+
+// vaultRoutes registers the vault pages.
+func (c *Console) vaultRoutes() {}

@@ -1,0 +1,4 @@
+package console
+
+// webhookRoutes registers the webhook pages.
+func (c *Console) webhookRoutes() {}
