@@ -7,6 +7,7 @@
 #     `tool` lines of scripts/tools/go.mod (a separate module, not in go.work).
 #   * PostgreSQL 15 server binaries (apt-get install postgresql-15 when root).
 #   * busybox-static (used by sandbox tests; best effort, non-fatal).
+#   * chromium (the console's browser tests; best effort, not for `runtime`).
 #
 # bin/.tools-stamp records a hash of scripts/tools/go.mod+go.sum and the
 # Temporal version; a component is rebuilt only if missing or its pin changed.
@@ -153,6 +154,14 @@ ensure_busybox() {
 		warn "busybox-static not installed (sandbox image tests need it): apt-get install busybox-static"
 }
 
+# ensure_chromium installs Debian's headless-capable Chromium, which the
+# console's browser tests drive (make test only: not a runtime need).
+ensure_chromium() {
+	command -v chromium >/dev/null 2>&1 && return 0
+	apt_install chromium ||
+		warn "chromium not installed (the console's browser tests need it): apt-get install chromium"
+}
+
 ensure_misc() {
 	command -v curl >/dev/null 2>&1 || apt_install curl || warn "curl not found: apt-get install curl (needed by make dev)"
 }
@@ -170,4 +179,5 @@ if [[ "${1:-}" == runtime ]]; then
 	exit 0
 fi
 install_tools_module
+ensure_chromium
 ok "tools ready ($((SECONDS - start))s)"

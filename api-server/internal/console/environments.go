@@ -1,4 +1,125 @@
 package console
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
 // environmentRoutes registers the environment pages.
-func (c *Console) environmentRoutes() {}
+func (c *Console) environmentRoutes() {
+	m := c.mux
+	m.Handle("GET "+Prefix+"/environments", c.signedIn(c.environmentList))
+	m.Handle("GET "+Prefix+"/environments/new", c.signedIn(c.environmentNewForm))
+	m.Handle("POST "+Prefix+"/environments", c.signedIn(c.environmentCreate))
+	m.Handle("GET "+Prefix+"/environments/{id}", c.signedIn(c.environmentPage))
+	m.Handle("POST "+Prefix+"/environments/{id}/archive", c.signedIn(c.environmentArchive))
+	m.Handle("POST "+Prefix+"/environments/{id}/delete", c.signedIn(c.environmentDelete))
+}
+
+type environmentListPage struct {
+	Environments []map[string]any
+	Archived     bool
+	Next         string // the next page's cursor, or ""
+}
+
+// environmentList shows the environments, newest first, with paging.
+func (c *Console) environmentList(w http.ResponseWriter, r *http.Request, v *visit) error {
+	q := url.Values{"limit": {"25"}}
+	p := environmentListPage{Archived: r.FormValue("archived") == "1"}
+	if p.Archived {
+		q.Set("include_archived", "true")
+	}
+	if pg := r.FormValue("page"); pg != "" {
+		q.Set("page", pg)
+	}
+	var l list[map[string]any]
+	if err := v.api.get(r.Context(), "/v1/environments", q, &l); err != nil {
+		return err
+	}
+	p.Environments = l.Data
+	p.Next = l.NextPage
+	c.render(w, r, v, http.StatusOK, "environments", p)
+	return nil
+}
+
+// environmentNewForm asks for a new environment's name, description and
+// configuration.
+func (c *Console) environmentNewForm(w http.ResponseWriter, r *http.Request, v *visit) error {
+	c.render(w, r, v, http.StatusOK, "environment_new", nil)
+	return nil
+}
+
+// environmentCreate creates an environment from the form and opens it.
+func (c *Console) environmentCreate(w http.ResponseWriter, r *http.Request, v *visit) error {
+	body := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name"))}
+	if d := strings.TrimSpace(r.PostFormValue("description")); d != "" {
+		body["description"] = d
+	}
+	if raw := strings.TrimSpace(r.PostFormValue("config")); raw != "" {
+		cfg, err := parseEnvironmentConfig(raw)
+		if err != nil {
+			return err
+		}
+		body["config"] = cfg
+	}
+	var e map[string]any
+	if err := v.api.post(r.Context(), "/v1/environments", body, &e); err != nil {
+		return err
+	}
+	http.Redirect(w, r, Prefix+"/environments/"+url.PathEscape(str(e["id"])), http.StatusSeeOther)
+	return nil
+}
+
+// parseEnvironmentConfig reads the config field: one JSON object.
+func parseEnvironmentConfig(raw string) (map[string]any, error) {
+	const want = `expected a JSON object such as {"type":"cloud","networking":{"type":"unrestricted"}} or {"type":"self_hosted"}`
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var cfg map[string]any
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, badInput(fmt.Sprintf("config (JSON): %v; %s", err, want))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badInput("config (JSON): there is more after the object; " + want)
+	}
+	if cfg == nil {
+		return nil, badInput("config (JSON): got null; " + want)
+	}
+	return cfg, nil
+}
+
+// environmentPage shows an environment: its settings, its configuration
+// and what can be done with it.
+func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, v *visit) error {
+	var e map[string]any
+	if err := v.api.get(r.Context(), "/v1/environments/"+url.PathEscape(r.PathValue("id")), nil, &e); err != nil {
+		return err
+	}
+	c.render(w, r, v, http.StatusOK, "environment", e)
+	return nil
+}
+
+// environmentArchive archives the environment: it takes no new sessions.
+func (c *Console) environmentArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
+	id := r.PathValue("id")
+	if err := v.api.post(r.Context(), "/v1/environments/"+url.PathEscape(id)+"/archive", map[string]any{}, nil); err != nil {
+		return err
+	}
+	done(w, r, Prefix+"/environments/"+url.PathEscape(id))
+	return nil
+}
+
+// environmentDelete deletes the environment (its name becomes free) and
+// goes back to the list.
+func (c *Console) environmentDelete(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if err := v.api.del(r.Context(), "/v1/environments/"+url.PathEscape(r.PathValue("id"))); err != nil {
+		return err
+	}
+	done(w, r, Prefix+"/environments")
+	return nil
+}

@@ -11,12 +11,12 @@ import (
 type entry struct {
 	// Session is the session's id (for the actions' URLs).
 	Session string
-	ID     string
-	Type   string
-	Kind   string // user, agent, thinking, tool, result, confirm, status, error, span, thread, other
-	At     string // processed_at, as sent
-	Thread string // session_thread_id, for a child thread's events
-	Title  string
+	ID      string
+	Type    string
+	Kind    string // user, agent, thinking, tool, result, confirm, status, error, span, thread, other
+	At      string // processed_at, as sent
+	Thread  string // session_thread_id, for a child thread's events
+	Title   string
 	// Markdown is message text, rendered as sanitized markdown.
 	Markdown string
 	// Text is preformatted content (tool output), shown clipped.

@@ -31,6 +31,8 @@ type liveFrame struct {
 	Text string `json:"text,omitempty"`
 	// Kind is the previewed event's type (agent.message, agent.thinking).
 	Kind string `json:"kind,omitempty"`
+	// Outputs is the outputs list, rendered, after the session idles.
+	Outputs string `json:"outputs,omitempty"`
 }
 
 // sessionLive is the page's EventSource: the session's event stream from
@@ -204,6 +206,14 @@ func (l *live) event(ctx context.Context, ev map[string]any, fromStream bool) er
 		if err := l.v.api.get(ctx, "/v1/sessions/"+url.PathEscape(l.id), nil, &s); err == nil {
 			f.Status = str(s["status"])
 			f.Usage = usageLine(s)
+		}
+	}
+	if fromStream && e.Type == "session.status_idle" {
+		var outputs list[map[string]any]
+		if err := l.v.api.get(ctx, "/v1/files", url.Values{"scope_id": {l.id}, "limit": {"100"}}, &outputs); err == nil {
+			if f.Outputs, err = l.c.fragment("outputs", outputs.Data); err != nil {
+				return err
+			}
 		}
 	}
 	return l.send(id, "event", f)

@@ -21,7 +21,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+Prefix+"/sessions", c.signedIn(c.sessionCreate))
 	m.Handle("GET "+Prefix+"/sessions/{id}", c.signedIn(c.sessionPage))
 	m.Handle("GET "+Prefix+"/sessions/{id}/live", c.signedIn(c.sessionLive))
-	m.Handle("POST "+Prefix+"/sessions/{id}/messages", c.signedIn(c.sessionSay))
+	m.Handle("POST "+Prefix+"/sessions/{id}/messages", c.uploadLimit(c.signedIn(c.sessionSay)))
 	m.Handle("POST "+Prefix+"/sessions/{id}/interrupt", c.signedIn(c.sessionInterrupt))
 	m.Handle("POST "+Prefix+"/sessions/{id}/confirm", c.signedIn(c.sessionConfirm))
 	m.Handle("POST "+Prefix+"/sessions/{id}/custom-result", c.signedIn(c.sessionCustomResult))

@@ -19,7 +19,7 @@ type sessionListPage struct {
 	Status   string
 	AgentID  string
 	Archived bool
-	Next     string // query of the next page, or ""
+	Next     string // cursor of the next page, or ""
 }
 
 // sessionList shows the sessions, newest first, with filters and paging.
@@ -47,15 +47,7 @@ func (c *Console) sessionList(w http.ResponseWriter, r *http.Request, v *visit) 
 		return err
 	}
 	p.Sessions = l.Data
-	if l.NextPage != "" {
-		next := url.Values{"page": {l.NextPage}}
-		for _, k := range []string{"status", "agent_id", "archived"} {
-			if x := r.FormValue(k); x != "" {
-				next.Set(k, x)
-			}
-		}
-		p.Next = next.Encode()
-	}
+	p.Next = l.NextPage
 	c.render(w, r, v, http.StatusOK, "sessions", p)
 	return nil
 }
@@ -169,9 +161,8 @@ func done(w http.ResponseWriter, r *http.Request, back string) {
 
 // sessionSay sends a user message: the text and, for each attached file,
 // the file uploaded through the Files API and referenced as an image or a
-// document block.
+// document block. The route caps the body (uploadLimit).
 func (c *Console) sessionSay(w http.ResponseWriter, r *http.Request, v *visit) error {
-	r.Body = http.MaxBytesReader(w, r.Body, c.deps.MaxUploadBytes)
 	if err := r.ParseMultipartForm(32 << 20); err != nil && err != http.ErrNotMultipart {
 		return badInput(fmt.Sprintf("the message form could not be read: %v", err))
 	}

@@ -128,6 +128,7 @@ function follow(timeline) {
       }
     }
     if (f.usage) document.getElementById('usage').textContent = f.usage;
+    if (f.outputs) document.getElementById('outputs').innerHTML = f.outputs; // rendered and escaped by the server
   });
 }
 
