@@ -90,10 +90,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// contentSecurityPolicy allows the console's own scripts, styles and
-// connections only: no inline script or style, no frames, no plugins, no
+// contentSecurityPolicy allows the console's own scripts (and shared
+// worker), styles and connections only: no inline script or style, no frames, no plugins, no
 // form posting elsewhere, no images but its own and data: URIs.
-const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 
 func secureHeaders(h http.Header) {

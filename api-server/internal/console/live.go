@@ -23,15 +23,16 @@ type liveFrame struct {
 	Ref string `json:"ref,omitempty"`
 	// Pending lists, for an idle requiring action, the calls awaited.
 	Pending []string `json:"pending,omitempty"`
-	// Status is the session's status after a status event.
+	// Status is the session's status (summary frames).
 	Status string `json:"status,omitempty"`
-	// Usage is the session's usage line after a status or span end.
+	// Usage is the session's usage line (summary frames).
 	Usage string `json:"usage,omitempty"`
 	// Text is preview text (event_start / event_delta).
 	Text string `json:"text,omitempty"`
 	// Kind is the previewed event's type (agent.message, agent.thinking).
 	Kind string `json:"kind,omitempty"`
-	// Outputs is the outputs list, rendered, after the session idles.
+	// Outputs is the outputs list, rendered (summary frames after an
+	// idle).
 	Outputs string `json:"outputs,omitempty"`
 }
 
@@ -201,22 +202,35 @@ func (l *live) event(ctx context.Context, ev map[string]any, fromStream bool) er
 		return err
 	}
 	f.HTML = html
-	if fromStream && (e.Kind == "status" || e.Type == "span.model_request_end" || e.Type == "session.deleted") {
-		var s map[string]any
-		if err := l.v.api.get(ctx, "/v1/sessions/"+url.PathEscape(l.id), nil, &s); err == nil {
-			f.Status = str(s["status"])
-			f.Usage = usageLine(s)
-		}
+	if err := l.send(id, "event", f); err != nil {
+		return err
 	}
-	if fromStream && e.Type == "session.status_idle" {
-		var outputs list[map[string]any]
-		if err := l.v.api.get(ctx, "/v1/files", url.Values{"scope_id": {l.id}, "limit": {"100"}}, &outputs); err == nil {
-			if f.Outputs, err = l.c.fragment("outputs", outputs.Data); err != nil {
+	if fromStream && (e.Kind == "status" || e.Type == "span.model_request_end") {
+		return l.summary(ctx, e.Type == "session.status_idle")
+	}
+	return nil
+}
+
+// summary sends the session's status and usage (and, with outputs, its
+// outputs list) as they are now: after the event that changed them, so
+// the event itself is not held up by the reads.
+func (l *live) summary(ctx context.Context, outputs bool) error {
+	var s map[string]any
+	if err := l.v.api.get(ctx, "/v1/sessions/"+url.PathEscape(l.id), nil, &s); err != nil {
+		return nil // the next change sends it again
+	}
+	f := liveFrame{Status: str(s["status"]), Usage: usageLine(s)}
+	if outputs {
+		var files list[map[string]any]
+		if err := l.v.api.get(ctx, "/v1/files", url.Values{"scope_id": {l.id}, "limit": {"100"}}, &files); err == nil {
+			html, err := l.c.fragment("outputs", files.Data)
+			if err != nil {
 				return err
 			}
+			f.Outputs = html
 		}
 	}
-	return l.send(id, "event", f)
+	return l.send("", "summary", f)
 }
 
 // send writes one SSE frame to the browser (id: only for committed

@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,4 +245,75 @@ func TestConsoleHostileTranscript(t *testing.T) {
 	if status != 403 {
 		t.Errorf("a post without the CSRF token answered %d, want 403", status)
 	}
+}
+
+// TestConsoleLiveLatency measures, with 10 tabs open on one session, the
+// time from an event's commit (its processed_at) to its entry appearing in
+// each tab (the page records when each event's frame arrived): every
+// event of 10 scripted turns reaches every tab, and the p50 and p95 are
+// logged (the closing figures come from here). The bound checked is loose:
+// absolute latency targets belong to benchmarks on a quiet machine.
+func TestConsoleLiveLatency(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	b := newBrowser(t, e.srv.BaseURL)
+	b.signIn(e.srv.APIKey)
+	sid := e.session(t, nil)
+	events := e.watch(t, sid)
+	tabs := []*browser{b}
+	for len(tabs) < 10 {
+		tabs = append(tabs, b.tab())
+	}
+	for _, tab := range tabs {
+		tab.open("/console/sessions/" + sid)
+		tab.wait("the live stream", `window.mangoConsole && window.mangoConsole.live`, 30*time.Second)
+	}
+	before, err := e.client.Beta.Sessions.Events.List(context.Background(), sid, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]bool{} // rendered with the pages, not live
+	for _, ev := range before.Data {
+		shown[ev.ID] = true
+	}
+	for i := range 10 {
+		e.say(t, sid, fmt.Sprintf("#reply turn %d", i))
+		until(t, events, "session.status_idle", 30*time.Second)
+	}
+	list, err := e.client.Beta.Sessions.Events.List(context.Background(), sid, anthropic.BetaSessionEventListParams{Limit: anthropic.Int(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lat []time.Duration
+	for i, tab := range tabs {
+		tab.wait("every event in tab "+fmt.Sprint(i), fmt.Sprintf(`document.querySelectorAll('#timeline > .entry').length >= %d`, len(list.Data)), 30*time.Second)
+		seen := evalJS[map[string]float64](tab, `window.mangoConsole.seen`)
+		for _, ev := range list.Data {
+			if shown[ev.ID] {
+				continue
+			}
+			at, ok := seen[ev.ID]
+			if !ok {
+				t.Errorf("tab %d never showed event %s (%s)", i, ev.ID, ev.Type)
+				continue
+			}
+			lat = append(lat, time.UnixMicro(int64(at*1000)).Sub(ev.ProcessedAt))
+		}
+	}
+	p50, p95 := percentile(lat, 0.50), percentile(lat, 0.95)
+	t.Logf("commit to page, %d events x %d tabs: p50 %v, p95 %v, max %v", len(list.Data), len(tabs), p50, p95, percentile(lat, 1))
+	if p95 > 5*time.Second {
+		t.Errorf("p95 commit-to-page latency %v with 10 tabs", p95)
+	}
+}
+
+// percentile returns the q-quantile of ds (nearest rank).
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
 }

@@ -66,69 +66,108 @@ function nearBottom() {
   return window.innerHeight + window.scrollY >= document.body.scrollHeight - 200;
 }
 
+// The timeline follows new entries while the reader is at its end. Where
+// the reader is comes from scroll events, and the scroll after a burst of
+// entries is one, later: an entry's arrival forces no layout.
+let stick = true;
+let scrollPending = false;
+window.addEventListener('scroll', () => { stick = nearBottom(); }, { passive: true });
+function followEnd() {
+  if (!stick || scrollPending) return;
+  scrollPending = true;
+  setTimeout(() => {
+    scrollPending = false;
+    window.scrollTo(0, document.body.scrollHeight);
+  }, 50);
+}
+
+// connect delivers the session's live frames to handlers: through the
+// shared worker (one stream for every tab of the session) when the browser
+// has one, else over an EventSource of this page's own.
+function connect(id, after, handlers) {
+  const direct = () => {
+    const url = `/console/sessions/${encodeURIComponent(id)}/live${after ? `?after=${encodeURIComponent(after)}` : ''}`;
+    const source = new EventSource(url);
+    source.addEventListener('open', () => handlers.state(true));
+    source.addEventListener('error', () => handlers.state(false));
+    for (const kind of ['event', 'summary', 'preview_start', 'preview']) {
+      source.addEventListener(kind, (e) => handlers[kind](e.data));
+    }
+  };
+  const script = document.querySelector('meta[name="live-worker"]')?.content;
+  if (!script || !window.SharedWorker) {
+    direct();
+    return;
+  }
+  const worker = new SharedWorker(script, { name: 'mango-live' });
+  worker.port.addEventListener('message', (m) => {
+    const msg = m.data;
+    if (msg.kind === 'own') {
+      worker.port.close();
+      direct();
+    } else if (msg.kind === 'state') {
+      handlers.state(msg.live);
+    } else {
+      handlers[msg.kind](msg.data);
+    }
+  });
+  worker.port.start();
+  worker.port.postMessage({ type: 'join', session: id, after });
+  window.addEventListener('pagehide', () => worker.port.postMessage({ type: 'leave' }));
+}
+
 function follow(timeline) {
-  const id = timeline.dataset.session;
-  const after = timeline.dataset.after;
   const liveState = document.getElementById('live-state');
   const preview = document.getElementById('preview');
-  const url = `/console/sessions/${encodeURIComponent(id)}/live${after ? `?after=${encodeURIComponent(after)}` : ''}`;
-  const source = new EventSource(url);
-  state.source = source;
-
-  source.addEventListener('open', () => {
-    state.live = true;
-    liveState.textContent = 'Live: new events appear as they happen.';
-  });
-  source.addEventListener('error', () => {
-    state.live = false;
-    liveState.textContent = 'Disconnected: reconnecting…';
-  });
-
-  source.addEventListener('preview_start', (e) => {
-    const f = JSON.parse(e.data);
-    if (document.getElementById(`prev-${f.id}`)) return;
-    const box = document.createElement('div');
-    box.id = `prev-${f.id}`;
-    box.className = `entry preview-entry kind-${f.kind === 'agent.thinking' ? 'thinking' : 'agent'}`;
-    const head = document.createElement('div');
-    head.className = 'entry-head';
-    head.textContent = f.kind === 'agent.thinking' ? 'Thinking (streaming)' : 'Agent (streaming)';
-    const text = document.createElement('pre');
-    text.className = 'text preview-text';
-    box.append(head, text);
-    preview.append(box);
-  });
-  source.addEventListener('preview', (e) => {
-    const f = JSON.parse(e.data);
-    const text = document.querySelector(`#prev-${CSS.escape(f.id)} .preview-text`);
-    if (text) text.textContent += f.text;
-  });
-
-  source.addEventListener('event', (e) => {
-    const f = JSON.parse(e.data);
-    state.events += 1;
-    if (!(f.id in state.seen)) state.seen[f.id] = performance.timeOrigin + performance.now();
-    document.getElementById(`prev-${f.id}`)?.remove();
-    if (!document.getElementById(`ev-${f.id}`)) {
-      const stick = nearBottom();
-      timeline.insertAdjacentHTML('beforeend', f.html);
-      if (stick) timeline.lastElementChild?.scrollIntoView({ block: 'end' });
-    }
-    if (f.ref) {
-      document.querySelectorAll(`form[data-for="${CSS.escape(f.ref)}"]`).forEach((form) => { form.hidden = true; });
-    }
-    (f.pending || []).forEach((pid) => {
-      document.querySelectorAll(`form[data-for="${CSS.escape(pid)}"]`).forEach((form) => { form.hidden = false; });
-    });
-    if (f.status) {
+  connect(timeline.dataset.session, timeline.dataset.after, {
+    state(live) {
+      state.live = live;
+      liveState.textContent = live ? 'Live: new events appear as they happen.' : 'Disconnected: reconnecting…';
+    },
+    preview_start(data) {
+      const f = JSON.parse(data);
+      if (document.getElementById(`prev-${f.id}`) || document.getElementById(`ev-${f.id}`)) return;
+      const box = document.createElement('div');
+      box.id = `prev-${f.id}`;
+      box.className = `entry preview-entry kind-${f.kind === 'agent.thinking' ? 'thinking' : 'agent'}`;
+      const head = document.createElement('div');
+      head.className = 'entry-head';
+      head.textContent = f.kind === 'agent.thinking' ? 'Thinking (streaming)' : 'Agent (streaming)';
+      const text = document.createElement('pre');
+      text.className = 'text preview-text';
+      box.append(head, text);
+      preview.append(box);
+    },
+    preview(data) {
+      const f = JSON.parse(data);
+      const text = document.querySelector(`#prev-${CSS.escape(f.id)} .preview-text`);
+      if (text) text.textContent += f.text;
+    },
+    event(data) {
+      const f = JSON.parse(data);
+      document.getElementById(`prev-${f.id}`)?.remove();
+      if (document.getElementById(`ev-${f.id}`)) return; // the page shows it already
+      state.events += 1;
+      state.seen[f.id] = Date.now(); // wall clock, as processed_at
+      timeline.insertAdjacentHTML('beforeend', f.html); // rendered and escaped by the server
+      followEnd();
+      if (f.ref) {
+        document.querySelectorAll(`form[data-for="${CSS.escape(f.ref)}"]`).forEach((form) => { form.hidden = true; });
+      }
+      (f.pending || []).forEach((pid) => {
+        document.querySelectorAll(`form[data-for="${CSS.escape(pid)}"]`).forEach((form) => { form.hidden = false; });
+      });
+    },
+    summary(data) {
+      const f = JSON.parse(data);
       const status = document.querySelector('#status .status');
-      if (status) {
+      if (status && f.status) {
         status.className = `status status-${f.status}`;
         status.lastChild.textContent = f.status;
       }
-    }
-    if (f.usage) document.getElementById('usage').textContent = f.usage;
-    if (f.outputs) document.getElementById('outputs').innerHTML = f.outputs; // rendered and escaped by the server
+      if (f.usage) document.getElementById('usage').textContent = f.usage;
+      if (f.outputs) document.getElementById('outputs').innerHTML = f.outputs; // rendered and escaped by the server
+    },
   });
 }
 
