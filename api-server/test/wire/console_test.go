@@ -317,3 +317,82 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(i, 0)]
 }
+
+// a11yChecks lists what a page lacks for a keyboard or screen reader user
+// on a narrow screen: a form control without a label, a button or link
+// without text, no main landmark or page heading, no language, content
+// wider than the screen.
+const a11yChecks = `(() => {
+	const out = [];
+	const visible = (el) => el.offsetParent !== null || el.getClientRects().length > 0;
+	for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea')) {
+		if (visible(el) && el.labels.length === 0 && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby')) {
+			out.push('unlabelled ' + el.tagName + '#' + el.id + '[name=' + el.name + ']');
+		}
+	}
+	for (const el of document.querySelectorAll('button, a[href]')) {
+		if (visible(el) && !el.textContent.trim() && !el.getAttribute('aria-label')) out.push('no text: ' + el.outerHTML.slice(0, 80));
+	}
+	if (!document.querySelector('main')) out.push('no main');
+	if (document.querySelectorAll('h1').length !== 1) out.push(document.querySelectorAll('h1').length + ' h1');
+	if (!document.documentElement.lang) out.push('no lang');
+	if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+		const wide = [...document.querySelectorAll('main *')].filter(el => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest('.table-wrap, pre'));
+		out.push('wider than the screen: ' + document.documentElement.scrollWidth + ' > ' + window.innerWidth + ' ' + wide.slice(0, 3).map(el => el.tagName + '.' + el.className).join(' '));
+	}
+	return out;
+})()`
+
+// TestConsoleAccessible visits every page of the console on a narrow
+// screen (390 px): each has labelled controls, named buttons and links, a
+// main landmark, one heading and a language, fits the screen, and the
+// first Tab reaches the skip link with a visible focus ring.
+func TestConsoleAccessible(t *testing.T) {
+	t.Parallel()
+	e := newTurnEnv(t)
+	b := newBrowser(t, e.srv.BaseURL)
+	b.do("a narrow screen", chromedp.EmulateViewport(390, 844))
+	b.signIn(e.srv.APIKey)
+	sid := e.session(t, toolset)
+	events := e.watch(t, sid)
+	e.say(t, sid, `#tool bash {"command":"echo a-rather-long-output-line-without-any-spaces-that-could-push-the-page-wider-than-a-phone-screen-if-it-did-not-wrap"}`)
+	until(t, events, "session.status_idle", 30*time.Second)
+	s, err := e.client.Beta.Sessions.Get(context.Background(), sid, anthropic.BetaSessionGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []string{"/console/sessions", "/console/sessions/new", "/console/sessions/" + sid,
+		"/console/agents", "/console/agents/new", "/console/agents/" + s.Agent.ID,
+		"/console/environments", "/console/environments/new", "/console/environments/" + s.EnvironmentID,
+		"/console/files", "/console/vaults", "/console/vaults/new", "/console/deployments", "/console/deployments/new",
+		"/console/webhooks", "/console/webhooks/new", "/console/providers"}
+	for _, p := range pages {
+		b.open(p)
+		if problems := evalJS[[]string](b, a11yChecks); len(problems) > 0 {
+			t.Errorf("%s: %v", p, problems)
+		}
+	}
+	// The checks see what they look for.
+	b.open("/console/files")
+	broken := evalJS[[]string](b, `(() => {
+		const m = document.querySelector('main');
+		m.append(document.createElement('input'));
+		const wide = document.createElement('p');
+		wide.textContent = 'x'.repeat(400);
+		m.append(wide);
+		return ` + a11yChecks + `;
+	})()`)
+	if len(broken) != 2 {
+		t.Errorf("the checks found %v on a page given an unlabelled input and a wide block, want those 2 (%s)", broken, evalJS[string](b, `document.documentElement.scrollWidth + ' ' + window.innerWidth + ' ' + document.body.scrollWidth`))
+	}
+
+	b.open("/console/sessions")
+	b.do("press Tab", chromedp.KeyEvent("\t"))
+	focus := evalJS[string](b, `document.activeElement.className + ' ' + getComputedStyle(document.activeElement).outlineStyle`)
+	if focus != "skip solid" {
+		t.Errorf("after one Tab the focus is on %q, want the skip link with a visible outline (\"skip solid\")", focus)
+	}
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Errorf("the pages reported errors: %v", errs)
+	}
+}
