@@ -228,6 +228,7 @@ banner() {
 
 ================================================================ Mango dev
   API (HTTP)          ${BASE_URL}        (readyz: ${BASE_URL}/readyz)
+  Console             ${BASE_URL}/console (sign in with the API key below)
   ControlPlane (gRPC) ${GRPC_ADDR}
   PostgreSQL          ${MANGO_DATABASE_URL}
   Temporal            ${MANGO_TEMPORAL_HOSTPORT} (UI/HTTP 127.0.0.1:17234)

@@ -152,6 +152,21 @@ func checkInvariants(t *testing.T, r *rendered, vals map[string]any) {
 	checkNotes(t, r, vals)
 }
 
+// TestChartConsole: console.enabled and console.signInTTL reach the
+// api-server as MANGO_CONSOLE and MANGO_CONSOLE_SIGNIN_TTL; a TTL that is
+// not a duration is refused by the schema.
+func TestChartConsole(t *testing.T) {
+	t.Parallel()
+	r := mustRender(t, map[string]any{"console": map[string]any{"enabled": false, "signInTTL": "30m"}})
+	env := effectiveEnv(t, r, find[*appsv1.Deployment](t, r, apiServerName).Spec.Template.Spec.Containers[0])
+	if env["MANGO_CONSOLE"] != "false" || env["MANGO_CONSOLE_SIGNIN_TTL"] != "30m" {
+		t.Errorf("console disabled, 30m: MANGO_CONSOLE = %q, MANGO_CONSOLE_SIGNIN_TTL = %q", env["MANGO_CONSOLE"], env["MANGO_CONSOLE_SIGNIN_TTL"])
+	}
+	if _, err := renderChart(map[string]any{"console": map[string]any{"signInTTL": "a day"}}); err == nil || !strings.Contains(err.Error(), "signInTTL") {
+		t.Errorf("signInTTL %q: err = %v, want a schema error naming it", "a day", err)
+	}
+}
+
 // TestChartDeploymentsCatchupWindow: deployments.catchupWindow reaches
 // the api-server as MANGO_DEPLOYMENT_CATCHUP_WINDOW (TestChartRender checks
 // it on every values file, and that no worker gets it); a value that is
@@ -344,7 +359,7 @@ func checkAPIServer(t *testing.T, r *rendered, vals map[string]any) apiServerFac
 		}
 	}
 	for _, k := range []string{"MANGO_TEMPORAL_HOSTPORT", "MANGO_TEMPORAL_NAMESPACE", "MANGO_SANDBOX", "MANGO_SANDBOX_PROVIDERS", "MANGO_TASK_QUEUE_PREFIX",
-		"MANGO_WEBHOOK_ALLOW_PRIVATE", "MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW"} {
+		"MANGO_WEBHOOK_ALLOW_PRIVATE", "MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW", "MANGO_CONSOLE", "MANGO_CONSOLE_SIGNIN_TTL"} {
 		if env[k] == "" {
 			t.Errorf("api-server %s not set", k)
 		}
@@ -517,7 +532,7 @@ func checkWorkerEnv(t *testing.T, name string, d *appsv1.Deployment, c corev1.Co
 			t.Errorf("%s: %s = %q, want the api-server's %q", name, k, env[k], api.Env[k])
 		}
 	}
-	for _, k := range []string{"MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW"} {
+	for _, k := range []string{"MANGO_WEBHOOK_RETRY_MAX", "MANGO_DEPLOYMENT_CATCHUP_WINDOW", "MANGO_CONSOLE"} {
 		if v, ok := env[k]; ok {
 			t.Errorf("%s: %s = %q; it is an api-server setting, want it unset on workers", name, k, v)
 		}

@@ -71,6 +71,10 @@ MANGO_WEBHOOK_RETRY_MAX: {{ .retryMax | quote }}
 {{- with .Values.deployments }}
 MANGO_DEPLOYMENT_CATCHUP_WINDOW: {{ .catchupWindow | quote }}
 {{- end }}
+{{- with .Values.console }}
+MANGO_CONSOLE: {{ .enabled | quote }}
+MANGO_CONSOLE_SIGNIN_TTL: {{ .signInTTL | quote }}
+{{- end }}
 {{- with .Values.skills }}
 MANGO_SKILLS_MAX_BYTES: {{ .maxBytes | int64 | quote }}
 MANGO_SKILLS_MAX_FILES: {{ .maxFiles | int64 | quote }}
