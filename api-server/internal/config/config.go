@@ -304,7 +304,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		SkillsMaxBytes: DefaultSkillsMaxBytes, SkillsMaxFiles: DefaultSkillsMaxFiles,
 		StreamPingInterval: 15 * time.Second, ShutdownTimeout: 30 * time.Second, HostGoneAfter: 2 * time.Minute, WebhookRetryMax: time.Hour,
 		DeploymentCatchup: time.Hour, Console: true, ConsoleSignInTTL: 12 * time.Hour,
-		WorkLeaseTTL:      300 * time.Second, WorkMaxLeaseTTL: time.Hour,
+		WorkLeaseTTL: 300 * time.Second, WorkMaxLeaseTTL: time.Hour,
 	}
 	r := reader{getenv: getenv}
 	for _, e := range envconf.Parse(&v, getenv, parsers) {
@@ -323,7 +323,7 @@ func Load(getenv func(string) string) (*Config, error) {
 		SkillsMaxBytes: v.SkillsMaxBytes, SkillsMaxFiles: int(v.SkillsMaxFiles), SkillsCatalog: strings.TrimSpace(v.SkillsCatalog),
 		AllowPrivate: v.AllowPrivate, PprofAddr: v.PprofAddr, WebhookAllowPrivate: v.WebhookPrivate, WebhookRetryMax: v.WebhookRetryMax,
 		DeploymentCatchupWindow: v.DeploymentCatchup, Console: v.Console, ConsoleSignInTTL: v.ConsoleSignInTTL,
-		WorkLeaseTTL:            v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
+		WorkLeaseTTL: v.WorkLeaseTTL, WorkMaxLeaseTTL: v.WorkMaxLeaseTTL,
 	}
 	r.check(c, &v)
 	c.LogLevel = r.logLevel(v.LogLevel)

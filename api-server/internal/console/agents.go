@@ -38,14 +38,8 @@ type agentListPage struct {
 
 // agentList shows the agents, newest first, with paging.
 func (c *Console) agentList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q := url.Values{"limit": {"25"}}
-	p := agentListPage{Archived: r.FormValue("archived") == "1"}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
-	}
+	q, archived := listQuery(r, 25)
+	p := agentListPage{Archived: archived}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), "/v1/agents", q, &l); err != nil {
 		return err

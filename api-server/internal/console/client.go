@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -166,6 +167,21 @@ func sanitizeFilename(name string) string {
 		return "upload"
 	}
 	return name
+}
+
+// listQuery is the API query of the list page a visitor asked for: limit,
+// the page cursor followed (?page=) and, with ?archived=1, archived items
+// too (archived reports that).
+func listQuery(r *http.Request, limit int) (q url.Values, archived bool) {
+	q = url.Values{"limit": {strconv.Itoa(limit)}}
+	archived = r.FormValue("archived") == "1"
+	if archived {
+		q.Set("include_archived", "true")
+	}
+	if pg := r.FormValue("page"); pg != "" {
+		q.Set("page", pg)
+	}
+	return q, archived
 }
 
 // list is a page of a list answer.

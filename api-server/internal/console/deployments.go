@@ -24,20 +24,14 @@ type deploymentListPage struct {
 	// Names are the names of the agents and environments, by id.
 	Names    map[string]string
 	Archived bool
-	Next     string // query of the next page, or ""
+	Next     string // cursor of the next page, or ""
 }
 
 // deploymentList shows the deployments, newest first, with their status,
 // schedule and upcoming runs.
 func (c *Console) deploymentList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	p := deploymentListPage{Archived: r.FormValue("archived") == "1"}
-	q := url.Values{"limit": {"50"}}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
-	}
+	q, archived := listQuery(r, 50)
+	p := deploymentListPage{Archived: archived}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), "/v1/deployments", q, &l); err != nil {
 		return err
@@ -48,13 +42,7 @@ func (c *Console) deploymentList(w http.ResponseWriter, r *http.Request, v *visi
 		return err
 	}
 	p.Names = ae.names()
-	if l.NextPage != "" {
-		next := url.Values{"page": {l.NextPage}}
-		if p.Archived {
-			next.Set("archived", "1")
-		}
-		p.Next = next.Encode()
-	}
+	p.Next = l.NextPage
 	c.render(w, r, v, http.StatusOK, "deployments", p)
 	return nil
 }
@@ -158,7 +146,7 @@ type deploymentPage struct {
 	Names      map[string]string
 	Initial    []initialEvent
 	Runs       []map[string]any
-	RunsNext   string // query of the next page of runs, or ""
+	RunsNext   string // cursor of the next page of runs, or ""
 }
 
 // deploymentPage shows a deployment: its configuration, schedule and
@@ -186,7 +174,7 @@ func (c *Console) deploymentPage(w http.ResponseWriter, r *http.Request, v *visi
 	}
 	p.Runs = runs.Data
 	if runs.NextPage != "" {
-		p.RunsNext = url.Values{"runs_page": {runs.NextPage}}.Encode()
+		p.RunsNext = runs.NextPage
 	}
 	ae, err := listAgentsAndEnvironments(ctx, v)
 	if err != nil {

@@ -29,14 +29,8 @@ type environmentListPage struct {
 
 // environmentList shows the environments, newest first, with paging.
 func (c *Console) environmentList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q := url.Values{"limit": {"25"}}
-	p := environmentListPage{Archived: r.FormValue("archived") == "1"}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
-	}
+	q, archived := listQuery(r, 25)
+	p := environmentListPage{Archived: archived}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), "/v1/environments", q, &l); err != nil {
 		return err

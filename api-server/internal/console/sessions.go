@@ -24,9 +24,9 @@ type sessionListPage struct {
 
 // sessionList shows the sessions, newest first, with filters and paging.
 func (c *Console) sessionList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q := url.Values{"limit": {"25"}}
+	q, archived := listQuery(r, 25)
 	p := sessionListPage{Statuses: sessionStatuses, Status: r.FormValue("status"), AgentID: strings.TrimSpace(r.FormValue("agent_id")),
-		Archived: r.FormValue("archived") == "1"}
+		Archived: archived}
 	if p.Status != "" {
 		if !slices.Contains(sessionStatuses, p.Status) {
 			return badInput(fmt.Sprintf("status: %q is not one of %s", p.Status, strings.Join(sessionStatuses, ", ")))
@@ -35,12 +35,6 @@ func (c *Console) sessionList(w http.ResponseWriter, r *http.Request, v *visit) 
 	}
 	if p.AgentID != "" {
 		q.Set("agent_id", p.AgentID)
-	}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
 	}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), "/v1/sessions", q, &l); err != nil {

@@ -47,14 +47,8 @@ type vaultListPage struct {
 
 // vaultList shows the vaults, newest first (archived ones on request).
 func (c *Console) vaultList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	p := vaultListPage{Archived: r.FormValue("archived") == "1"}
-	q := url.Values{"limit": {"25"}}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
-	}
+	q, archived := listQuery(r, 25)
+	p := vaultListPage{Archived: archived}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), "/v1/vaults", q, &l); err != nil {
 		return err
@@ -151,16 +145,10 @@ type vaultPage struct {
 // the API returns them) and what can be done with them.
 func (c *Console) vaultPage(w http.ResponseWriter, r *http.Request, v *visit) error {
 	id := r.PathValue("id")
-	p := vaultPage{Kinds: credentialKinds, Archived: r.FormValue("archived") == "1"}
+	q, archived := listQuery(r, 100)
+	p := vaultPage{Kinds: credentialKinds, Archived: archived}
 	if err := v.api.get(r.Context(), vaultAPIPath(id), nil, &p.Vault); err != nil {
 		return err
-	}
-	q := url.Values{"limit": {"100"}}
-	if p.Archived {
-		q.Set("include_archived", "true")
-	}
-	if pg := r.FormValue("page"); pg != "" {
-		q.Set("page", pg)
 	}
 	var l list[map[string]any]
 	if err := v.api.get(r.Context(), vaultAPIPath(id)+"/credentials", q, &l); err != nil {

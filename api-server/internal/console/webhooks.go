@@ -26,7 +26,7 @@ func webhookPath(id string) string { return "/v1/organizations/webhooks/" + url.
 
 type webhookListPage struct {
 	Endpoints []map[string]any
-	Next      string // query of the next page, or ""
+	Next      string // after_id of the next page, or ""
 }
 
 // webhookList shows the endpoints, oldest first (the API's order).
@@ -41,7 +41,7 @@ func (c *Console) webhookList(w http.ResponseWriter, r *http.Request, v *visit) 
 	}
 	p := webhookListPage{Endpoints: l.Data}
 	if l.HasMore && l.LastID != "" {
-		p.Next = url.Values{"after_id": {l.LastID}}.Encode()
+		p.Next = l.LastID
 	}
 	c.render(w, r, v, http.StatusOK, "webhooks", p)
 	return nil

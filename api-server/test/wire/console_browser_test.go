@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"sync"
@@ -193,6 +192,3 @@ func (b *browser) signIn(key string) {
 		b.t.Fatalf("after sign-in the browser is at %s, want /console/sessions", loc)
 	}
 }
-
-// js quotes s as a JavaScript string literal.
-func js(s string) string { return fmt.Sprintf("%q", s) }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,7 +380,7 @@ func TestConsoleAccessible(t *testing.T) {
 		const wide = document.createElement('p');
 		wide.textContent = 'x'.repeat(400);
 		m.append(wide);
-		return ` + a11yChecks + `;
+		return `+a11yChecks+`;
 	})()`)
 	if len(broken) != 2 {
 		t.Errorf("the checks found %v on a page given an unlabelled input and a wide block, want those 2 (%s)", broken, evalJS[string](b, `document.documentElement.scrollWidth + ' ' + window.innerWidth + ' ' + document.body.scrollWidth`))
