@@ -17,9 +17,11 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mangohq/mango/api-server/internal/envelope"
@@ -138,8 +140,11 @@ func (c *Console) signedIn(h handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if err := checkCSRF(r, v.csrf); err != nil {
-				http.Error(w, err.Error(), http.StatusForbidden)
+			if r.Context().Value(uploadRoute{}) == nil {
+				r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			}
+			if status, err := checkCSRF(r, v.csrf); err != nil {
+				http.Error(w, err.Error(), status)
 				return
 			}
 		}
@@ -149,26 +154,40 @@ func (c *Console) signedIn(h handler) http.Handler {
 	})
 }
 
+// maxFormBytes caps the body of a form that uploads no file (the largest
+// are an agent's system prompt and tools, far below it).
+const maxFormBytes = 4 << 20
+
 // errCSRF refuses a change that does not carry the sign-in's CSRF token.
 var errCSRF = errors.New("refused: the request does not carry this sign-in's CSRF token (reload the page and try again)")
 
 // checkCSRF accepts a changing request only from the console's own pages:
 // the X-CSRF-Token header (scripts) or the csrf form field must be the
 // sign-in's token, and an Origin header, when sent, must be this host.
-func checkCSRF(r *http.Request, want string) error {
+// It answers the status to refuse with: 403, or 413 for a body over its
+// cap.
+func checkCSRF(r *http.Request, want string) (int, error) {
 	if o := r.Header.Get("Origin"); o != "" {
 		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-			return errors.New("refused: the request comes from another origin")
+			return http.StatusForbidden, errors.New("refused: the request comes from another origin")
 		}
 	}
 	got := r.Header.Get("X-CSRF-Token")
 	if got == "" {
+		err := r.ParseForm() // a urlencoded body
+		if err == nil && strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			err = r.ParseMultipartForm(32 << 20)
+		}
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("refused: the form is larger than the %d bytes this page takes", tooLarge.Limit)
+		}
 		got = r.PostFormValue("csrf")
 	}
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return errCSRF
+		return http.StatusForbidden, errCSRF
 	}
-	return nil
+	return 0, nil
 }
 
 // fail renders err: a signed-out key goes back to the sign-in page, an

@@ -81,3 +81,14 @@ func TestActionsNeedCSRF(t *testing.T) {
 		t.Errorf("sign out with the token: %d %s", code, loc)
 	}
 }
+
+// TestFormBodyCapped: a form without a file larger than the console takes
+// is refused as too large (413), not read whole.
+func TestFormBodyCapped(t *testing.T) {
+	srv := testserver.Start(t)
+	v := signedIn(t, srv)
+	code, _, body := v.post("/console/sessions", url.Values{"title": {strings.Repeat("x", 5<<20)}})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than") {
+		t.Errorf("a 5 MB form: %d %q, want 413 saying it is too large", code, body)
+	}
+}

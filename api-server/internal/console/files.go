@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"mime"
@@ -103,6 +104,10 @@ func (c *Console) filePage(w http.ResponseWriter, r *http.Request, v *visit) err
 // bytes: the CSRF field, boundaries and part headers.
 const uploadSlack = 64 << 10
 
+// uploadRoute marks, in a request's context, a route whose body
+// uploadLimit capped (signedIn caps the others at maxFormBytes).
+type uploadRoute struct{}
+
 // uploadLimit caps the body of an upload form before anything reads it
 // (signedIn's CSRF check parses the form, spooling the file). A body
 // that says it is too large is refused at once with a page that says so;
@@ -121,7 +126,7 @@ func (c *Console) uploadLimit(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), uploadRoute{}, true)))
 	})
 }
 
