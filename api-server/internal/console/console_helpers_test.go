@@ -108,3 +108,6 @@ func (v *visitor) post(path string, form url.Values) (int, string, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("Location"), string(b)
 }
+
+// regexpNext finds a list page's next-page link.
+var regexpNext = regexp.MustCompile(`<a class="button" href="([^"]+)">Next page</a>`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -159,10 +160,15 @@ func (b *browser) fill(sel, value string) {
 	b.do("fill "+sel, chromedp.SetValue(chromedp.CSS(sel), value))
 }
 
-// click clicks the element sel.
+// click clicks the element sel as a user's click does (a submit button
+// submits its form as its submitter, a download link downloads), through
+// the element itself: a timeline that scrolls to a new entry between the
+// aim and the press of a mouse click cannot make it miss.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	if !evalJS[bool](b, `(() => { const el = document.querySelector(`+strconv.Quote(sel)+`); if (!el) return false; el.click(); return true; })()`) {
+		b.t.Fatalf("browser: nothing to click at %s; the page ends with:\n%s", sel, evalJS[string](b, `(document.body?.innerText ?? '').slice(-2000)`))
+	}
 }
 
 // submitNav clicks sel (a submit button) and waits for the page it leads

@@ -55,6 +55,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.wait("the agent's message", `document.querySelector('#timeline [data-type="agent.message"]')?.textContent.includes('one two three four five six seven eight')`, 30*time.Second)
 	b.wait("the preview to go", `!document.querySelector('#preview .preview-entry')`, 10*time.Second)
 
+	// A message with a file attached: it reaches the model as a document
+	// block of the uploaded file.
+	attachment := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(attachment, []byte("attached notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.fill("#text", "#echo-blocks")
+	b.do("attach a file", chromedp.SetUploadFiles(chromedp.CSS("#files"), []string{attachment}))
+	b.click(`form.composer button[type=submit]`)
+	b.wait("the model's view of the attachment", `[...document.querySelectorAll('#timeline [data-type="agent.message"]')].some(el => /blocks: text; document /.test(el.textContent))`, 30*time.Second)
+	if v := evalJS[string](b, `document.getElementById('files').value`); v != "" {
+		t.Errorf("the file input still holds %q after sending", v)
+	}
+
 	// An always_ask call: the Allow button appears, and after it the output.
 	b.fill("#text", `#tool bash {"command":"echo console-approved-$((6*7))"}`)
 	b.click(`form.composer button[type=submit]`)
@@ -197,6 +211,15 @@ func TestConsoleHostileTranscript(t *testing.T) {
 	b.wait("the live stream", `window.mangoConsole && window.mangoConsole.live`, 30*time.Second)
 	e.say(t, sid, hostileMessage)
 	until(t, events, "session.status_idle", 30*time.Second)
+	// A custom tool call answered through the console's form.
+	e.say(t, sid, hostileCall)
+	until(t, events, "session.status_idle", 30*time.Second)
+	b.wait("the custom call's form", `!!document.querySelector('form.action[data-for] textarea[name=text]') && document.querySelector('form.action[data-for]').getClientRects().length > 0`, 30*time.Second)
+	b.fill(`form.action[data-for] textarea[name=text]`, "answered in the console")
+	b.click(`form.action[data-for] button[type=submit]`)
+	until(t, events, "session.status_idle", 30*time.Second)
+	b.wait("the reply using the answer", `[...document.querySelectorAll('#timeline [data-type="agent.message"]')].some(el => el.textContent.includes('answered in the console'))`, 30*time.Second)
+
 	e.say(t, sid, hostileCall)
 	evs := until(t, events, "session.status_idle", 30*time.Second)
 	use := last(evs, "agent.custom_tool_use")
@@ -218,11 +241,11 @@ func TestConsoleHostileTranscript(t *testing.T) {
 		if got != `{"pwned":null,"bad":0,"esc":false,"visible":true}` {
 			t.Errorf("%s: hostile content is not inert: %s", when, got)
 		}
-		out := evalJS[int](b, `Math.max(...[...document.querySelectorAll('#timeline [data-type="user.custom_tool_result"] pre.text')].map(p => p.textContent.length))`)
+		out := evalJS[int](b, `[...document.querySelectorAll('#timeline [data-type="user.custom_tool_result"] pre.text')].pop().textContent.length`)
 		if out <= 0 || out > 100<<10 {
 			t.Errorf("%s: the 5 MB output shows %d characters, want it clipped to at most 100 KiB", when, out)
 		}
-		if !evalJS[bool](b, `document.querySelector('#timeline [data-type="user.custom_tool_result"] pre.text').textContent.startsWith('RED <script>')`) {
+		if !evalJS[bool](b, `[...document.querySelectorAll('#timeline [data-type="user.custom_tool_result"] pre.text')].pop().textContent.startsWith('RED <script>')`) {
 			t.Errorf("%s: the output does not start with its text, escapes removed and markup shown as text", when)
 		}
 	}
