@@ -16,7 +16,7 @@ import (
 // agentRoutes registers the agent pages.
 func (c *Console) agentRoutes() {
 	m := c.mux
-	m.Handle("GET "+Prefix+"/agents", c.signedIn(c.agentList))
+	m.Handle("GET "+Prefix+"/agents", c.signedIn(c.listOf("/v1/agents", "agents")))
 	m.Handle("GET "+Prefix+"/agents/new", c.signedIn(c.agentNewForm))
 	m.Handle("POST "+Prefix+"/agents", c.signedIn(c.agentCreate))
 	m.Handle("GET "+Prefix+"/agents/{id}", c.signedIn(c.agentPage))
@@ -29,26 +29,6 @@ const agentToolset = "agent_toolset_20260401"
 // agentPolicies are the permission policies the new-agent form offers
 // for the built-in toolset's default.
 var agentPolicies = []string{"always_allow", "always_ask"}
-
-type agentListPage struct {
-	Agents   []map[string]any
-	Archived bool
-	Next     string // the next page's cursor, or ""
-}
-
-// agentList shows the agents, newest first, with paging.
-func (c *Console) agentList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q, archived := listQuery(r, 25)
-	p := agentListPage{Archived: archived}
-	var l list[map[string]any]
-	if err := v.api.get(r.Context(), "/v1/agents", q, &l); err != nil {
-		return err
-	}
-	p.Agents = l.Data
-	p.Next = l.NextPage
-	c.render(w, r, v, http.StatusOK, "agents", p)
-	return nil
-}
 
 // agentNewForm asks for a new agent's name, model, prompt and tools.
 func (c *Console) agentNewForm(w http.ResponseWriter, r *http.Request, v *visit) error {

@@ -184,6 +184,28 @@ func listQuery(r *http.Request, limit int) (q url.Values, archived bool) {
 	return q, archived
 }
 
+// listPage is one page of a list of resources, newest first.
+type listPage struct {
+	Items    []map[string]any
+	Archived bool   // archived ones are listed too
+	Next     string // the next page's cursor, or ""
+}
+
+// listOf is the list page of the API's list at path (agents,
+// environments, vaults), rendered with the page named page: 25 a page,
+// archived ones on request.
+func (c *Console) listOf(path, page string) handler {
+	return func(w http.ResponseWriter, r *http.Request, v *visit) error {
+		q, archived := listQuery(r, 25)
+		var l list[map[string]any]
+		if err := v.api.get(r.Context(), path, q, &l); err != nil {
+			return err
+		}
+		c.render(w, r, v, http.StatusOK, page, listPage{Items: l.Data, Archived: archived, Next: l.NextPage})
+		return nil
+	}
+}
+
 // list is a page of a list answer.
 type list[T any] struct {
 	Data     []T    `json:"data"`

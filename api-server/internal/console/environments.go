@@ -13,32 +13,12 @@ import (
 // environmentRoutes registers the environment pages.
 func (c *Console) environmentRoutes() {
 	m := c.mux
-	m.Handle("GET "+Prefix+"/environments", c.signedIn(c.environmentList))
+	m.Handle("GET "+Prefix+"/environments", c.signedIn(c.listOf("/v1/environments", "environments")))
 	m.Handle("GET "+Prefix+"/environments/new", c.signedIn(c.environmentNewForm))
 	m.Handle("POST "+Prefix+"/environments", c.signedIn(c.environmentCreate))
 	m.Handle("GET "+Prefix+"/environments/{id}", c.signedIn(c.environmentPage))
 	m.Handle("POST "+Prefix+"/environments/{id}/archive", c.signedIn(c.environmentArchive))
 	m.Handle("POST "+Prefix+"/environments/{id}/delete", c.signedIn(c.environmentDelete))
-}
-
-type environmentListPage struct {
-	Environments []map[string]any
-	Archived     bool
-	Next         string // the next page's cursor, or ""
-}
-
-// environmentList shows the environments, newest first, with paging.
-func (c *Console) environmentList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q, archived := listQuery(r, 25)
-	p := environmentListPage{Archived: archived}
-	var l list[map[string]any]
-	if err := v.api.get(r.Context(), "/v1/environments", q, &l); err != nil {
-		return err
-	}
-	p.Environments = l.Data
-	p.Next = l.NextPage
-	c.render(w, r, v, http.StatusOK, "environments", p)
-	return nil
 }
 
 // environmentNewForm asks for a new environment's name, description and

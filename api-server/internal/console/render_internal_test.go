@@ -26,7 +26,7 @@ func TestNextPageLinks(t *testing.T) {
 		want string
 	}{
 		"sessions":    {"sessions", sessionListPage{Next: cursor, Archived: true}, want + "&amp;status=&amp;agent_id=&amp;archived=1"},
-		"agents":      {"agents", agentListPage{Next: cursor}, want},
+		"agents":      {"agents", listPage{Next: cursor}, want},
 		"deployments": {"deployments", deploymentListPage{Next: cursor, Archived: true}, want + "&amp;archived=1"},
 		"runs":        {"deployment", deploymentPage{Deployment: map[string]any{"id": "depl_1"}, RunsNext: cursor}, "runs_" + want},
 		"webhooks":    {"webhooks", webhookListPage{Next: cursor}, "after_id=c%2fur%3dso%2br"},

@@ -17,7 +17,7 @@ import (
 // vaultRoutes registers the vault pages.
 func (c *Console) vaultRoutes() {
 	m := c.mux
-	m.Handle("GET "+Prefix+"/vaults", c.signedIn(c.vaultList))
+	m.Handle("GET "+Prefix+"/vaults", c.signedIn(c.listOf("/v1/vaults", "vaults")))
 	m.Handle("GET "+Prefix+"/vaults/new", c.signedIn(c.vaultNewForm))
 	m.Handle("POST "+Prefix+"/vaults", c.signedIn(c.vaultCreate))
 	m.Handle("GET "+Prefix+"/vaults/{id}", c.signedIn(c.vaultPage))
@@ -36,27 +36,6 @@ func vaultAPIPath(id string) string { return "/v1/vaults/" + url.PathEscape(id) 
 
 func credentialAPIPath(vaultID, credID string) string {
 	return vaultAPIPath(vaultID) + "/credentials/" + url.PathEscape(credID)
-}
-
-// vaultListPage is one page of the vaults list.
-type vaultListPage struct {
-	Vaults   []map[string]any
-	Archived bool
-	NextPage string // cursor of the next page, or ""
-}
-
-// vaultList shows the vaults, newest first (archived ones on request).
-func (c *Console) vaultList(w http.ResponseWriter, r *http.Request, v *visit) error {
-	q, archived := listQuery(r, 25)
-	p := vaultListPage{Archived: archived}
-	var l list[map[string]any]
-	if err := v.api.get(r.Context(), "/v1/vaults", q, &l); err != nil {
-		return err
-	}
-	p.Vaults = l.Data
-	p.NextPage = l.NextPage
-	c.render(w, r, v, http.StatusOK, "vaults", p)
-	return nil
 }
 
 // vaultForm is the new-vault form, shown again with the values sent and

@@ -313,12 +313,14 @@ func TestRelayRetriesSameID(t *testing.T) {
 func TestRelayIsolatesHangingEndpoint(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	entered := make(chan struct{}, 8) // one per request of A's counted in inA
 	var inA, maxA atomic.Int32
-	srvA, gotA := endpoint(t, func(_ http.ResponseWriter, _ *http.Request) {
+	srvA, _ := endpoint(t, func(_ http.ResponseWriter, _ *http.Request) {
 		n := inA.Add(1)
 		defer inA.Add(-1)
 		for m := maxA.Load(); n > m && !maxA.CompareAndSwap(m, n); m = maxA.Load() {
 		}
+		entered <- struct{}{}
 		<-release
 	})
 	srvB, _ := endpoint(t, func(http.ResponseWriter, *http.Request) {})
@@ -334,8 +336,13 @@ func TestRelayIsolatesHangingEndpoint(t *testing.T) {
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before Run's cleanup
 
-	recv(t, gotA)
-	recv(t, gotA) // both of A's slots hang
+	for range 2 { // both of A's slots hang
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("A's two requests did not arrive")
+		}
+	}
 	b := store.waitRecord(t, "wevt_b", "ep_b")
 	if !b.Delivered {
 		t.Fatalf("B's attempt %+v while A hangs, want delivered", b)
