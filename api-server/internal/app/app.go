@@ -17,9 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
 	"github.com/mangohq/mango/api-server/internal/auth"
 	"github.com/mangohq/mango/api-server/internal/broadcast"
@@ -39,6 +42,8 @@ import (
 	"github.com/mangohq/mango/api-server/internal/skillcatalog"
 	"github.com/mangohq/mango/api-server/internal/webhooks"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/internal/buildinfo"
+	"github.com/mangohq/mango/internal/telemetry"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
 
@@ -46,9 +51,9 @@ import (
 func NewLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // Migrate applies the database migrations and returns.
@@ -85,6 +90,7 @@ type Server struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	pool     *pgxpool.Pool
+	tracing  *telemetry.Tracing
 	temporal client.Client
 	http     *http.Server
 	httpLn   net.Listener
@@ -130,6 +136,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, pool: pool}
+	if s.tracing, err = telemetry.Start(ctx, cfg.Tracing, "mango-api-server", buildinfo.Get().Version, log); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -145,6 +155,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	topts, err := temporalOptions(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	if s.tracing.Enabled {
+		ti, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: s.tracing.Provider().Tracer(telemetry.Scope("temporal"))})
+		if err != nil {
+			return nil, fmt.Errorf("tracing: temporal interceptor: %w", err)
+		}
+		topts.Interceptors = append(topts.Interceptors, ti)
 	}
 	s.temporal, err = client.NewLazyClient(topts)
 	if err != nil {
@@ -196,6 +213,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	if err != nil {
 		return nil, err
 	}
+	if s.tracing.Enabled {
+		handler = telemetry.HTTPHandler(handler, s.tracing.Provider())
+	}
 	s.http = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -208,7 +228,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 		return nil, fmt.Errorf("MANGO_HTTP_ADDR: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	s.cp.eventWaits, s.cp.wake = s.eventWaits, s.relay.Wake
-	if err := s.cp.listen(cfg, store, files, s.previews, s.interrupts, reg, log); err != nil {
+	var grpcOpts []grpc.ServerOption
+	if s.tracing.Enabled {
+		grpcOpts = append(grpcOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tracing.Provider()))))
+	}
+	if err := s.cp.listen(cfg, store, files, s.previews, s.interrupts, reg, log, grpcOpts...); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -411,6 +435,11 @@ func (s *Server) close() {
 	}
 	if s.pool != nil {
 		s.pool.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Warn("tracing: spans not flushed at exit", "err", err)
 	}
 }
 

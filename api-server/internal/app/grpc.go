@@ -33,7 +33,7 @@ type controlPlane struct {
 // listen builds the gRPC server, over TLS when MANGO_GRPC_TLS_CERT_FILE is
 // set, and binds MANGO_GRPC_ADDR.
 func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filestore.Blobs, previews controlplane.PreviewSink,
-	interrupts controlplane.InterruptSource, reg prometheus.Registerer, log *slog.Logger) error {
+	interrupts controlplane.InterruptSource, reg prometheus.Registerer, log *slog.Logger, extra ...grpc.ServerOption) error {
 	c.drain = make(chan struct{})
 	var tlsConf *tls.Config
 	if cfg.GRPCTLS != nil {
@@ -46,7 +46,7 @@ func (c *controlPlane) listen(cfg *config.Config, store *db.Store, files filesto
 		Store: store, Token: cfg.WorkerToken, Logger: log.With("component", "controlplane"), Registry: reg, Previews: previews,
 		Interrupts: interrupts, EventWaits: c.eventWaits, Wake: c.wake,
 		TLS: tlsConf, Drain: c.drain, Prices: cfg.Prices, Secrets: cfg.Secrets,
-		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate,
+		Files: files, FilesMaxBytes: cfg.FilesMaxBytes, AllowPrivate: cfg.AllowPrivate, ServerOptions: extra,
 	})
 	if err != nil {
 		return fmt.Errorf("controlplane: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/mangohq/mango/api-server/internal/usage"
 	"github.com/mangohq/mango/internal/envconf"
 	"github.com/mangohq/mango/internal/pprofserve"
+	"github.com/mangohq/mango/internal/telemetry"
 	"github.com/mangohq/mango/internal/tlsconf"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -103,6 +104,9 @@ type Config struct {
 	// link-local and private addresses, over plain http too
 	// (MANGO_WEBHOOK_ALLOW_PRIVATE): development and tests.
 	WebhookAllowPrivate bool
+	// Tracing is the OpenTelemetry tracing the OTEL_* variables ask for
+	// (package telemetry; off by default).
+	Tracing telemetry.Config
 	// Console serves the web console at /console (MANGO_CONSOLE, default
 	// true).
 	Console bool
@@ -330,6 +334,10 @@ func Load(getenv func(string) string) (*Config, error) {
 	c.SandboxProviders = r.providers(c.DefaultSandbox, v.SandboxProviders)
 	c.GRPCTLS = r.serverTLS(&v)
 	c.TemporalTLS = r.clientTLS(&v)
+	var err error
+	if c.Tracing, err = telemetry.Load(getenv); err != nil {
+		r.errs = append(r.errs, err)
+	}
 	if s3, ok, err := filestores3.ConfigFromEnv(getenv); err != nil {
 		r.errs = append(r.errs, err)
 	} else if ok {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/internal/telemetry"
 )
 
 // Prefix is where the console is served.
@@ -88,6 +89,9 @@ func New(deps Deps) (*Console, error) {
 
 // ServeHTTP implements http.Handler.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := c.mux.Handler(r); pattern != "" {
+		telemetry.SetRoute(r.Context(), strings.TrimPrefix(pattern, r.Method+" ")) // the span's name, with tracing on
+	}
 	secureHeaders(w.Header())
 	c.mux.ServeHTTP(w, r)
 }

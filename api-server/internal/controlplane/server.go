@@ -39,6 +39,9 @@ const MaxMessageBytes = 32 << 20
 type Deps struct {
 	// Store is the api-server's database access.
 	Store *db.Store
+	// ServerOptions are added to the gRPC server's (tracing's stats
+	// handler).
+	ServerOptions []grpc.ServerOption
 	// Token is the shared worker token (MANGO_WORKER_TOKEN). When empty,
 	// every call is refused.
 	Token string
@@ -163,7 +166,7 @@ func NewGRPCServer(d Deps) (*grpc.Server, error) {
 	if d.TLS != nil {
 		opts = append(opts, grpc.Creds(grpccreds.NewTLS(d.TLS)))
 	}
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append(opts, d.ServerOptions...)...)
 	pb.RegisterControlPlaneServer(g, svc)
 	pb.RegisterContextSnapshotsServer(g, &snapshotServer{s: svc})
 	pb.RegisterFilesServer(g, newFileServer(svc, d.Files, d.FilesMaxBytes))

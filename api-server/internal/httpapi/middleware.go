@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/mangohq/mango/api-server/internal/apierror"
 	"github.com/mangohq/mango/api-server/internal/ids"
+	"github.com/mangohq/mango/internal/telemetry"
 )
 
 const requestIDKey = "request_id"
@@ -41,6 +44,11 @@ func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		if err != nil {
 			c.Error(err)
+		}
+		if span := trace.SpanFromContext(c.Request().Context()); span.IsRecording() {
+			// The request's span (when tracing is on) is named by its route.
+			telemetry.SetRoute(c.Request().Context(), routeOf(c))
+			span.SetAttributes(attribute.String("http.route", routeOf(c)))
 		}
 		level := slog.LevelDebug
 		if c.Response().Status >= 500 {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -138,7 +139,7 @@ type Relay struct {
 	// Deliver claims every due row of the session).
 	wakeMu  sync.Mutex
 	queued  map[string]bool
-	wakes   chan string
+	wakes   chan wake
 	running atomic.Bool
 
 	// downUntil is the UnixNano time until which Deliver skips Temporal,
@@ -155,7 +156,7 @@ func New(store *db.Store, temporal Starter, opts Options) *Relay {
 	opts.defaults()
 	r := &Relay{
 		store: store, temporal: temporal, opts: opts, log: opts.Logger.With("component", "outbox"),
-		kick: make(chan struct{}, 1), queued: map[string]bool{}, wakes: make(chan string, wakeQueue),
+		kick: make(chan struct{}, 1), queued: map[string]bool{}, wakes: make(chan wake, wakeQueue),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_outbox_depth",
 			Help: "Outbox rows not yet delivered to Temporal.",
@@ -186,9 +187,18 @@ const (
 	wakeQueue     = 4096
 )
 
+// wake is a session whose rows are due, and the span of the change that
+// made them (invalid without tracing): the delivery continues its trace.
+type wake struct {
+	sessionID string
+	span      trace.SpanContext
+}
+
 // Wake schedules the direct delivery of a session's due rows without
 // waiting for it. Without Run (tests), it delivers synchronously. A full
-// queue leaves the rows to the relay's poll.
+// queue leaves the rows to the relay's poll. With tracing on, the
+// delivery (the workflow's signal, and so the turn it wakes) joins the
+// trace of ctx: a user.message request's trace runs through its turn.
 func (r *Relay) Wake(ctx context.Context, sessionID string) {
 	if !r.running.Load() {
 		r.Deliver(ctx, sessionID)
@@ -200,7 +210,7 @@ func (r *Relay) Wake(ctx context.Context, sessionID string) {
 		return
 	}
 	select {
-	case r.wakes <- sessionID:
+	case r.wakes <- wake{sessionID: sessionID, span: trace.SpanContextFromContext(ctx)}:
 		r.queued[sessionID] = true
 	default:
 		r.Kick()
@@ -213,13 +223,17 @@ func (r *Relay) direct(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-r.wakes:
+		case w := <-r.wakes:
 			// Unmark first: a wake arriving during the delivery queues the
 			// session again, so rows committed after the claim go too.
 			r.wakeMu.Lock()
-			delete(r.queued, id)
+			delete(r.queued, w.sessionID)
 			r.wakeMu.Unlock()
-			r.Deliver(ctx, id)
+			dctx := ctx
+			if w.span.IsValid() {
+				dctx = trace.ContextWithSpanContext(ctx, w.span)
+			}
+			r.Deliver(dctx, w.sessionID)
 		}
 	}
 }

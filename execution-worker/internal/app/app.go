@@ -14,7 +14,9 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"golang.org/x/sync/errgroup"
@@ -41,6 +43,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/workflows/session"
 	"github.com/mangohq/mango/internal/buildinfo"
 	"github.com/mangohq/mango/internal/pprofserve"
+	"github.com/mangohq/mango/internal/telemetry"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -92,19 +95,38 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 
 	logger := newLogger(cfg, logOut)
 	logger.Info("starting execution worker", "version", Version, "config", cfg)
+	tcfg, err := telemetry.Load(getenv)
+	if err != nil {
+		return err
+	}
+	tracing, err := telemetry.Start(ctx, tcfg, "mango-execution-worker", Version, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			logger.Warn("tracing: spans not flushed at exit", "err", err)
+		}
+	}()
 	if cfg.UnsafeLocalSandbox() {
 		logger.Warn("a network-backed model is running with a sandbox that executes tools directly on this host; "+
 			"this is unsafe outside development",
 			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
 	}
 
-	c, err := dial(ctx, cfg, logger)
+	c, err := dial(ctx, cfg, logger, tracing)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 
-	cp, err := dialControlPlane(cfg, logger, grpc.WithChainUnaryInterceptor(controlplane.RetryUnavailable(cfg.ControlPlaneRetry)))
+	cpOpts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(controlplane.RetryUnavailable(cfg.ControlPlaneRetry))}
+	if tracing.Enabled {
+		cpOpts = append(cpOpts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tracing.Provider()))))
+	}
+	cp, err := dialControlPlane(cfg, logger, cpOpts...)
 	if err != nil {
 		return err
 	}
@@ -413,11 +435,20 @@ func taskQueues(ctx context.Context, cfg *config.Config, provider sandbox.Provid
 	return queues, binding, nil
 }
 
-// dial connects to Temporal, bounded by the connect timeout.
-func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+// dial connects to Temporal, bounded by the connect timeout; with
+// tracing on, workflows and activities carry the trace of whatever
+// started or signalled them (the SDK's OpenTelemetry interceptor).
+func dial(ctx context.Context, cfg *config.Config, logger *slog.Logger, tracing *telemetry.Tracing) (client.Client, error) {
 	opts, err := temporalOptions(cfg, logger)
 	if err != nil {
 		return nil, err
+	}
+	if tracing.Enabled {
+		ti, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: tracing.Provider().Tracer(telemetry.Scope("temporal"))})
+		if err != nil {
+			return nil, fmt.Errorf("tracing: temporal interceptor: %w", err)
+		}
+		opts.Interceptors = append(opts.Interceptors, ti)
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, cfg.TemporalConnectTimeout)
 	defer cancel()
@@ -455,9 +486,9 @@ func stopAll(workers []worker.Worker, timeout time.Duration) bool {
 func newLogger(cfg *config.Config, out io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == config.LogJSON {
-		return slog.New(slog.NewJSONHandler(out, opts))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(out, opts)))
 	}
-	return slog.New(slog.NewTextHandler(out, opts))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(out, opts)))
 }
 
 // heartbeatInterval spaces the worker's heartbeats to the ControlPlane.
