@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"strconv"
 	"strings"
 
@@ -203,6 +204,9 @@ type Core struct {
 	// a tool call its abandoned predecessor still runs here; nil: a call
 	// ends with the attempt that started it.
 	Calls *Calls
+	// Tracer makes the spans of model requests and tool calls; nil makes
+	// none.
+	Tracer trace.Tracer
 }
 
 var _ Runtime = (*Core)(nil)
@@ -425,8 +429,10 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 	}
 	startID := ids[0]
 	var resp *model.Response
+	mctx, mt := c.modelSpan(ctx, req, n, c.Preview != nil)
 	if c.Preview != nil {
-		resp, err = c.Model.Stream(ctx, req, func(ev model.StreamEvent) {
+		resp, err = c.Model.Stream(mctx, req, func(ev model.StreamEvent) {
+			mt.delta() // the first streamed event is the time to first token
 			switch {
 			case ev.Type == "block_start" && ev.BlockType == "text":
 				c.Preview.Start(key+"/message", "agent.message")
@@ -437,8 +443,9 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 			}
 		})
 	} else {
-		resp, err = c.Model.Create(ctx, req)
+		resp, err = c.Model.Create(mctx, req)
 	}
+	mt.end(resp, err)
 	if err != nil {
 		// Close the span; the caller classifies and retries.
 		endErr := c.endSpan(context.WithoutCancel(ctx), key, startID, nil, true)
@@ -616,11 +623,13 @@ func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Blo
 			if err != nil {
 				return tools.Result{}, err
 			}
-			out, err := tools.Execute(tools.WithReadOnlyRoots(ctx, run.ReadOnlyRoots), sb, u.Name, input)
-			if err != nil {
-				return tools.Result{}, err
-			}
-			return spillLarge(ctx, sb, useEventID, out)
+			return c.toolSpan(ctx, u.Name, sb.Ref().Provider, func(ctx context.Context) (tools.Result, error) {
+				out, err := tools.Execute(tools.WithReadOnlyRoots(ctx, run.ReadOnlyRoots), sb, u.Name, input)
+				if err != nil {
+					return tools.Result{}, err
+				}
+				return spillLarge(ctx, sb, useEventID, out)
+			})
 		})
 		if err != nil || asked {
 			return r, useEventID, asked, err

@@ -73,7 +73,8 @@ func TestTracingAcrossServices(t *testing.T) {
 			}
 		}
 		return has(in, "mango-api-server", "SignalWithStartWorkflow") && has(in, "mango-execution-worker", "HandleSignal") &&
-			has(in, "mango-execution-worker", "RunActivity:RunTurn") && has(in, "mango-api-server", "mango.controlplane.v1.ControlPlane/CompleteTurn")
+			has(in, "mango-execution-worker", "RunActivity:RunTurn") && has(in, "mango-execution-worker", "model.request") &&
+			has(in, "mango-execution-worker", "tool.execute bash") && has(in, "mango-api-server", "mango.controlplane.v1.ControlPlane/CompleteTurn")
 	})
 	byID := map[string]otlptest.Span{}
 	for _, s := range spans {
@@ -89,6 +90,24 @@ func TestTracingAcrossServices(t *testing.T) {
 		}
 		if p, ok := byID[s.ParentID]; ok && p.Service != s.Service {
 			joined++
+		}
+	}
+	for _, s := range spans {
+		if s.TraceID != msgTrace {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s.Name, "model.request"):
+			if s.Attrs["gen_ai.request.model"] == "" || s.Attrs["gen_ai.usage.input_tokens"] == "" || s.Attrs["gen_ai.response.finish_reasons"] == "" {
+				t.Errorf("model request span attributes %v, want the model, the tokens and the stop reason", s.Attrs)
+			}
+		case s.Name == "tool.execute bash":
+			if s.Attrs["gen_ai.tool.name"] != "bash" || s.Attrs["mango.sandbox.provider"] != "local" || s.Attrs["mango.tool.output_bytes"] == "0" || s.Attrs["mango.tool.is_error"] != "false" {
+				t.Errorf("tool span attributes %v, want bash on local with its output's size", s.Attrs)
+			}
+			if p, ok := byID[s.ParentID]; !ok || p.Name != "RunActivity:RunTurn" {
+				t.Errorf("the tool span's parent is %q, want the turn's activity", p.Name)
+			}
 		}
 	}
 	if joined < 3 {

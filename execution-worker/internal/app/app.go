@@ -132,7 +132,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 	defer func() { _ = cp.Close() }()
 
-	p, err := assemble(ctx, cfg, logger, cp, build)
+	p, err := assemble(ctx, cfg, logger, cp, build, tracing)
 	if err != nil {
 		return err
 	}
@@ -144,8 +144,9 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 // activities and workflow the Temporal workers register, the background
 // tasks, and what to close at the end.
 type process struct {
-	cfg    *config.Config
-	logger *slog.Logger
+	cfg     *config.Config
+	logger  *slog.Logger
+	tracing *telemetry.Tracing
 
 	queues       []string
 	bindingQueue string
@@ -171,8 +172,8 @@ func (p *process) close() {
 // assemble builds the process's parts on the connected ControlPlane: the
 // sandbox provider, the task queues, the activities and the background
 // tasks. On error it closes what it built.
-func assemble(ctx context.Context, cfg *config.Config, logger *slog.Logger, cp *controlplane.Client, build sandbox.Build) (_ *process, err error) {
-	p := &process{cfg: cfg, logger: logger}
+func assemble(ctx context.Context, cfg *config.Config, logger *slog.Logger, cp *controlplane.Client, build sandbox.Build, tracing *telemetry.Tracing) (_ *process, err error) {
+	p := &process{cfg: cfg, logger: logger, tracing: tracing}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -256,6 +257,7 @@ func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionMa
 		watcher = interrupts.NewWatcher(cp, cfg.WorkerID, turns, logger.With("component", "interrupts"))
 	}
 	p.turnActs = &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
+		Tracer:    p.tracing.Provider().Tracer(telemetry.Scope("agentruntime")),
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Memory: cp.SessionMemoryClient, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},

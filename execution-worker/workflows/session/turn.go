@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -92,6 +93,9 @@ type TurnActivities struct {
 	ModelID      string
 	Previews     func(sessionID string) Previewer // per-turn preview sink; nil: none
 	MaxRounds    int
+	// Tracer makes the spans of model requests and tool calls; nil makes
+	// none.
+	Tracer trace.Tracer
 	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
 	MCP agentruntime.MCPClient
 	// Context tunes context-window management (MANGO_MODEL_CONTEXT_WINDOW,
@@ -622,7 +626,7 @@ func (t *turn) buildCore(ctx context.Context) error {
 	// The turn's last response commits with its end when the server can
 	// store its transcript message there.
 	t.core = &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
-		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls}
+		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls, Tracer: a.Tracer}
 	if a.Previews != nil {
 		p := a.Previews(t.sid)
 		t.core.Preview, t.store.previews = p, p
