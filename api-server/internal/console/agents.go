@@ -20,7 +20,7 @@ func (c *Console) agentRoutes() {
 	m.Handle("GET "+Prefix+"/agents/new", c.signedIn(c.agentNewForm))
 	m.Handle("POST "+Prefix+"/agents", c.signedIn(c.agentCreate))
 	m.Handle("GET "+Prefix+"/agents/{id}", c.signedIn(c.agentPage))
-	m.Handle("POST "+Prefix+"/agents/{id}/archive", c.signedIn(c.agentArchive))
+	m.Handle("POST "+Prefix+"/agents/{id}/archive", c.signedIn(c.call(http.MethodPost, "/v1/agents/{id}/archive", Prefix+"/agents/{id}")))
 }
 
 // agentToolset is the type of the built-in toolset (bash, files, web).
@@ -204,17 +204,6 @@ func configLines(a map[string]any) []string {
 		return []string{err.Error()}
 	}
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-}
-
-// agentArchive archives the agent: it keeps its versions and sessions
-// but takes no new sessions.
-func (c *Console) agentArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
-	id := r.PathValue("id")
-	if err := v.api.post(r.Context(), "/v1/agents/"+url.PathEscape(id)+"/archive", map[string]any{}, nil); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/agents/"+url.PathEscape(id))
-	return nil
 }
 
 // diffLine is one line of a line diff.

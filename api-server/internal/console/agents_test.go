@@ -15,20 +15,6 @@ import (
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
 
-// agentLocation matches the redirect to a created agent's page.
-var agentLocation = regexp.MustCompile(`^/console/agents/(agent_[A-Za-z0-9]+)$`)
-
-// agentFromForm submits the new-agent form and returns the new agent's id.
-func agentFromForm(t *testing.T, v *visitor, form url.Values) string {
-	t.Helper()
-	code, loc, body := v.post("/console/agents", form)
-	m := agentLocation.FindStringSubmatch(loc)
-	if code != http.StatusSeeOther || m == nil {
-		t.Fatalf("create agent %v: %d → %q, want 303 to the agent's page\n%s", form, code, loc, body)
-	}
-	return m[1]
-}
-
 // pageShowsAll fails when the page lacks any of wants.
 func pageShowsAll(t *testing.T, what, body string, wants ...string) {
 	t.Helper()

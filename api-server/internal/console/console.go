@@ -18,6 +18,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -89,8 +90,10 @@ func New(deps Deps) (*Console, error) {
 
 // ServeHTTP implements http.Handler.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := c.mux.Handler(r); pattern != "" {
-		telemetry.SetRoute(r.Context(), strings.TrimPrefix(pattern, r.Method+" ")) // the span's name, with tracing on
+	if trace.SpanFromContext(r.Context()).IsRecording() { // name the request's span by its route
+		if _, pattern := c.mux.Handler(r); pattern != "" {
+			telemetry.SetRoute(r.Context(), strings.TrimPrefix(pattern, r.Method+" "))
+		}
 	}
 	secureHeaders(w.Header())
 	c.mux.ServeHTTP(w, r)

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -8,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
@@ -111,3 +114,67 @@ func (v *visitor) post(path string, form url.Values) (int, string, string) {
 
 // regexpNext finds a list page's next-page link.
 var regexpNext = regexp.MustCompile(`<a class="button" href="([^"]+)">Next page</a>`)
+
+// createFromForm submits the new-resource form at path (/console/agents
+// ...) and returns the id, of prefix (agent_ ...), of the resource whose
+// page it leads to.
+func createFromForm(t *testing.T, v *visitor, path string, form url.Values, prefix string) string {
+	t.Helper()
+	code, loc, body := v.post(path, form)
+	id, ok := strings.CutPrefix(loc, path+"/")
+	if code != http.StatusSeeOther || !ok || !strings.HasPrefix(id, prefix) || strings.Contains(id, "/") {
+		t.Fatalf("POST %s %v: %d → %q, want 303 to the new %s page\n%s", path, form, code, loc, prefix, body)
+	}
+	return id
+}
+
+func agentFromForm(t *testing.T, v *visitor, form url.Values) string {
+	t.Helper()
+	return createFromForm(t, v, "/console/agents", form, "agent_")
+}
+
+func environmentFromForm(t *testing.T, v *visitor, form url.Values) string {
+	t.Helper()
+	return createFromForm(t, v, "/console/environments", form, "env_")
+}
+
+func vaultFromForm(t *testing.T, v *visitor, name, metadata string) string {
+	t.Helper()
+	return createFromForm(t, v, "/console/vaults", url.Values{"display_name": {name}, "metadata": {metadata}}, "vlt_")
+}
+
+// sessionWith creates an agent, an environment and a session of both,
+// with more set on the session's parameters (a file resource, vaults).
+func sessionWith(t *testing.T, client anthropic.Client, name string, more func(*anthropic.BetaSessionNewParams)) string {
+	t.Helper()
+	ctx := context.Background()
+	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: name, Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: name + "-" + agent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := anthropic.BetaSessionNewParams{Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID}
+	more(&p)
+	s, err := client.Beta.Sessions.New(ctx, p)
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	return s.ID
+}
+
+// sessionWithFile creates a session that mounts the file fileID.
+func sessionWithFile(t *testing.T, client anthropic.Client, fileID string) string {
+	t.Helper()
+	return sessionWith(t, client, "files", func(p *anthropic.BetaSessionNewParams) {
+		p.Resources = []anthropic.BetaSessionNewParamsResourceUnion{{OfFile: &anthropic.BetaManagedAgentsFileResourceParams{FileID: fileID}}}
+	})
+}
+
+// sessionWithVault creates a session that uses vault id.
+func sessionWithVault(t *testing.T, client anthropic.Client, id string) string {
+	t.Helper()
+	return sessionWith(t, client, "vaults", func(p *anthropic.BetaSessionNewParams) { p.VaultIDs = []string{id} })
+}

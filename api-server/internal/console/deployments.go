@@ -15,7 +15,7 @@ func (c *Console) deploymentRoutes() {
 	m.Handle("POST "+Prefix+"/deployments", c.signedIn(c.deploymentCreate))
 	m.Handle("GET "+Prefix+"/deployments/{id}", c.signedIn(c.deploymentPage))
 	for _, action := range []string{"run", "pause", "unpause", "archive"} {
-		m.Handle("POST "+Prefix+"/deployments/{id}/"+action, c.signedIn(c.deploymentAction(action)))
+		m.Handle("POST "+Prefix+"/deployments/{id}/"+action, c.signedIn(c.call(http.MethodPost, "/v1/deployments/{id}/"+action, Prefix+"/deployments/{id}")))
 	}
 }
 
@@ -183,17 +183,4 @@ func (c *Console) deploymentPage(w http.ResponseWriter, r *http.Request, v *visi
 	p.Names = ae.names()
 	c.render(w, r, v, http.StatusOK, "deployment", p)
 	return nil
-}
-
-// deploymentAction posts one of the deployment's actions (run, pause,
-// unpause, archive) and goes back to its page, where a run shows first.
-func (c *Console) deploymentAction(action string) handler {
-	return func(w http.ResponseWriter, r *http.Request, v *visit) error {
-		id := r.PathValue("id")
-		if err := v.api.post(r.Context(), "/v1/deployments/"+url.PathEscape(id)+"/"+action, map[string]any{}, nil); err != nil {
-			return err
-		}
-		done(w, r, Prefix+"/deployments/"+url.PathEscape(id))
-		return nil
-	}
 }

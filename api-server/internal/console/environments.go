@@ -17,8 +17,8 @@ func (c *Console) environmentRoutes() {
 	m.Handle("GET "+Prefix+"/environments/new", c.signedIn(c.environmentNewForm))
 	m.Handle("POST "+Prefix+"/environments", c.signedIn(c.environmentCreate))
 	m.Handle("GET "+Prefix+"/environments/{id}", c.signedIn(c.environmentPage))
-	m.Handle("POST "+Prefix+"/environments/{id}/archive", c.signedIn(c.environmentArchive))
-	m.Handle("POST "+Prefix+"/environments/{id}/delete", c.signedIn(c.environmentDelete))
+	m.Handle("POST "+Prefix+"/environments/{id}/archive", c.signedIn(c.call(http.MethodPost, "/v1/environments/{id}/archive", Prefix+"/environments/{id}")))
+	m.Handle("POST "+Prefix+"/environments/{id}/delete", c.signedIn(c.call(http.MethodDelete, "/v1/environments/{id}", Prefix+"/environments")))
 }
 
 // environmentNewForm asks for a new environment's name, description and
@@ -75,25 +75,5 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, v *vis
 		return err
 	}
 	c.render(w, r, v, http.StatusOK, "environment", e)
-	return nil
-}
-
-// environmentArchive archives the environment: it takes no new sessions.
-func (c *Console) environmentArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
-	id := r.PathValue("id")
-	if err := v.api.post(r.Context(), "/v1/environments/"+url.PathEscape(id)+"/archive", map[string]any{}, nil); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/environments/"+url.PathEscape(id))
-	return nil
-}
-
-// environmentDelete deletes the environment (its name becomes free) and
-// goes back to the list.
-func (c *Console) environmentDelete(w http.ResponseWriter, r *http.Request, v *visit) error {
-	if err := v.api.del(r.Context(), "/v1/environments/"+url.PathEscape(r.PathValue("id"))); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/environments")
 	return nil
 }

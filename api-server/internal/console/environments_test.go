@@ -14,21 +14,6 @@ import (
 	"github.com/mangohq/mango/api-server/internal/testserver"
 )
 
-// environmentLocation matches the redirect to a created environment's page.
-var environmentLocation = regexp.MustCompile(`^/console/environments/(env_[A-Za-z0-9]+)$`)
-
-// environmentFromForm submits the new-environment form and returns the new
-// environment's id.
-func environmentFromForm(t *testing.T, v *visitor, form url.Values) string {
-	t.Helper()
-	code, loc, body := v.post("/console/environments", form)
-	m := environmentLocation.FindStringSubmatch(loc)
-	if code != http.StatusSeeOther || m == nil {
-		t.Fatalf("create environment %v: %d → %q, want 303 to its page\n%s", form, code, loc, body)
-	}
-	return m[1]
-}
-
 // TestEnvironmentCreateListAndOpen: an environment created through the
 // form with a configuration is what the API stores, is listed with its
 // type and networking, and its page shows its configuration and the

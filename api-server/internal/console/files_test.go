@@ -222,27 +222,6 @@ func TestFilesOfASession(t *testing.T) {
 	}
 }
 
-// sessionWithFile creates a session that mounts the file fileID.
-func sessionWithFile(t *testing.T, client anthropic.Client, fileID string) string {
-	t.Helper()
-	ctx := context.Background()
-	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "files", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "files-" + agent.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID,
-		Resources: []anthropic.BetaSessionNewParamsResourceUnion{{OfFile: &anthropic.BetaManagedAgentsFileResourceParams{FileID: fileID}}}})
-	if err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	return s.ID
-}
-
 // publishSessionOutput stores an output of session sid as its worker does,
 // through the ControlPlane, and returns the file's id.
 func publishSessionOutput(t *testing.T, srv *testserver.Server, sid, path string, data []byte) string {

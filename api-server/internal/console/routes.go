@@ -25,7 +25,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+Prefix+"/sessions/{id}/interrupt", c.signedIn(c.sessionInterrupt))
 	m.Handle("POST "+Prefix+"/sessions/{id}/confirm", c.signedIn(c.sessionConfirm))
 	m.Handle("POST "+Prefix+"/sessions/{id}/custom-result", c.signedIn(c.sessionCustomResult))
-	m.Handle("POST "+Prefix+"/sessions/{id}/archive", c.signedIn(c.sessionArchive))
+	m.Handle("POST "+Prefix+"/sessions/{id}/archive", c.signedIn(c.call(http.MethodPost, "/v1/sessions/{id}/archive", Prefix+"/sessions/{id}")))
 	m.Handle("GET "+Prefix+"/files/{id}/download", c.signedIn(c.fileDownload))
 
 	c.resourceRoutes()

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -143,6 +144,33 @@ func (c *Console) sendEvents(w http.ResponseWriter, r *http.Request, v *visit, e
 	return nil
 }
 
+// call is an action that makes one API call and goes back: a POST with an
+// empty object or a DELETE of api, then to back. Both are path patterns
+// whose {name} segments are the request's path values (escaped).
+func (c *Console) call(method, api, back string) handler {
+	return func(w http.ResponseWriter, r *http.Request, v *visit) error {
+		var err error
+		if method == http.MethodDelete {
+			err = v.api.del(r.Context(), expand(api, r))
+		} else {
+			err = v.api.post(r.Context(), expand(api, r), map[string]any{}, nil)
+		}
+		if err != nil {
+			return err
+		}
+		done(w, r, expand(back, r))
+		return nil
+	}
+}
+
+// pathValue matches a {name} segment of a path pattern.
+var pathValue = regexp.MustCompile(`\{([a-z]+)\}`)
+
+// expand fills pattern's {name} segments with r's path values.
+func expand(pattern string, r *http.Request) string {
+	return pathValue.ReplaceAllStringFunc(pattern, func(m string) string { return url.PathEscape(r.PathValue(m[1 : len(m)-1])) })
+}
+
 // done ends a successful action: a script (X-CSRF-Token sent) gets 204, a
 // plain form post goes to back.
 func done(w http.ResponseWriter, r *http.Request, back string) {
@@ -209,15 +237,6 @@ func (c *Console) sessionConfirm(w http.ResponseWriter, r *http.Request, v *visi
 func (c *Console) sessionCustomResult(w http.ResponseWriter, r *http.Request, v *visit) error {
 	return c.sendEvents(w, r, v, map[string]any{"type": "user.custom_tool_result", "custom_tool_use_id": r.PostFormValue("custom_tool_use_id"),
 		"content": []map[string]any{{"type": "text", "text": r.PostFormValue("text")}}, "is_error": r.PostFormValue("is_error") == "1"})
-}
-
-func (c *Console) sessionArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
-	id := r.PathValue("id")
-	if err := v.api.post(r.Context(), "/v1/sessions/"+url.PathEscape(id)+"/archive", map[string]any{}, nil); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/sessions/"+url.PathEscape(id))
-	return nil
 }
 
 // fileDownload streams a file's content from the API as an attachment,

@@ -21,13 +21,13 @@ func (c *Console) vaultRoutes() {
 	m.Handle("GET "+Prefix+"/vaults/new", c.signedIn(c.vaultNewForm))
 	m.Handle("POST "+Prefix+"/vaults", c.signedIn(c.vaultCreate))
 	m.Handle("GET "+Prefix+"/vaults/{id}", c.signedIn(c.vaultPage))
-	m.Handle("POST "+Prefix+"/vaults/{id}/archive", c.signedIn(c.vaultArchive))
-	m.Handle("POST "+Prefix+"/vaults/{id}/delete", c.signedIn(c.vaultDelete))
+	m.Handle("POST "+Prefix+"/vaults/{id}/archive", c.signedIn(c.call(http.MethodPost, "/v1/vaults/{id}/archive", Prefix+"/vaults/{id}")))
+	m.Handle("POST "+Prefix+"/vaults/{id}/delete", c.signedIn(c.call(http.MethodDelete, "/v1/vaults/{id}", Prefix+"/vaults")))
 	m.Handle("GET "+Prefix+"/vaults/{id}/credentials/new", c.signedIn(c.credentialNewForm))
 	m.Handle("POST "+Prefix+"/vaults/{id}/credentials", c.signedIn(c.credentialCreate))
 	m.Handle("POST "+Prefix+"/vaults/{id}/credentials/{cid}/secret", c.signedIn(c.credentialReplaceSecret))
-	m.Handle("POST "+Prefix+"/vaults/{id}/credentials/{cid}/archive", c.signedIn(c.credentialArchive))
-	m.Handle("POST "+Prefix+"/vaults/{id}/credentials/{cid}/delete", c.signedIn(c.credentialDelete))
+	m.Handle("POST "+Prefix+"/vaults/{id}/credentials/{cid}/archive", c.signedIn(c.call(http.MethodPost, "/v1/vaults/{id}/credentials/{cid}/archive", Prefix+"/vaults/{id}")))
+	m.Handle("POST "+Prefix+"/vaults/{id}/credentials/{cid}/delete", c.signedIn(c.call(http.MethodDelete, "/v1/vaults/{id}/credentials/{cid}", Prefix+"/vaults/{id}")))
 }
 
 func vaultURL(id string) string { return Prefix + "/vaults/" + url.PathEscape(id) }
@@ -136,26 +136,6 @@ func (c *Console) vaultPage(w http.ResponseWriter, r *http.Request, v *visit) er
 	p.Credentials = l.Data
 	p.NextPage = l.NextPage
 	c.render(w, r, v, http.StatusOK, "vault", p)
-	return nil
-}
-
-// vaultArchive archives a vault (and its credentials, erasing their
-// secrets).
-func (c *Console) vaultArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
-	id := r.PathValue("id")
-	if err := v.api.post(r.Context(), vaultAPIPath(id)+"/archive", map[string]any{}, nil); err != nil {
-		return err
-	}
-	done(w, r, vaultURL(id))
-	return nil
-}
-
-// vaultDelete deletes a vault and its credentials.
-func (c *Console) vaultDelete(w http.ResponseWriter, r *http.Request, v *visit) error {
-	if err := v.api.del(r.Context(), vaultAPIPath(r.PathValue("id"))); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/vaults")
 	return nil
 }
 
@@ -371,26 +351,6 @@ func (c *Console) credentialReplaceSecret(w http.ResponseWriter, r *http.Request
 		return badInput(fmt.Sprintf("type: %q is not a credential type; expected static_bearer, mcp_oauth or environment_variable", auth["type"]))
 	}
 	if err := v.api.post(r.Context(), credentialAPIPath(vaultID, credID), map[string]any{"auth": auth}, nil); err != nil {
-		return err
-	}
-	done(w, r, vaultURL(vaultID))
-	return nil
-}
-
-// credentialArchive archives a credential, erasing its secrets.
-func (c *Console) credentialArchive(w http.ResponseWriter, r *http.Request, v *visit) error {
-	vaultID := r.PathValue("id")
-	if err := v.api.post(r.Context(), credentialAPIPath(vaultID, r.PathValue("cid"))+"/archive", map[string]any{}, nil); err != nil {
-		return err
-	}
-	done(w, r, vaultURL(vaultID))
-	return nil
-}
-
-// credentialDelete deletes a credential.
-func (c *Console) credentialDelete(w http.ResponseWriter, r *http.Request, v *visit) error {
-	vaultID := r.PathValue("id")
-	if err := v.api.del(r.Context(), credentialAPIPath(vaultID, r.PathValue("cid"))); err != nil {
 		return err
 	}
 	done(w, r, vaultURL(vaultID))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -16,20 +15,6 @@ import (
 	"github.com/mangohq/mango/api-server/internal/testserver"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
-
-var vaultLocation = regexp.MustCompile(`^/console/vaults/(vlt_[A-Za-z0-9]+)$`)
-
-// vaultFromForm creates a vault through the console's form and returns
-// its id.
-func vaultFromForm(t *testing.T, v *visitor, name, metadata string) string {
-	t.Helper()
-	status, loc, body := v.post("/console/vaults", url.Values{"display_name": {name}, "metadata": {metadata}})
-	m := vaultLocation.FindStringSubmatch(loc)
-	if status != http.StatusSeeOther || m == nil {
-		t.Fatalf("create vault %q: %d → %q, want 303 to the vault:\n%s", name, status, loc, body)
-	}
-	return m[1]
-}
 
 // TestVaultLifecycle: a vault created through the console's form (its
 // HTML name shown escaped, its metadata as sent) is listed and opened; a
@@ -309,26 +294,6 @@ func TestCredentialSecretReachesWorker(t *testing.T) {
 	if !sdkNotFound(err) {
 		t.Errorf("deleted credential through the SDK: %v, want 404", err)
 	}
-}
-
-// sessionWithVault creates a session that uses vault id.
-func sessionWithVault(t *testing.T, client anthropic.Client, id string) string {
-	t.Helper()
-	ctx := context.Background()
-	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "vaults", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "vaults-" + agent.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
-		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: anthropic.String(agent.ID)}, EnvironmentID: env.ID, VaultIDs: []string{id}})
-	if err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	return s.ID
 }
 
 // workerToken is the token session sid's worker gets for the MCP server,

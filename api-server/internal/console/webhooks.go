@@ -18,7 +18,7 @@ func (c *Console) webhookRoutes() {
 	m.Handle("GET "+Prefix+"/webhooks/{id}", c.signedIn(c.webhookPage))
 	m.Handle("POST "+Prefix+"/webhooks/{id}/state", c.signedIn(c.webhookSetState))
 	m.Handle("POST "+Prefix+"/webhooks/{id}/regenerate-secret", c.signedIn(c.webhookRegenerateSecret))
-	m.Handle("POST "+Prefix+"/webhooks/{id}/delete", c.signedIn(c.webhookDelete))
+	m.Handle("POST "+Prefix+"/webhooks/{id}/delete", c.signedIn(c.call(http.MethodDelete, "/v1/organizations/webhooks/{id}", Prefix+"/webhooks")))
 }
 
 // webhookPath is the API path of an endpoint.
@@ -154,13 +154,4 @@ func (c *Console) webhookRegenerateSecret(w http.ResponseWriter, r *http.Request
 		return err
 	}
 	return c.showWebhook(w, r, v, id, out.SigningSecret)
-}
-
-// webhookDelete deletes the endpoint and goes back to the list.
-func (c *Console) webhookDelete(w http.ResponseWriter, r *http.Request, v *visit) error {
-	if err := v.api.del(r.Context(), webhookPath(r.PathValue("id"))); err != nil {
-		return err
-	}
-	done(w, r, Prefix+"/webhooks")
-	return nil
 }

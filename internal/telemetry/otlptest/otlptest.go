@@ -136,12 +136,10 @@ func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest) {
 func attrs(kvs []*commonpb.KeyValue) map[string]string {
 	out := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		out[kv.GetKey()] = value(kv.GetValue())
+		out[kv.GetKey()] = anyText(kv.GetValue())
 	}
 	return out
 }
-
-func value(v *commonpb.AnyValue) string { return anyText(v) }
 
 // Spans returns the spans received so far, by start time.
 func (r *Receiver) Spans() []Span {
