@@ -255,3 +255,51 @@ minAvailable: {{ .minAvailable }}
 minAvailable: {{ .minAvailable }}
 {{- end }}
 {{- end }}
+
+{{/*
+The OTEL_* variables of a component from tracing (root: the chart's root
+context; pool: a worker pool, or nil for the api-server), none when
+tracing is off. The headers come from a Secret (mango.tracingSecretEnv).
+*/}}
+{{- define "mango.tracingEnv" -}}
+{{- $t := .root.Values.tracing }}
+{{- if $t.enabled }}
+{{- if not $t.endpoint }}
+{{- fail "tracing.enabled needs tracing.endpoint, the collector's OTLP URL (http://collector:4318 for http/protobuf, :4317 for grpc)" }}
+{{- end }}
+OTEL_EXPORTER_OTLP_ENDPOINT: {{ $t.endpoint | quote }}
+OTEL_EXPORTER_OTLP_PROTOCOL: {{ $t.protocol | quote }}
+OTEL_TRACES_SAMPLER: {{ $t.sampler | quote }}
+OTEL_TRACES_SAMPLER_ARG: {{ $t.sampleRatio | toString | quote }}
+{{- if eq $t.compression "gzip" }}
+OTEL_EXPORTER_OTLP_COMPRESSION: "gzip"
+{{- end }}
+{{- $attrs := dict }}
+{{- range $k, $v := $t.resourceAttributes }}
+{{- $_ := set $attrs $k (toString $v) }}
+{{- end }}
+{{- with .pool }}
+{{- $_ := set $attrs "mango.pool" .name }}
+{{- end }}
+{{- $pairs := list }}
+{{- range $k := keys $attrs | sortAlpha }}
+{{- $pairs = append $pairs (printf "%s=%s" $k (get $attrs $k | urlquery | replace "+" "%20")) }}
+{{- end }}
+{{- with $pairs }}
+OTEL_RESOURCE_ATTRIBUTES: {{ join "," . | quote }}
+{{- end }}
+MANGO_OTEL_CAPTURE_CONTENT: {{ $t.captureContent | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The env entry of the exporter's headers Secret, when tracing has one. */}}
+{{- define "mango.tracingSecretEnv" -}}
+{{- $t := .Values.tracing }}
+{{- if and $t.enabled $t.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $t.headersSecret.name }}
+      key: {{ $t.headersSecret.key }}
+{{- end }}
+{{- end }}

@@ -124,6 +124,9 @@ MANGO_LOG_LEVEL: {{ $p.log.level | quote }}
 MANGO_LOG_FORMAT: {{ $p.log.format | quote }}
 MANGO_MODEL: {{ $p.model.provider | quote }}
 MANGO_MCP_ALLOW_PRIVATE: {{ $root.Values.mcp.allowPrivateNetworks | quote }}
+{{- with include "mango.tracingEnv" (dict "root" $root "pool" $p) }}
+{{ . }}
+{{- end }}
 {{- with $p.selfHostedToolTimeout }}
 MANGO_SELF_HOSTED_TOOL_TIMEOUT: {{ . | quote }}
 {{- end }}

@@ -71,6 +71,9 @@ MANGO_WEBHOOK_RETRY_MAX: {{ .retryMax | quote }}
 {{- with .Values.deployments }}
 MANGO_DEPLOYMENT_CATCHUP_WINDOW: {{ .catchupWindow | quote }}
 {{- end }}
+{{- with include "mango.tracingEnv" (dict "root" $) }}
+{{ . }}
+{{- end }}
 {{- with .Values.console }}
 MANGO_CONSOLE: {{ .enabled | quote }}
 MANGO_CONSOLE_SIGNIN_TTL: {{ .signInTTL | quote }}
