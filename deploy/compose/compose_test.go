@@ -386,3 +386,34 @@ func TestComposeMCPAllowPrivate(t *testing.T) {
 		})
 	}
 }
+
+// TestComposeTracing: the OTLP endpoint of .env reaches the api-server and
+// both workers (tracing on); unset, it is empty (tracing off).
+func TestComposeTracing(t *testing.T) {
+	t.Parallel()
+	unset := exampleEnv(t)
+	delete(unset, "OTEL_EXPORTER_OTLP_ENDPOINT")
+	set := exampleEnv(t)
+	set["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://collector:4318"
+	for name, tt := range map[string]struct {
+		env  map[string]string
+		want string
+	}{"unset": {unset, ""}, "set": {set, "http://collector:4318"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, err := load(t, tt.env)
+			if err != nil {
+				t.Fatalf("load compose.yaml: %v", err)
+			}
+			for _, s := range []string{"api-server", "worker-local", "worker-docker"} {
+				svc := service(t, p, s)
+				if got := env(svc, "OTEL_EXPORTER_OTLP_ENDPOINT"); got != tt.want {
+					t.Errorf("%s OTEL_EXPORTER_OTLP_ENDPOINT = %q, want %q", s, got, tt.want)
+				}
+				if got := env(svc, "OTEL_EXPORTER_OTLP_PROTOCOL"); got != "http/protobuf" {
+					t.Errorf("%s OTEL_EXPORTER_OTLP_PROTOCOL = %q, want http/protobuf", s, got)
+				}
+			}
+		})
+	}
+}
