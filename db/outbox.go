@@ -23,6 +23,9 @@ type OutboxRow struct {
 	CreatedAt time.Time
 	// Attempts counts the failed deliveries so far.
 	Attempts int
+	// TraceParent is the W3C traceparent of the request that wrote the
+	// row ("" without tracing): its delivery continues that trace.
+	TraceParent string
 }
 
 // OutboxStats describes the undelivered outbox rows.
@@ -57,7 +60,8 @@ func (s *Store) OutboxClaimDue(ctx context.Context, limit int, lease, fresh time
 	}
 	out := make([]OutboxRow, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, OutboxRow{ID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Provider: r.Provider, CreatedAt: r.CreatedAt, Attempts: int(r.Attempts)})
+		out = append(out, OutboxRow{ID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Provider: r.Provider, CreatedAt: r.CreatedAt,
+			Attempts: int(r.Attempts), TraceParent: r.Traceparent})
 	}
 	sortOutbox(out)
 	return out, nil
@@ -72,7 +76,8 @@ func (s *Store) OutboxClaimForSession(ctx context.Context, sessionID string, lea
 	}
 	out := make([]OutboxRow, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, OutboxRow{ID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Provider: r.Provider, CreatedAt: r.CreatedAt, Attempts: int(r.Attempts)})
+		out = append(out, OutboxRow{ID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Provider: r.Provider, CreatedAt: r.CreatedAt,
+			Attempts: int(r.Attempts), TraceParent: r.Traceparent})
 	}
 	sortOutbox(out)
 	return out, nil

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
+	"github.com/mangohq/mango/internal/telemetry"
 )
 
 // wakeSession creates a session and admits n wake-ups for it through
@@ -163,5 +166,61 @@ func TestOutboxConcurrentClaimsNeverShareARow(t *testing.T) {
 		if n != 1 {
 			t.Errorf("row %d claimed %d times, want once", id, n)
 		}
+	}
+}
+
+// TestOutboxTraceParentRoundTrip: each way of writing an outbox row (a
+// wake-up with events, one without, a session's deletion) stores the W3C
+// traceparent of the writer's span, and both claims return it; a writer
+// without a span stores "".
+func TestOutboxTraceParentRoundTrip(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	wakeSession(t, store, "sesn_untraced", 1)
+	spanCtx := func(spanByte byte) context.Context {
+		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, SpanID: trace.SpanID{0, 0, 0, 0, 0, 0, 0, spanByte},
+			TraceFlags: trace.FlagsSampled,
+		}))
+	}
+	withEvents, withoutEvents, fence := spanCtx(1), spanCtx(2), spanCtx(3)
+	now := time.Now().UTC()
+	if _, _, err := store.SessionCreate(context.Background(), db.SessionCreateParams{ID: "sesn_traced", AgentID: "agent_1", AgentVersion: 1,
+		Agent: json.RawMessage(`{"name":"a"}`), Provider: "local", Metadata: map[string]string{}, Now: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	appendWake := func(ctx context.Context, events []db.NewEvent) {
+		t.Helper()
+		if _, _, err := store.Append(ctx, "sesn_traced", &db.AppendRequest{Events: events, Now: now,
+			Decide: func(*db.Session) (*db.Change, error) { return &db.Change{Wake: true}, nil }}); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+	}
+	appendWake(withEvents, []db.NewEvent{{ID: "sevt_traced", Type: "user.message", Body: json.RawMessage(`{"content":[]}`), Pending: true}})
+	appendWake(withoutEvents, nil)
+	if _, _, err := store.SessionFence(fence, "sesn_traced", now); err != nil {
+		t.Fatalf("SessionFence: %v", err)
+	}
+
+	traced, err := store.OutboxClaimForSession(context.Background(), "sesn_traced", time.Minute)
+	if err != nil || len(traced) != 3 {
+		t.Fatalf("OutboxClaimForSession(sesn_traced) = %+v, %v; want 3 rows", traced, err)
+	}
+	for i, ctx := range []context.Context{withEvents, withoutEvents, fence} {
+		if want := telemetry.TraceParent(ctx); traced[i].TraceParent != want || want == "" {
+			t.Errorf("row %d (%s) traceparent = %q, want %q", i, traced[i].Kind, traced[i].TraceParent, want)
+		}
+	}
+	untraced, err := store.OutboxClaimDue(context.Background(), 10, time.Minute, 0)
+	if err != nil || len(untraced) != 1 || untraced[0].SessionID != "sesn_untraced" || untraced[0].TraceParent != "" {
+		t.Fatalf("OutboxClaimDue() = %+v, %v; want sesn_untraced's row with an empty traceparent", untraced, err)
+	}
+	// The poll's claim returns it too.
+	if _, err := store.Pool().Exec(context.Background(), `UPDATE outbox SET next_attempt_at = now() WHERE session_id = 'sesn_traced'`); err != nil {
+		t.Fatal(err)
+	}
+	due, err := store.OutboxClaimDue(context.Background(), 10, time.Minute, 0)
+	if err != nil || len(due) != 3 || due[0].TraceParent != traced[0].TraceParent {
+		t.Fatalf("OutboxClaimDue() after the lease = %+v, %v; want sesn_traced's 3 rows with their traceparents", due, err)
 	}
 }

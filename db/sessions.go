@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
+	"github.com/mangohq/mango/internal/telemetry"
 )
 
 // Session is a stored session. Agent is the session's agent snapshot as the
@@ -284,7 +285,8 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 			return err
 		}
 		for _, t := range threads {
-			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: t, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
+			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: t, Kind: "delete", Payload: json.RawMessage(`{}`),
+				Traceparent: telemetry.TraceParent(ctx)}); err != nil {
 				return err
 			}
 		}
@@ -302,7 +304,8 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 		if bound, err = q.SessionBindingExists(ctx, id); err != nil {
 			return err
 		}
-		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`)}); err != nil {
+		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`),
+			Traceparent: telemetry.TraceParent(ctx)}); err != nil {
 			return err
 		}
 		if sess, err = sessionFromRow(row); err != nil {

@@ -197,6 +197,26 @@ func (s *Store) WebhookRecord(ctx context.Context, a WebhookAttempt) error {
 	})
 }
 
+// WebhookStats describes the webhook deliveries still to be made.
+type WebhookStats struct {
+	// Pending counts the pending deliveries to enabled endpoints (those
+	// of a disabled endpoint wait until it is enabled again).
+	Pending int64
+	// OldestAge is the age of the oldest one's event, zero when there is
+	// none.
+	OldestAge time.Duration
+}
+
+// WebhookStats counts the pending deliveries and the age at now of the
+// oldest one's event.
+func (s *Store) WebhookStats(ctx context.Context, now time.Time) (WebhookStats, error) {
+	r, err := s.q.WebhookStats(ctx, now)
+	if err != nil {
+		return WebhookStats{}, mapErr("read webhook delivery stats", err)
+	}
+	return WebhookStats{Pending: r.Pending, OldestAge: time.Duration(r.OldestAgeSeconds * float64(time.Second))}, nil
+}
+
 // WebhookDelivery is a delivery as the operator's log shows it.
 type WebhookDelivery struct {
 	EventID, EventType, ResourceID, Status, LastError string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -158,4 +159,53 @@ func TestResourceWebhooks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("deliveries %v, want %v", got, want)
 	}
+}
+
+// TestWebhookStats: the pending deliveries to enabled endpoints are
+// counted with the age of the oldest one's event; a disabled endpoint's
+// and a delivered one are not.
+func TestWebhookStats(t *testing.T) {
+	t.Parallel()
+	store := dbtest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	check := func(at time.Time, pending int64, age time.Duration) {
+		t.Helper()
+		st, err := store.WebhookStats(ctx, at)
+		if err != nil || st.Pending != pending || st.OldestAge != age {
+			t.Fatalf("WebhookStats(%v) = %+v, %v; want %d pending, oldest %v", at, st, err, pending, age)
+		}
+	}
+	check(t0, 0, 0)
+	ep, err := store.WebhookEndpointCreate(ctx, &db.WebhookEndpoint{ID: "whep_stats", URL: "https://example.com/h",
+		EnabledEvents: []string{"session.created"}, SecretSealed: []byte("sealed")}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []time.Time{t0, t0.Add(time.Minute)} {
+		if _, _, err := store.SessionCreate(ctx, db.SessionCreateParams{ID: fmt.Sprintf("sesn_stats%d", i), AgentID: "agent_a", AgentVersion: 1,
+			Agent: json.RawMessage(`{"name":"a"}`), Provider: "local", Metadata: map[string]string{}, Now: at}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t0.Add(90*time.Second), 2, 90*time.Second)
+
+	ep.State = "disabled"
+	if _, err := store.WebhookEndpointUpdate(ctx, ep, t0); err != nil {
+		t.Fatal(err)
+	}
+	check(t0.Add(90*time.Second), 0, 0)
+	ep.State = "enabled"
+	if _, err := store.WebhookEndpointUpdate(ctx, ep, t0); err != nil {
+		t.Fatal(err)
+	}
+	due, err := store.WebhookClaimDue(ctx, t0.Add(2*time.Minute), 1, time.Minute)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("WebhookClaimDue = %+v, %v; want the oldest delivery", due, err)
+	}
+	if err := store.WebhookRecord(ctx, db.WebhookAttempt{EventID: due[0].EventID, EndpointID: due[0].EndpointID, At: t0.Add(2 * time.Minute),
+		StatusCode: 204, Delivered: true}); err != nil {
+		t.Fatal(err)
+	}
+	check(t0.Add(2*time.Minute), 1, time.Minute)
 }

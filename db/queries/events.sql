@@ -11,10 +11,11 @@ WHERE session_id = sqlc.arg(session_id) AND event_key = ANY(sqlc.arg(keys)::text
 -- set_status, with the active time), the usage (when set_usage), the
 -- events numbered after the old last_seq in array order, the transcript
 -- entries (in array order, those with a stored key skipped), the
--- processed marks of earlier events, the wake-up outbox row (when wake;
--- its id is returned, else 0) and the notification. Every part runs
--- whether or not the final SELECT reads it; each sees the log as it was
--- before the statement (the marks name earlier events only).
+-- processed marks of earlier events, the wake-up outbox row (when wake,
+-- with the writer's traceparent; its id is returned, else 0) and the
+-- notification. Every part runs whether or not the final SELECT reads it;
+-- each sees the log as it was before the statement (the marks name
+-- earlier events only).
 WITH tr AS (
     INSERT INTO transcript_entries (session_id, entry_key, body)
     SELECT sqlc.arg(session_id), (sqlc.arg(transcript_keys)::text[])[i], ((sqlc.arg(transcript_bodies)::text[])[i])::json
@@ -49,8 +50,8 @@ WITH tr AS (
     FROM s, generate_subscripts(sqlc.arg(ids)::text[], 1) AS i
     RETURNING seq
 ), ob AS (
-    INSERT INTO outbox (session_id, kind, payload)
-    SELECT sqlc.arg(session_id), sqlc.arg(wake_kind)::text, '{}'::jsonb
+    INSERT INTO outbox (session_id, kind, payload, traceparent)
+    SELECT sqlc.arg(session_id), sqlc.arg(wake_kind)::text, '{}'::jsonb, sqlc.arg(traceparent)::text
     WHERE sqlc.arg(wake)::bool
     RETURNING id
 )

@@ -10,8 +10,10 @@
 -- right after its commit) for fresh_seconds after it became due; the poll
 -- leaves it alone meanwhile, so it does not take fresh rows from the
 -- direct path and deliver them one after another behind older ones.
+-- traceparent is the W3C trace context of the writing request ('' without
+-- tracing): the delivery continues that trace.
 -- name: OutboxInsert :exec
-INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3);
+INSERT INTO outbox (session_id, kind, payload, traceparent) VALUES ($1, $2, $3, sqlc.arg(traceparent));
 
 -- name: OutboxClaimDue :many
 WITH due AS (
@@ -27,7 +29,7 @@ UPDATE outbox
 SET next_attempt_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
 FROM due
 WHERE outbox.id = due.id
-RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts, outbox.traceparent,
     coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider;
 
 -- name: OutboxClaimForSession :many
@@ -42,7 +44,7 @@ UPDATE outbox
 SET next_attempt_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
 FROM due
 WHERE outbox.id = due.id
-RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts, outbox.traceparent,
     coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider;
 
 -- name: OutboxDelete :exec

@@ -78,3 +78,13 @@ WHERE id = $1 AND state = 'enabled';
 SELECT * FROM webhook_deliveries WHERE endpoint_id = $1
 ORDER BY event_at DESC, event_id DESC
 LIMIT $2;
+
+-- name: WebhookStats :one
+-- The deliveries still to be made (pending, to enabled endpoints: those
+-- of a disabled endpoint wait for it to be enabled again) and the age of
+-- the oldest one's event at now, for the relay's gauges.
+SELECT count(*)::bigint AS pending,
+    coalesce(extract(epoch FROM sqlc.arg(now)::timestamptz - min(d.event_at)), 0)::float8 AS oldest_age_seconds
+FROM webhook_deliveries d
+JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.state = 'enabled'
+WHERE d.status = 'pending';

@@ -181,8 +181,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Server, er
 	// Wake-ups owed to Session Workflows: Deliver signals right after the
 	// commit, the relay (run by Serve) retries what that missed.
 	s.relay = outbox.New(store, s.temporal, outbox.Options{Logger: log, Registerer: reg, Queues: sessionwf.Queues{Prefix: cfg.TaskQueuePrefix},
-		HostGoneAfter: cfg.HostGoneAfter})
-	if s.webhooks = newWebhookRelay(cfg, store, log); s.webhooks != nil {
+		HostGoneAfter: cfg.HostGoneAfter, Tracer: s.tracing.Provider().Tracer(telemetry.Scope("outbox"))})
+	if err := registerTaskQueues(reg, cfg, store, s.temporal, log); err != nil {
+		return nil, err
+	}
+	if s.webhooks = newWebhookRelay(cfg, store, log, reg, s.tracing.Provider().Tracer(telemetry.Scope("webhooks"))); s.webhooks != nil {
 		// Commits that wrote deliveries wake the relay (on every replica).
 		s.listener.Handle(db.WebhookChannel, webhookWake{s.webhooks})
 	}

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mangohq/mango/api-server/internal/config"
 	"github.com/mangohq/mango/api-server/internal/envelope"
 	"github.com/mangohq/mango/api-server/internal/webhooks"
@@ -61,7 +64,7 @@ func (w *webhookStore) ClaimDue(ctx context.Context, now time.Time, limit int, l
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, webhooks.Delivery{EventID: d.EventID, EndpointID: d.EndpointID, URL: d.URL, Secret: string(secret),
+		out = append(out, webhooks.Delivery{EventID: d.EventID, EventType: d.EventType, EndpointID: d.EndpointID, URL: d.URL, Secret: string(secret),
 			Body: body, Attempt: d.Attempts, CreatedAt: d.EventAt})
 	}
 	return out, nil
@@ -85,17 +88,29 @@ func (w *webhookStore) Record(ctx context.Context, a webhooks.Attempt) error {
 	return w.store.WebhookRecord(ctx, rec)
 }
 
+// Stats implements webhooks.StatsStore.
+func (w *webhookStore) Stats(ctx context.Context, now time.Time) (webhooks.Stats, error) {
+	st, err := w.store.WebhookStats(ctx, now)
+	if err != nil {
+		return webhooks.Stats{}, err
+	}
+	return webhooks.Stats{Pending: st.Pending, OldestAge: st.OldestAge}, nil
+}
+
 // newWebhookRelay is the relay of webhook deliveries: nil without the
 // vault keys (no endpoint can be registered then). A delivery connects
 // through the private-network guard unless MANGO_WEBHOOK_ALLOW_PRIVATE.
-func newWebhookRelay(cfg *config.Config, store *db.Store, log *slog.Logger) *webhooks.Relay {
+// The metrics are registered with reg either way, so dashboards find
+// them (at 0) on a server without webhooks.
+func newWebhookRelay(cfg *config.Config, store *db.Store, log *slog.Logger, reg prometheus.Registerer, tracer trace.Tracer) *webhooks.Relay {
+	metrics := webhooks.NewMetrics(reg)
 	if cfg.Secrets == nil {
 		return nil
 	}
 	log = log.With("component", "webhooks")
 	client := &http.Client{Transport: netguard.Transport(cfg.WebhookAllowPrivate)}
 	return &webhooks.Relay{Store: &webhookStore{store: store, secrets: cfg.Secrets, log: log}, Client: client, Logger: log,
-		MaxDelay: cfg.WebhookRetryMax}
+		MaxDelay: cfg.WebhookRetryMax, Tracer: tracer, Metrics: metrics}
 }
 
 // runWebhooks delivers webhook events until ctx ends; an attempt cut short
@@ -115,3 +130,5 @@ func (w webhookWake) Notify(string) { w.r.Wake() }
 
 // Gap implements pglisten.Handler.
 func (w webhookWake) Gap() { w.r.Wake() }
+
+var _ webhooks.StatsStore = (*webhookStore)(nil)

@@ -168,6 +168,11 @@ func New(deps Deps) *API {
 	if err := deps.Registry.Register(a.deploymentRuns); err != nil {
 		panic(fmt.Sprintf("httpapi: register metrics: %v", err)) // only a programming error gets here
 	}
+	for _, trigger := range []string{db.TriggerSchedule, db.TriggerManual} {
+		for _, result := range []string{"session", "error"} {
+			a.deploymentRuns.WithLabelValues(trigger, result) // series at 0 from the start, for dashboards
+		}
+	}
 	if deps.Hub != nil {
 		deps.Hub.SetLogger(deps.Logger)
 	}

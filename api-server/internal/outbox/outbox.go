@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -30,6 +29,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -38,6 +41,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/db"
+	"github.com/mangohq/mango/internal/telemetry"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -94,6 +98,10 @@ type Options struct {
 	HostGoneAfter time.Duration
 	// Queues names the task queues workflows are started on.
 	Queues sessionwf.Queues
+	// Tracer makes the span of each row's delivery ("outbox.deliver
+	// <kind>"), a child of the span of the request that wrote the row
+	// [a no-op tracer].
+	Tracer trace.Tracer
 }
 
 func (o *Options) defaults() {
@@ -117,6 +125,9 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 }
 
 // Delivery paths, the "path" label of mango_outbox_deliveries_total.
@@ -139,7 +150,7 @@ type Relay struct {
 	// Deliver claims every due row of the session).
 	wakeMu  sync.Mutex
 	queued  map[string]bool
-	wakes   chan wake
+	wakes   chan string
 	running atomic.Bool
 
 	// downUntil is the UnixNano time until which Deliver skips Temporal,
@@ -156,7 +167,7 @@ func New(store *db.Store, temporal Starter, opts Options) *Relay {
 	opts.defaults()
 	r := &Relay{
 		store: store, temporal: temporal, opts: opts, log: opts.Logger.With("component", "outbox"),
-		kick: make(chan struct{}, 1), queued: map[string]bool{}, wakes: make(chan wake, wakeQueue),
+		kick: make(chan struct{}, 1), queued: map[string]bool{}, wakes: make(chan string, wakeQueue),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mango_outbox_depth",
 			Help: "Outbox rows not yet delivered to Temporal.",
@@ -187,18 +198,12 @@ const (
 	wakeQueue     = 4096
 )
 
-// wake is a session whose rows are due, and the span of the change that
-// made them (invalid without tracing): the delivery continues its trace.
-type wake struct {
-	sessionID string
-	span      trace.SpanContext
-}
-
 // Wake schedules the direct delivery of a session's due rows without
 // waiting for it. Without Run (tests), it delivers synchronously. A full
-// queue leaves the rows to the relay's poll. With tracing on, the
+// queue leaves the rows to the relay's poll. With tracing on, each row's
 // delivery (the workflow's signal, and so the turn it wakes) joins the
-// trace of ctx: a user.message request's trace runs through its turn.
+// trace of the request that wrote the row, whichever path delivers it: a
+// user.message request's trace runs through its turn.
 func (r *Relay) Wake(ctx context.Context, sessionID string) {
 	if !r.running.Load() {
 		r.Deliver(ctx, sessionID)
@@ -210,7 +215,7 @@ func (r *Relay) Wake(ctx context.Context, sessionID string) {
 		return
 	}
 	select {
-	case r.wakes <- wake{sessionID: sessionID, span: trace.SpanContextFromContext(ctx)}:
+	case r.wakes <- sessionID:
 		r.queued[sessionID] = true
 	default:
 		r.Kick()
@@ -223,17 +228,13 @@ func (r *Relay) direct(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case w := <-r.wakes:
+		case sessionID := <-r.wakes:
 			// Unmark first: a wake arriving during the delivery queues the
 			// session again, so rows committed after the claim go too.
 			r.wakeMu.Lock()
-			delete(r.queued, w.sessionID)
+			delete(r.queued, sessionID)
 			r.wakeMu.Unlock()
-			dctx := ctx
-			if w.span.IsValid() {
-				dctx = trace.ContextWithSpanContext(ctx, w.span)
-			}
-			r.Deliver(dctx, w.sessionID)
+			r.Deliver(ctx, sessionID)
 		}
 	}
 }
@@ -345,39 +346,23 @@ func (r *Relay) deliverAll(ctx context.Context, rows []db.OutboxRow, path string
 }
 
 // deliver signals the workflow for one claimed row and settles the row:
-// deleted once Temporal accepted the signal, rescheduled otherwise.
-func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) error {
+// deleted once Temporal accepted the signal, rescheduled otherwise. The
+// delivery's span is a child of the row's writer (startDelivery), and the
+// signal's span (Temporal's interceptor) a child of it.
+func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) (err error) {
+	ctx, span := r.startDelivery(ctx, row, path)
+	result := "ok"
+	defer func() { endDelivery(span, result, err) }()
 	if row.Provider == "" {
 		// The session is gone (its row deleted after teardown): there is
 		// no workflow left to wake.
 		r.log.Info("dropping outbox row of a deleted session", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind)
 		r.settle(ctx, row, nil)
 		r.deliveries.WithLabelValues("dropped", path).Inc()
+		result = "dropped"
 		return nil
 	}
-	kind, ok := sessionwf.KindFromOutbox(row.Kind)
-	if !ok {
-		// Possibly written by a newer replica during a rolling upgrade:
-		// keep it for a replica that knows the kind.
-		err := fmt.Errorf("unknown outbox kind %q", row.Kind)
-		r.fail(ctx, row, path, err)
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
-	defer cancel()
-	input := &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider,
-		HostQueueTimeoutSeconds: int32(r.opts.HostGoneAfter / time.Second)} //nolint:gosec // validated at startup: at most a day
-	var err error
-	if row.Kind == sessionwf.OutboxKindDelete {
-		// Deletion runs in its own workflow (which cancels the session's).
-		_, err = r.temporal.ExecuteWorkflow(sctx, DeletionStartOptions(r.opts.Queues, row.SessionID, row.Provider),
-			sessionwf.DeletionWorkflowType, input)
-	} else {
-		_, err = r.temporal.SignalWithStartWorkflow(sctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
-			&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
-			StartOptions(r.opts.Queues, row.SessionID, row.Provider), sessionwf.WorkflowType, input)
-	}
-	if err != nil {
+	if err = r.signal(ctx, row); err != nil {
 		r.fail(ctx, row, path, err)
 		return err
 	}
@@ -385,6 +370,68 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) erro
 	r.settle(ctx, row, nil)
 	r.deliveries.WithLabelValues("ok", path).Inc()
 	return nil
+}
+
+// signal hands one row to Temporal: a wake-up signal to the session's
+// workflow (started when none runs), or the start of its deletion
+// workflow. A kind this replica does not know is an error.
+func (r *Relay) signal(ctx context.Context, row db.OutboxRow) error {
+	kind, ok := sessionwf.KindFromOutbox(row.Kind)
+	if !ok {
+		// Possibly written by a newer replica during a rolling upgrade:
+		// keep it for a replica that knows the kind.
+		return fmt.Errorf("unknown outbox kind %q, want one of this replica's (wakeup, interrupt, delete)", row.Kind)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.SignalTimeout)
+	defer cancel()
+	input := &sessionv1.SessionWorkflowInput{SessionId: row.SessionID, Provider: row.Provider,
+		HostQueueTimeoutSeconds: int32(r.opts.HostGoneAfter / time.Second)} //nolint:gosec // validated at startup: at most a day
+	if row.Kind == sessionwf.OutboxKindDelete {
+		// Deletion runs in its own workflow (which cancels the session's).
+		_, err := r.temporal.ExecuteWorkflow(ctx, DeletionStartOptions(r.opts.Queues, row.SessionID, row.Provider),
+			sessionwf.DeletionWorkflowType, input)
+		return err
+	}
+	_, err := r.temporal.SignalWithStartWorkflow(ctx, sessionwf.WorkflowID(row.SessionID), sessionwf.SignalWakeup,
+		&sessionv1.WakeupSignal{Kind: kind, SessionId: row.SessionID, OutboxId: row.ID, EnqueuedAt: timestamppb.New(row.CreatedAt)},
+		StartOptions(r.opts.Queues, row.SessionID, row.Provider), sessionwf.WorkflowType, input)
+	return err
+}
+
+// Attribute keys of the delivery span.
+const (
+	attrSessionID = attribute.Key("mango.session.id")
+	attrKind      = attribute.Key("mango.outbox.kind")
+	attrPath      = attribute.Key("mango.outbox.path")
+	attrAttempts  = attribute.Key("mango.outbox.attempts")
+	attrAgeMillis = attribute.Key("mango.outbox.age_ms")
+	attrOutboxID  = attribute.Key("mango.outbox.id")
+	attrResult    = attribute.Key("mango.outbox.result")
+)
+
+// startDelivery starts the span of one row's delivery, "outbox.deliver
+// <kind>". Its parent is the span of the request that wrote the row (its
+// stored traceparent), on either path, so a row delivered by the relay
+// after a crash or an outage continues its request's trace exactly as the
+// direct delivery does; a row written without tracing starts a new trace.
+func (r *Relay) startDelivery(ctx context.Context, row db.OutboxRow, path string) (context.Context, trace.Span) {
+	ctx = telemetry.WithTraceParent(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), row.TraceParent)
+	return r.opts.Tracer.Start(ctx, "outbox.deliver "+row.Kind, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrSessionID.String(row.SessionID), attrKind.String(row.Kind), attrPath.String(path),
+			attrAttempts.Int(row.Attempts), attrAgeMillis.Int64(max(time.Since(row.CreatedAt).Milliseconds(), 0)),
+			attrOutboxID.Int64(row.ID)))
+}
+
+// endDelivery ends a delivery's span with its result (ok, dropped, or
+// error with err as the span's status).
+func endDelivery(span trace.Span, result string, err error) {
+	if err != nil {
+		result = "error"
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, err.Error())
+	}
+	span.SetAttributes(attrResult.String(result))
+	span.End()
 }
 
 // StartOptions returns the options the api-server starts a session's

@@ -445,7 +445,13 @@ func admitUserMessage(t *testing.T, store *db.Store, id string) string {
 // wake writes one outbox row of the given kind through Append.
 func wake(t *testing.T, store *db.Store, id, kind string) {
 	t.Helper()
-	_, _, err := store.Append(context.Background(), id, &db.AppendRequest{
+	wakeIn(t, context.Background(), store, id, kind)
+}
+
+// wakeIn is wake with the writing request's context ctx.
+func wakeIn(t *testing.T, ctx context.Context, store *db.Store, id, kind string) {
+	t.Helper()
+	_, _, err := store.Append(ctx, id, &db.AppendRequest{
 		Decide: func(*db.Session) (*db.Change, error) { return &db.Change{Wake: true, WakeKind: kind}, nil },
 		Now:    time.Now().UTC(),
 	})

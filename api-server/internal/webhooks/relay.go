@@ -12,11 +12,18 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Delivery is one event due at one endpoint.
 type Delivery struct {
 	EventID    string    // the webhook-id: the same on every attempt (receivers dedupe on it)
+	EventType  string    // the event's type ("session.status_idled"), for spans
 	EndpointID string    // the endpoint's id, the unit of isolation (PerEndpoint)
 	URL        string    // where the body is POSTed
 	Secret     string    // whsec_...
@@ -53,6 +60,21 @@ type Store interface {
 	Record(ctx context.Context, a Attempt) error
 }
 
+// Stats describes the deliveries still to be made.
+type Stats struct {
+	Pending   int64         // deliveries the relay will attempt: not delivered, not given up, endpoint enabled
+	OldestAge time.Duration // age of the oldest one's event; 0 when there is none
+}
+
+// StatsStore is a Store that can also count what is left to deliver; the
+// relay of such a Store refreshes mango_webhook_pending and
+// mango_webhook_oldest_pending_age_seconds every StatsInterval.
+type StatsStore interface {
+	Store
+	// Stats counts the pending deliveries at now. It only reads.
+	Stats(ctx context.Context, now time.Time) (Stats, error)
+}
+
 // Retry schedule: the delay after the first failure is BackoffBase,
 // doubling per failure up to BackoffMax, each less a random jitter of up to
 // a quarter (see Backoff).
@@ -78,6 +100,8 @@ const (
 	// maxClaimRounds bounds the claims one wake-up makes while each claim
 	// fills all the room it asked for.
 	maxClaimRounds = 8
+	// statsTimeout bounds one StatsStore.Stats call.
+	statsTimeout = 2 * time.Second
 )
 
 // Relay delivers due webhook deliveries from a Store. Set its fields, then
@@ -106,6 +130,14 @@ type Relay struct {
 	Timeout     time.Duration    // bound of one attempt, answer included [10s]
 	RetryWindow time.Duration    // retries stop this long after the event's CreatedAt [24h]
 	MaxDelay    time.Duration    // the longest wait between two attempts [BackoffMax]
+	// StatsInterval is how often the pending gauges are refreshed, when
+	// Store is a StatsStore [5s].
+	StatsInterval time.Duration
+	// Tracer makes a span of each attempt, "webhook.deliver" [a no-op
+	// tracer].
+	Tracer trace.Tracer
+	// Metrics receive the relay's counts [unregistered metrics].
+	Metrics *Metrics
 
 	once sync.Once
 	wake chan struct{}
@@ -129,6 +161,9 @@ type settings struct {
 	retryWindow time.Duration
 	maxDelay    time.Duration
 	lease       time.Duration
+	statsEvery  time.Duration
+	tracer      trace.Tracer
+	metrics     *Metrics
 }
 
 // init makes the wake channel, once, so Wake may come before Run.
@@ -142,6 +177,7 @@ func (r *Relay) settings() settings {
 		client: r.Client, now: r.Now, log: r.Logger,
 		perEndpoint: r.PerEndpoint, maxInFlight: r.MaxInFlight,
 		poll: r.Poll, timeout: r.Timeout, retryWindow: r.RetryWindow, maxDelay: r.MaxDelay,
+		statsEvery: r.StatsInterval, tracer: r.Tracer, metrics: r.Metrics,
 	}
 	if s.client == nil {
 		s.client = &http.Client{}
@@ -161,7 +197,14 @@ func (r *Relay) settings() settings {
 	positive(&s.timeout, 10*time.Second)
 	positive(&s.retryWindow, DefaultRetryWindow)
 	positive(&s.maxDelay, BackoffMax)
+	positive(&s.statsEvery, 5*time.Second)
 	s.lease = s.timeout + leaseMargin
+	if s.tracer == nil {
+		s.tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(nil)
+	}
 	return s
 }
 
@@ -198,6 +241,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wg.Wait()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	var statsAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,8 +250,29 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-r.wake:
 		}
 		r.claim(ctx, &wg)
+		if time.Since(statsAt) >= r.cfg.statsEvery && ctx.Err() == nil {
+			statsAt = time.Now()
+			r.refreshStats(ctx)
+		}
 		poll.Reset(r.cfg.poll)
 	}
+}
+
+// refreshStats sets the pending gauges from the Store, when it is a
+// StatsStore; a failure leaves them as they were.
+func (r *Relay) refreshStats(ctx context.Context) {
+	ss, ok := r.Store.(StatsStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	st, err := ss.Stats(ctx, r.cfg.now())
+	if err != nil {
+		r.cfg.log.Warn("webhook deliveries: read stats failed", "err", err)
+		return
+	}
+	r.cfg.metrics.setStats(st)
 }
 
 // claim claims due deliveries for the room left and starts them, claiming
@@ -291,6 +356,7 @@ func (r *Relay) setMore() {
 func (r *Relay) skip(ctx context.Context, d Delivery, now time.Time) {
 	next := now.Add(r.cfg.poll)
 	a := Attempt{EventID: d.EventID, EndpointID: d.EndpointID, At: now, NextAt: &next, Skipped: true}
+	r.cfg.metrics.observe(a)
 	if err := r.Store.Record(ctx, a); err != nil && ctx.Err() == nil {
 		r.cfg.log.Warn("webhook delivery: record skip failed; its lease will expire",
 			"event_id", d.EventID, "endpoint_id", d.EndpointID, "err", err)
@@ -302,9 +368,12 @@ func (r *Relay) skip(ctx context.Context, d Delivery, now time.Time) {
 // it sent.
 func (r *Relay) deliver(ctx context.Context, d Delivery) {
 	base := context.WithoutCancel(ctx)
-	a := r.attempt(base, d)
+	sctx, span := r.startAttempt(base, d)
+	a := r.attempt(sctx, d)
 	next, gaveUp := schedule(d, a.Delivered, r.cfg.now(), r.cfg.retryWindow, min(Backoff(d.Attempt+1), r.cfg.maxDelay))
 	a.NextAt, a.GaveUp = next, gaveUp
+	endAttempt(span, a)
+	r.cfg.metrics.observe(a)
 	rctx, cancel := context.WithTimeout(base, recordTimeout)
 	defer cancel()
 	log := r.cfg.log.With("event_id", d.EventID, "endpoint_id", d.EndpointID, "attempt", d.Attempt+1)
@@ -319,6 +388,41 @@ func (r *Relay) deliver(ctx context.Context, d Delivery) {
 	default:
 		log.Info("webhook delivery failed; will retry", "status", a.StatusCode, "err", a.Error, "next_at", *a.NextAt)
 	}
+}
+
+// Attribute keys of the attempt span beside the HTTP ones.
+const (
+	attrEndpointID = attribute.Key("mango.webhook.endpoint_id")
+	attrEventID    = attribute.Key("mango.webhook.event_id")
+	attrEventType  = attribute.Key("mango.webhook.event_type")
+	attrAttempt    = attribute.Key("mango.webhook.attempt")
+	attrResult     = attribute.Key("mango.webhook.result")
+)
+
+// startAttempt starts the span of one attempt of d, "webhook.deliver", a
+// root: the event's own trace is not kept. It names the endpoint by id and
+// host only: never the URL's path or query, the secret or the body.
+func (r *Relay) startAttempt(ctx context.Context, d Delivery) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attrEndpointID.String(d.EndpointID), attrEventID.String(d.EventID),
+		attrEventType.String(d.EventType), attrAttempt.Int(d.Attempt + 1), semconv.HTTPRequestMethodPost}
+	if u, err := url.Parse(d.URL); err == nil && u.Hostname() != "" {
+		attrs = append(attrs, semconv.ServerAddress(u.Hostname()))
+	}
+	return r.cfg.tracer.Start(ctx, "webhook.deliver", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrs...))
+}
+
+// endAttempt ends an attempt's span with its answer and result; a failed
+// attempt's error (which holds no secret, body or URL) is its status.
+func endAttempt(span trace.Span, a Attempt) {
+	if a.StatusCode != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(a.StatusCode))
+	}
+	span.SetAttributes(attrResult.String(result(a)))
+	if !a.Delivered {
+		span.SetStatus(codes.Error, a.Error)
+	}
+	span.End()
 }
 
 // attempt POSTs d's signed body once, within Timeout, and returns the

@@ -317,9 +317,9 @@ WITH tr AS (
     FROM s, generate_subscripts($6::text[], 1) AS i
     RETURNING seq
 ), ob AS (
-    INSERT INTO outbox (session_id, kind, payload)
-    SELECT $1, $18::text, '{}'::jsonb
-    WHERE $19::bool
+    INSERT INTO outbox (session_id, kind, payload, traceparent)
+    SELECT $1, $18::text, '{}'::jsonb, $19::text
+    WHERE $20::bool
     RETURNING id
 )
 SELECT s.last_seq::bigint AS last_seq, COALESCE((SELECT id FROM ob), 0)::bigint AS outbox_id
@@ -345,6 +345,7 @@ type EventsAppendParams struct {
 	Keys             []string
 	Pending          []bool
 	WakeKind         string
+	Traceparent      string
 	Wake             bool
 }
 
@@ -358,10 +359,11 @@ type EventsAppendRow struct {
 // set_status, with the active time), the usage (when set_usage), the
 // events numbered after the old last_seq in array order, the transcript
 // entries (in array order, those with a stored key skipped), the
-// processed marks of earlier events, the wake-up outbox row (when wake;
-// its id is returned, else 0) and the notification. Every part runs
-// whether or not the final SELECT reads it; each sees the log as it was
-// before the statement (the marks name earlier events only).
+// processed marks of earlier events, the wake-up outbox row (when wake,
+// with the writer's traceparent; its id is returned, else 0) and the
+// notification. Every part runs whether or not the final SELECT reads it;
+// each sees the log as it was before the statement (the marks name
+// earlier events only).
 func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (EventsAppendRow, error) {
 	row := q.db.QueryRow(ctx, eventsAppend,
 		arg.SessionID,
@@ -382,6 +384,7 @@ func (q *Queries) EventsAppend(ctx context.Context, arg EventsAppendParams) (Eve
 		arg.Keys,
 		arg.Pending,
 		arg.WakeKind,
+		arg.Traceparent,
 		arg.Wake,
 	)
 	var i EventsAppendRow

@@ -230,6 +230,7 @@ type Outbox struct {
 	Attempts      int32
 	NextAttemptAt time.Time
 	LastError     *string
+	Traceparent   string
 }
 
 type Outcome struct {

@@ -25,7 +25,7 @@ UPDATE outbox
 SET next_attempt_at = now() + make_interval(secs => $1::float8)
 FROM due
 WHERE outbox.id = due.id
-RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts, outbox.traceparent,
     coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider
 `
 
@@ -36,12 +36,13 @@ type OutboxClaimDueParams struct {
 }
 
 type OutboxClaimDueRow struct {
-	ID        int64
-	SessionID string
-	Kind      string
-	CreatedAt time.Time
-	Attempts  int32
-	Provider  string
+	ID          int64
+	SessionID   string
+	Kind        string
+	CreatedAt   time.Time
+	Attempts    int32
+	Traceparent string
+	Provider    string
 }
 
 func (q *Queries) OutboxClaimDue(ctx context.Context, arg OutboxClaimDueParams) ([]OutboxClaimDueRow, error) {
@@ -59,6 +60,7 @@ func (q *Queries) OutboxClaimDue(ctx context.Context, arg OutboxClaimDueParams) 
 			&i.Kind,
 			&i.CreatedAt,
 			&i.Attempts,
+			&i.Traceparent,
 			&i.Provider,
 		); err != nil {
 			return nil, err
@@ -83,7 +85,7 @@ UPDATE outbox
 SET next_attempt_at = now() + make_interval(secs => $1::float8)
 FROM due
 WHERE outbox.id = due.id
-RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts,
+RETURNING outbox.id, outbox.session_id, outbox.kind, outbox.created_at, outbox.attempts, outbox.traceparent,
     coalesce((SELECT s.provider FROM sessions s WHERE s.id = outbox.session_id), '')::text AS provider
 `
 
@@ -93,12 +95,13 @@ type OutboxClaimForSessionParams struct {
 }
 
 type OutboxClaimForSessionRow struct {
-	ID        int64
-	SessionID string
-	Kind      string
-	CreatedAt time.Time
-	Attempts  int32
-	Provider  string
+	ID          int64
+	SessionID   string
+	Kind        string
+	CreatedAt   time.Time
+	Attempts    int32
+	Traceparent string
+	Provider    string
 }
 
 func (q *Queries) OutboxClaimForSession(ctx context.Context, arg OutboxClaimForSessionParams) ([]OutboxClaimForSessionRow, error) {
@@ -116,6 +119,7 @@ func (q *Queries) OutboxClaimForSession(ctx context.Context, arg OutboxClaimForS
 			&i.Kind,
 			&i.CreatedAt,
 			&i.Attempts,
+			&i.Traceparent,
 			&i.Provider,
 		); err != nil {
 			return nil, err
@@ -139,13 +143,14 @@ func (q *Queries) OutboxDelete(ctx context.Context, id int64) error {
 
 const outboxInsert = `-- name: OutboxInsert :exec
 
-INSERT INTO outbox (session_id, kind, payload) VALUES ($1, $2, $3)
+INSERT INTO outbox (session_id, kind, payload, traceparent) VALUES ($1, $2, $3, $4)
 `
 
 type OutboxInsertParams struct {
-	SessionID string
-	Kind      string
-	Payload   json.RawMessage
+	SessionID   string
+	Kind        string
+	Payload     json.RawMessage
+	Traceparent string
 }
 
 // Outbox delivery. Rows are claimed with a lease: the claiming statement
@@ -159,8 +164,15 @@ type OutboxInsertParams struct {
 // right after its commit) for fresh_seconds after it became due; the poll
 // leaves it alone meanwhile, so it does not take fresh rows from the
 // direct path and deliver them one after another behind older ones.
+// traceparent is the W3C trace context of the writing request (” without
+// tracing): the delivery continues that trace.
 func (q *Queries) OutboxInsert(ctx context.Context, arg OutboxInsertParams) error {
-	_, err := q.db.Exec(ctx, outboxInsert, arg.SessionID, arg.Kind, arg.Payload)
+	_, err := q.db.Exec(ctx, outboxInsert,
+		arg.SessionID,
+		arg.Kind,
+		arg.Payload,
+		arg.Traceparent,
+	)
 	return err
 }
 

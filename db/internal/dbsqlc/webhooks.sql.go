@@ -417,3 +417,26 @@ func (q *Queries) WebhookRecord(ctx context.Context, arg WebhookRecordParams) er
 	)
 	return err
 }
+
+const webhookStats = `-- name: WebhookStats :one
+SELECT count(*)::bigint AS pending,
+    coalesce(extract(epoch FROM $1::timestamptz - min(d.event_at)), 0)::float8 AS oldest_age_seconds
+FROM webhook_deliveries d
+JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.state = 'enabled'
+WHERE d.status = 'pending'
+`
+
+type WebhookStatsRow struct {
+	Pending          int64
+	OldestAgeSeconds float64
+}
+
+// The deliveries still to be made (pending, to enabled endpoints: those
+// of a disabled endpoint wait for it to be enabled again) and the age of
+// the oldest one's event at now, for the relay's gauges.
+func (q *Queries) WebhookStats(ctx context.Context, now time.Time) (WebhookStatsRow, error) {
+	row := q.db.QueryRow(ctx, webhookStats, now)
+	var i WebhookStatsRow
+	err := row.Scan(&i.Pending, &i.OldestAgeSeconds)
+	return i, err
+}
