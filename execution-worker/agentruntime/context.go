@@ -415,7 +415,7 @@ func (c *Core) stubResults(ctx context.Context, run *Run, msgs []model.Message) 
 			path := contextDir + safeName(b.ToolUseID) + ".txt"
 			where := "It was saved to " + path + " in the workspace; use read with view_range, or grep, to inspect it."
 			if run.hasSandbox() {
-				sb, err := run.Sandbox(ctx)
+				sb, err := c.sandbox(ctx, run)
 				if err != nil {
 					return nil, false, err
 				}

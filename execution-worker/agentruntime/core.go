@@ -128,6 +128,9 @@ type Run struct {
 	// Anchor is the provider's measure of the newest request, from the
 	// transcript (nil: none).
 	Anchor *Anchor
+	// Attempt is the number of the activity attempt running the turn
+	// (Temporal's, from 1), for the spans; 0: unknown.
+	Attempt int
 
 	mcp *mcpCatalog // the MCP tools of this run, set by Run
 	// pending are events held for the run's next commit (see commit): a
@@ -204,9 +207,16 @@ type Core struct {
 	// a tool call its abandoned predecessor still runs here; nil: a call
 	// ends with the attempt that started it.
 	Calls *Calls
-	// Tracer makes the spans of model requests and tool calls; nil makes
-	// none.
+	// Tracer makes the spans of model requests, tool calls and sandbox
+	// acquisitions; nil makes none.
 	Tracer trace.Tracer
+	// CaptureContent lets the spans carry the model's text, tool input and
+	// tool output, each clipped to MaxContentBytes
+	// (MANGO_OTEL_CAPTURE_CONTENT); false: names, sizes and timings only.
+	CaptureContent bool
+	// Metrics measures model requests, tool calls and sandbox
+	// acquisitions; nil measures nothing.
+	Metrics Metrics
 }
 
 var _ Runtime = (*Core)(nil)
@@ -429,7 +439,7 @@ func (c *Core) callModel(ctx context.Context, run *Run, req *model.Request, inde
 	}
 	startID := ids[0]
 	var resp *model.Response
-	mctx, mt := c.modelSpan(ctx, req, n, c.Preview != nil)
+	mctx, mt := c.modelSpan(ctx, run, req, n, c.Preview != nil)
 	if c.Preview != nil {
 		resp, err = c.Model.Stream(mctx, req, func(ev model.StreamEvent) {
 			mt.delta() // the first streamed event is the time to first token
@@ -619,17 +629,7 @@ func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Blo
 		report = st == awaitDenied
 	} else {
 		r, useEventID, asked, err = c.useTool(ctx, run, ev, policy, u.Name, func(ctx context.Context, useEventID string) (tools.Result, error) {
-			sb, err := run.Sandbox(ctx)
-			if err != nil {
-				return tools.Result{}, err
-			}
-			return c.toolSpan(ctx, u.Name, sb.Ref().Provider, func(ctx context.Context) (tools.Result, error) {
-				out, err := tools.Execute(tools.WithReadOnlyRoots(ctx, run.ReadOnlyRoots), sb, u.Name, input)
-				if err != nil {
-					return tools.Result{}, err
-				}
-				return spillLarge(ctx, sb, useEventID, out)
-			})
+			return c.execBuiltin(ctx, run, u.Name, useEventID, input)
 		})
 		if err != nil || asked {
 			return r, useEventID, asked, err
@@ -640,6 +640,24 @@ func (c *Core) runBuiltin(ctx context.Context, run *Run, key string, u model.Blo
 			Body: map[string]any{"tool_use_id": useEventID, "content": []textBlock{{Type: "text", Text: r.Content}}, "is_error": r.IsError}})
 	}
 	return r, useEventID, false, nil
+}
+
+// execBuiltin runs built-in tool call name (its agent.tool_use is
+// useEventID) in the session's sandbox, which it acquires within the
+// call's span; a result too large for the model goes to a file there.
+func (c *Core) execBuiltin(ctx context.Context, run *Run, name, useEventID string, input json.RawMessage) (out tools.Result, err error) {
+	ctx, span := c.toolSpan(ctx, name, input)
+	defer func() { span.end(out, err) }()
+	sb, err := c.sandbox(ctx, run)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	span.ranIn(sb.Ref().Provider)
+	out, err = tools.Execute(tools.WithReadOnlyRoots(ctx, run.ReadOnlyRoots), sb, name, input)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	return spillLarge(ctx, sb, useEventID, out)
 }
 
 // useTool announces a tool use (event typ under key) and runs it at most
@@ -814,12 +832,14 @@ func (r *Run) mcpTool(name string) (*mcpTool, bool) {
 // mcpResult calls an MCP tool; a result too large for the model goes to a
 // file in the sandbox when the session has one, else it is cut.
 func (c *Core) mcpResult(ctx context.Context, run *Run, t *mcpTool, useEventID string, input json.RawMessage) (tools.Result, error) {
-	out, err := c.callMCP(ctx, run, t, useEventID, input)
+	mctx, span := c.mcpSpan(ctx, t, input)
+	out, err := c.callMCP(mctx, run, t, useEventID, input)
+	span.end(out, err)
 	if err != nil || len([]rune(out.Content)) <= MaxToolResultChars {
 		return out, err
 	}
 	if run.hasSandbox() {
-		sb, err := run.Sandbox(ctx)
+		sb, err := c.sandbox(ctx, run)
 		if err != nil {
 			return tools.Result{}, err
 		}

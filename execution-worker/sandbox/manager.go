@@ -113,14 +113,23 @@ func (m *SessionManager) SetInstaller(steps func(*Packages) []InstallStep, timeo
 // makes sure it enforces spec.Network. Concurrent calls for one session
 // share one provisioning.
 func (m *SessionManager) Acquire(ctx context.Context, sessionID string, spec Spec) (Sandbox, error) {
+	sb, _, err := m.AcquireProvisioned(ctx, sessionID, spec)
+	return sb, err
+}
+
+// AcquireProvisioned is Acquire, also reporting whether the sandbox was
+// provisioned: created, or re-attached through its binding (after a
+// restart, or on a worker new to the session), by this call or the
+// concurrent one it joined, rather than the client the manager holds.
+func (m *SessionManager) AcquireProvisioned(ctx context.Context, sessionID string, spec Spec) (sb Sandbox, provisioned bool, err error) {
 	if _, ok := m.provider.(EgressController); spec.Network != nil && !ok {
-		return nil, &ProvisionError{SessionID: sessionID,
+		return nil, false, &ProvisionError{SessionID: sessionID,
 			Reason: fmt.Sprintf("its environment limits networking, but the %s provider cannot enforce egress rules", m.provider.Name())}
 	}
 	m.mu.Lock()
-	c, ok := m.cache[sessionID]
+	c, held := m.cache[sessionID]
 	m.mu.Unlock()
-	if !ok {
+	if !held {
 		v, err, _ := m.group.Do(sessionID, func() (any, error) {
 			c, err := m.acquire(ctx, sessionID, spec)
 			if err != nil {
@@ -132,14 +141,14 @@ func (m *SessionManager) Acquire(ctx context.Context, sessionID string, spec Spe
 			return c, nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c = v.(*cached)
 	}
 	if err := m.applyEgress(ctx, sessionID, c, spec.Network); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.sb, nil
+	return c.sb, !held, nil
 }
 
 func (m *SessionManager) acquire(ctx context.Context, sessionID string, spec Spec) (*cached, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/internal/cptest"
 	"github.com/mangohq/mango/execution-worker/sandbox"
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxlocal"
+	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 )
 
 // managerEnv is a real ControlPlane (api-server process on PostgreSQL) and
@@ -179,5 +180,35 @@ func TestSessionManagerTeardownFinishesIntent(t *testing.T) {
 	}
 	if _, err := env.bindings.GetBinding(ctx, session); !errors.Is(err, sandbox.ErrNoBinding) {
 		t.Errorf("intent after teardown: %v", err)
+	}
+}
+
+// TestAcquireReportsProvisioning: AcquireProvisioned reports the
+// acquisition that created the sandbox and the one that re-attached it
+// through its binding (a restarted worker) as provisioned, and one that
+// reused the sandbox the manager holds as not.
+func TestAcquireReportsProvisioning(t *testing.T) {
+	t.Parallel()
+	bindings, root := sandboxtest.NewBindings(), t.TempDir()
+	worker := func() *sandbox.SessionManager {
+		p, err := sandboxlocal.New(sandboxlocal.Config{Root: root, Installation: "provisioning-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sandbox.NewSessionManager(p, bindings, "mango.local.h1")
+	}
+	first := worker()
+	for i, c := range []struct {
+		m    *sandbox.SessionManager
+		want bool
+		what string
+	}{{first, true, "created"}, {first, false, "held by the manager"}, {worker(), true, "re-attached after a restart"}} {
+		sb, provisioned, err := c.m.AcquireProvisioned(t.Context(), "sesn_1", sandbox.Spec{})
+		if err != nil || sb == nil {
+			t.Fatalf("acquisition %d: %v, %v", i, sb, err)
+		}
+		if provisioned != c.want {
+			t.Errorf("acquisition %d (%s): provisioned %v, want %v", i, c.what, provisioned, c.want)
+		}
 	}
 }

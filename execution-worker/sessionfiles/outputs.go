@@ -45,6 +45,8 @@ type Publisher struct {
 type Report struct {
 	// Published counts files published (new or changed) by this call.
 	Published int
+	// Bytes is the size of the files published by this call, in total.
+	Bytes int64
 	// Unchanged counts files already published as they are.
 	Unchanged int
 	// Skipped lists the paths left out because of the limits.
@@ -122,6 +124,7 @@ func (p *Publisher) Publish(ctx context.Context, sessionID string, sb sandbox.Sa
 			return nil, err
 		}
 		rep.Published++
+		rep.Bytes += f.Size
 	}
 	return rep, nil
 }

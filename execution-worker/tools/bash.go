@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mangohq/mango/execution-worker/sandbox"
 )
 
@@ -66,6 +69,7 @@ func (t *call) bash(in bashInput) (Result, error) {
 		if err != nil {
 			return t.execFailure(err)
 		}
+		t.noteExit(&res.ExecResult)
 		return formatShell(res, req.Timeout), nil
 	}
 	req.Command = emulated(req.Command)
@@ -73,7 +77,17 @@ func (t *call) bash(in bashInput) (Result, error) {
 	if err != nil {
 		return t.execFailure(err)
 	}
+	t.noteExit(res)
 	return formatExec(res, req.Timeout), nil
+}
+
+// noteExit records the exit code of a command that ran to its end on the
+// call's span (process.exit.code); a command killed by its timeout has
+// none worth reporting.
+func (t *call) noteExit(res *sandbox.ExecResult) {
+	if !res.TimedOut {
+		trace.SpanFromContext(t.ctx).SetAttributes(attribute.Int("process.exit.code", res.ExitCode))
+	}
 }
 
 // restartShell restarts the persistent shell, or forgets the emulated one.

@@ -30,6 +30,7 @@ import (
 	"path"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/mangohq/mango/execution-worker/sandbox"
@@ -53,6 +54,10 @@ const (
 // localNames are the built-ins executed in the sandbox, in the order their
 // definitions are sent.
 var localNames = []string{Bash, Read, Write, Edit, Glob, Grep}
+
+// LocalNames returns the built-ins [Execute] runs in the sandbox, in the
+// order their definitions are sent.
+func LocalNames() []string { return slices.Clone(localNames) }
 
 // Local reports whether name is a built-in that [Execute] runs in the
 // sandbox (bash, read, write, edit, glob, grep).

@@ -257,7 +257,7 @@ func (p *process) buildTurns(cp *controlplane.Client, manager *sandbox.SessionMa
 		watcher = interrupts.NewWatcher(cp, cfg.WorkerID, turns, logger.With("component", "interrupts"))
 	}
 	p.turnActs = &session.TurnActivities{ControlPlane: cp, Manager: manager, Model: modelClient, ModelID: cfg.ModelID, Serves: serves,
-		Tracer:    p.tracing.Provider().Tracer(telemetry.Scope("agentruntime")),
+		Tracer: p.tracing.Provider().Tracer(telemetry.Scope("agentruntime")), CaptureContent: p.tracing.CaptureContent,
 		Snapshots: cp, Context: agentruntime.ContextConfig{Window: cfg.ModelContextWindow, Threshold: cfg.CompactionThreshold, CompactionModel: cfg.CompactionModel},
 		Previews: func(sid string) session.Previewer { return previews.Session(sid) }, MCP: mcpPool,
 		Resources:  &sessionfiles.Materializer{Resources: cp, Memory: cp.SessionMemoryClient, Files: files, Clone: sessionfiles.GitClone, Logger: logger.With("component", "resources")},
@@ -277,7 +277,7 @@ func (p *process) observe(ctx context.Context, previews *preview.Streamer, watch
 			return fmt.Errorf("%s=%s: %w", config.EnvMetricsAddr, cfg.MetricsAddr, err)
 		}
 		m := metrics.New(cfg.Sandbox, Version, previews)
-		p.turnActs.OnTurn = m.Turn
+		p.turnActs.OnTurn, p.turnActs.OnStart, p.turnActs.Metrics = m.Turn, m.TurnScheduleToStart, m
 		m.TranscriptCache(p.turnActs.Transcripts)
 		m.SandboxReconciler(reconciler)
 		if watcher != nil {

@@ -16,7 +16,8 @@ import (
 )
 
 // TestWorkerMetrics: with MANGO_METRICS_ADDR the worker serves Prometheus
-// metrics: turns by outcome with their duration, preview counters, an
+// metrics: turns by outcome with their duration and schedule-to-start,
+// model requests, tool calls and sandbox acquisitions, preview counters, an
 // info series, and the sandboxes of a version before installation ids
 // that its reconciler leaves alone (one workspace here, as that version
 // left it in the sandbox root).
@@ -52,6 +53,11 @@ func TestWorkerMetrics(t *testing.T) {
 		`mango_worker_preview_frames_dropped_total `,
 		`mango_worker_preview_stream_connected 1`,
 		`mango_worker_sandboxes_unclaimed 1`,
+		`mango_worker_tool_duration_seconds_count{provider="local",tool="bash"} 1`,
+		`mango_worker_sandbox_acquire_duration_seconds_count{provider="local",provisioned="true"} 1`,
+		`mango_worker_turn_schedule_to_start_seconds_count `,
+		`mango_worker_model_time_to_first_token_seconds_count{model=`,
+		`mango_worker_model_request_duration_seconds_count{model=`,
 		`mango_build_info{commit="`,
 		`component="execution-worker"`,
 		`go_goroutines `,

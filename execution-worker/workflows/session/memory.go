@@ -63,7 +63,10 @@ func (a *TurnActivities) syncMemory(ctx context.Context, sid string, sb sandbox.
 			return nil
 		}
 	}
-	return a.Resources.SyncMemory(ctx, sid, sb, resources)
+	ctx, span := a.startSpan(ctx, "memory.sync")
+	err := a.Resources.SyncMemory(ctx, sid, sb, resources)
+	endSpan(span, err, "memory stores not synced")
+	return err
 }
 
 // syncMemoryInterrupted is syncMemory for an interrupted turn, which ends

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -18,7 +21,7 @@ func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string
 	if a.Outputs == nil || sb == nil {
 		return nil, nil
 	}
-	rep, err := a.Outputs.Publish(ctx, sid, sb)
+	rep, err := a.publish(ctx, sid, sb)
 	if err != nil {
 		return nil, err
 	}
@@ -35,4 +38,16 @@ func (a *TurnActivities) publishOutputs(ctx context.Context, sid, turnKey string
 	}
 	msg := fmt.Sprintf("%d output files were not published: %s (%s%s)", len(rep.Skipped), rep.Limit, strings.Join(shown, ", "), more)
 	return errorEvent(turnKey+"/outputs_limit", "unknown_error", msg, retryExhausted), nil
+}
+
+// publish publishes the outputs of sb in a files.publish_outputs span,
+// which counts the files published and their bytes.
+func (a *TurnActivities) publish(ctx context.Context, sid string, sb sandbox.Sandbox) (*sessionfiles.Report, error) {
+	ctx, span := a.startSpan(ctx, "files.publish_outputs")
+	rep, err := a.Outputs.Publish(ctx, sid, sb)
+	if err == nil {
+		span.SetAttributes(attribute.Int("mango.files.count", rep.Published), attribute.Int64("mango.files.bytes", rep.Bytes))
+	}
+	endSpan(span, err, "outputs not published")
+	return rep, err
 }

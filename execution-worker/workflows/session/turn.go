@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
@@ -93,9 +94,15 @@ type TurnActivities struct {
 	ModelID      string
 	Previews     func(sessionID string) Previewer // per-turn preview sink; nil: none
 	MaxRounds    int
-	// Tracer makes the spans of model requests and tool calls; nil makes
-	// none.
+	// Tracer makes the spans of model requests, tool calls, the sandbox's
+	// acquisition and the session's files; nil makes none.
 	Tracer trace.Tracer
+	// CaptureContent lets the spans carry the model's text, tool input and
+	// tool output (MANGO_OTEL_CAPTURE_CONTENT).
+	CaptureContent bool
+	// Metrics measures the turns' model requests, tool calls and sandbox
+	// acquisitions; nil measures nothing.
+	Metrics agentruntime.Metrics
 	// MCP reaches the agents' MCP servers; nil offers no MCP tools.
 	MCP agentruntime.MCPClient
 	// Context tunes context-window management (MANGO_MODEL_CONTEXT_WINDOW,
@@ -107,6 +114,10 @@ type TurnActivities struct {
 	// OnTurn, when set, is told how each RunTurn ended ("error" when it
 	// failed) and how long it took.
 	OnTurn func(outcome string, took time.Duration)
+	// OnStart, when set, is told how long each RunTurn's first attempt
+	// waited between being scheduled and starting (Temporal's
+	// schedule-to-start; about 0 for a turn run eagerly).
+	OnStart func(scheduleToStart time.Duration)
 	// HeartbeatEvery spaces heartbeats (which carry cancellation).
 	HeartbeatEvery time.Duration
 	// Resources materializes the session's resources into its sandbox the
@@ -224,7 +235,7 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	if a.OnTurn != nil {
 		defer a.observe(time.Now(), &ended, &failed)
 	}
-	t := &turn{a: a, in: in, sid: in.SessionID}
+	t := &turn{a: a, in: in, sid: in.SessionID, attempt: a.started(ctx)}
 	defer t.release()
 	if res, err := t.prepare(ctx); res != nil || err != nil {
 		return res, err
@@ -251,6 +262,18 @@ func (a *TurnActivities) RunTurn(ctx context.Context, in RunTurnInput) (ended *R
 	return t.finish(done, result)
 }
 
+// started tells OnStart how long the RunTurn of ctx waited to start, and
+// returns its attempt number. Only a first attempt is told: Temporal's
+// activity info has the first attempt's scheduled time only, so a later
+// attempt's wait would count the earlier attempts.
+func (a *TurnActivities) started(ctx context.Context) int {
+	info := activity.GetInfo(ctx)
+	if a.OnStart != nil && info.Attempt == 1 && !info.ScheduledTime.IsZero() {
+		a.OnStart(max(info.StartedTime.Sub(info.ScheduledTime), 0))
+	}
+	return int(info.Attempt)
+}
+
 // observe tells OnTurn how the RunTurn that started at start ended.
 func (a *TurnActivities) observe(start time.Time, ended **RunTurnResult, failed *error) {
 	outcome := "error"
@@ -265,6 +288,8 @@ type turn struct {
 	a   *TurnActivities
 	in  RunTurnInput
 	sid string
+	// attempt is the activity attempt's number (from 1).
+	attempt int
 	// box is the session whose sandbox, resources and memory stores the
 	// turn uses: sid, or a child thread's session.
 	box string
@@ -309,6 +334,9 @@ type turn struct {
 	selfHosted  bool
 	acquire     func(context.Context) (sandbox.Sandbox, error)
 	materialize func(context.Context, sandbox.Sandbox) error
+	// provisioned: an acquisition provisioned the sandbox since a tool
+	// call last got it (toolSandbox).
+	provisioned atomic.Bool
 	// readOnly are the mounts of the session's read_only memory stores.
 	readOnly []string
 }
@@ -626,7 +654,7 @@ func (t *turn) buildCore(ctx context.Context) error {
 	// The turn's last response commits with its end when the server can
 	// store its transcript message there.
 	t.core = &agentruntime.Core{Model: a.Model, Store: rtStore, MaxRounds: a.MaxRounds, ModelID: a.ModelID, MCP: a.MCP, Context: a.Context,
-		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls, Tracer: a.Tracer}
+		HoldLast: run.GetCompleteTurnTranscript(), Calls: a.Calls, Tracer: a.Tracer, CaptureContent: a.CaptureContent, Metrics: a.Metrics}
 	if a.Previews != nil {
 		p := a.Previews(t.sid)
 		t.core.Preview, t.store.previews = p, p
@@ -645,18 +673,48 @@ func (t *turn) wireSandbox(spec sandbox.Spec) {
 		t.acquire = noSandbox
 		return
 	}
-	t.acquire = func(ctx context.Context) (sandbox.Sandbox, error) { return a.Manager.Acquire(ctx, sid, spec) }
+	t.acquire = func(ctx context.Context) (sandbox.Sandbox, error) {
+		sb, provisioned, err := a.Manager.AcquireProvisioned(ctx, sid, spec)
+		if provisioned {
+			t.provisioned.Store(true)
+		}
+		return sb, err
+	}
 	if slices.Contains(t.tools.BuiltinNames(), tools.Bash) {
 		t.acquire = withShell(t.acquire)
 	}
 	if a.Resources != nil {
-		t.materialize = func(ctx context.Context, sb sandbox.Sandbox) error {
-			if tc := t.run.GetTurnContext(); tc != nil {
-				return a.Resources.MaterializeListed(ctx, sid, sb, tc.GetResources())
-			}
-			return a.Resources.Materialize(ctx, sid, sb) // a server that predates turn_context
-		}
+		t.materialize = t.materializeResources
 	}
+}
+
+// materializeResources brings sb up to date with the session's resources
+// (files, repositories, skills, memory stores), in a files.materialize
+// span.
+func (t *turn) materializeResources(ctx context.Context, sb sandbox.Sandbox) (err error) {
+	tc := t.run.GetTurnContext()
+	var attrs []attribute.KeyValue
+	if tc != nil {
+		attrs = append(attrs, attribute.Int("mango.files.resources", len(tc.GetResources())))
+	}
+	ctx, span := t.a.startSpan(ctx, "files.materialize", attrs...)
+	defer func() { endSpan(span, err, "resources not materialized") }()
+	if tc != nil {
+		return t.a.Resources.MaterializeListed(ctx, t.box, sb, tc.GetResources())
+	}
+	return t.a.Resources.Materialize(ctx, t.box, sb) // a server that predates turn_context
+}
+
+// toolSandbox hands a call of the turn the session's sandbox. The first
+// call to get it after an acquisition provisioned it (usually the turn's
+// first, which may have waited for the acquisition runCore started early)
+// tells its span so (agentruntime.MarkProvisioned).
+func (t *turn) toolSandbox(ctx context.Context) (sandbox.Sandbox, error) {
+	sb, err := t.once.Acquire(ctx, t.acquire, t.materialize)
+	if err == nil && t.provisioned.Swap(false) {
+		agentruntime.MarkProvisioned(ctx)
+	}
+	return sb, err
 }
 
 // runCore runs the turn's core. Provisioning starts first, overlapping
@@ -671,9 +729,7 @@ func (t *turn) runCore() (*agentruntime.Result, error) {
 	run := &agentruntime.Run{
 		TurnKey: t.key, SessionID: t.sid, Agent: &t.agent, Tools: t.tools, Conversation: t.conv, TurnMessages: turnMessages(t.keys, t.key),
 		Approved: t.approved, Unsaved: t.unsaved, Anchor: t.anchor, Snapshot: t.snapshot, ReadOnlyRoots: t.readOnly,
-		Sandbox: func(ctx context.Context) (sandbox.Sandbox, error) {
-			return t.once.Acquire(ctx, t.acquire, t.materialize)
-		},
+		Sandbox: t.toolSandbox, Attempt: t.attempt,
 	}
 	if t.selfHosted {
 		run.Sandbox, run.ToolResults = noSandbox, t.a.toolResults(t.sid)
