@@ -214,13 +214,13 @@ func (r *Reconciler) Run(ctx context.Context) {
 		res, err := r.RunOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
+			log.WarnContext(ctx, "sandbox reconciliation failed", "provider", r.Provider.Name(), "err", err)
 		case len(res.Destroyed)+len(res.Bound)+len(res.Moved)+len(res.Trimmed) > 0:
-			log.Info("sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
+			log.InfoContext(ctx, "sandbox reconciliation", "provider", r.Provider.Name(), "destroyed", len(res.Destroyed), "bound", len(res.Bound),
 				"moved_to", r.TaskQueue, "moved", len(res.Moved), "spares_trimmed", len(res.Trimmed))
 		}
 		if err == nil && int64(len(res.Unclaimed)) != before {
-			log.Info("legacy sandboxes without an installation id are left alone: no binding of this installation references them",
+			log.InfoContext(ctx, "legacy sandboxes without an installation id are left alone: no binding of this installation references them",
 				"provider", r.Provider.Name(), "installation", r.Installation, "unclaimed", len(res.Unclaimed),
 				"refs", res.Unclaimed[:min(len(res.Unclaimed), maxLoggedRefs)])
 		}

@@ -147,7 +147,7 @@ func (m *Materializer) SyncMemory(ctx context.Context, sessionID string, sb sand
 			err = m.replaceMount(ctx, sessionID, ft, r, log)
 		}
 		if isNotFound(err) {
-			log.Info("memory store resource gone; not synced", "error", err)
+			log.InfoContext(ctx, "memory store resource gone; not synced", "error", err)
 			continue
 		}
 		if err != nil {
@@ -206,14 +206,14 @@ func (m *Materializer) syncMount(ctx context.Context, sessionID string, ft sandb
 			rep.Unchanged++
 		case pb.MemoryChangeOutcome_MEMORY_CHANGE_OUTCOME_CONFLICT:
 			rep.Conflicts++
-			l.Warn("memory CONFLICT: the memory changed through the API since it was placed; the agent's content was saved elsewhere",
+			l.WarnContext(ctx, "memory CONFLICT: the memory changed through the API since it was placed; the agent's content was saved elsewhere",
 				"conflict_path", res.GetConflictPath())
 		default:
 			rep.Refused++
-			l.Warn("memory change REFUSED", "reason", res.GetReason(), "access", base.GetHeader().GetAccess())
+			l.WarnContext(ctx, "memory change REFUSED", "reason", res.GetReason(), "access", base.GetHeader().GetAccess())
 		}
 	}
-	log.Info("synced memory store", "applied", rep.Applied, "unchanged", rep.Unchanged, "conflicts", rep.Conflicts,
+	log.InfoContext(ctx, "synced memory store", "applied", rep.Applied, "unchanged", rep.Unchanged, "conflicts", rep.Conflicts,
 		"refused", rep.Refused, "skipped", rep.Skipped)
 	return rep, nil
 }
@@ -274,7 +274,7 @@ func diffMount(ctx context.Context, ft sandbox.FileTransfer, mount string, entri
 		}
 		if why != "" {
 			skipped++
-			log.Warn("memory file REFUSED by the worker: not synced", "path", rel, "reason", why)
+			log.WarnContext(ctx, "memory file REFUSED by the worker: not synced", "path", rel, "reason", why)
 			continue
 		}
 		if b, ok := base[rel]; ok && b == f.sha {
@@ -446,7 +446,7 @@ func (m *Materializer) replaceMount(ctx context.Context, sessionID string, ft sa
 	if err := ft.PutFile(ctx, marker, bytes.NewReader(done), int64(len(done)), 0o644); err != nil {
 		return fmt.Errorf("write the placement marker of %s: %w", r.GetId(), err)
 	}
-	log.Info("placed memory store", "memory_store_id", header.GetMemoryStoreId(), "access", header.GetAccess(),
+	log.InfoContext(ctx, "placed memory store", "memory_store_id", header.GetMemoryStoreId(), "access", header.GetAccess(),
 		"memories", len(tree), "bytes", bytesRead)
 	return nil
 }

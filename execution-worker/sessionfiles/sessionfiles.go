@@ -179,7 +179,7 @@ func (m *Materializer) MaterializeListed(ctx context.Context, sessionID string, 
 func (m *Materializer) one(ctx context.Context, sessionID string, ft sandbox.FileTransfer, r *pb.SessionResource) error {
 	log := m.logger().With("session_id", sessionID, "resource_id", r.GetId(), "mount_path", r.GetMountPath())
 	if r.GetDeleted() {
-		log.Info("removing deleted resource from the sandbox")
+		log.InfoContext(ctx, "removing deleted resource from the sandbox")
 		if err := ft.RemoveAll(ctx, r.GetMountPath()); err != nil {
 			return fmt.Errorf("remove resource %s: %w", r.GetId(), err)
 		}
@@ -218,7 +218,7 @@ func (m *Materializer) putFile(ctx context.Context, sessionID string, ft sandbox
 	if err := ft.PutFile(ctx, r.GetMountPath(), rc, meta.GetSizeBytes(), mountedFileMode); err != nil {
 		return fmt.Errorf("mount file %s at %s: %w", r.GetFileId(), r.GetMountPath(), err)
 	}
-	log.Info("mounted file", "file_id", r.GetFileId(), "bytes", meta.GetSizeBytes())
+	log.InfoContext(ctx, "mounted file", "file_id", r.GetFileId(), "bytes", meta.GetSizeBytes())
 	return nil
 }
 
@@ -263,7 +263,7 @@ func (m *Materializer) putRepository(ctx context.Context, sessionID string, ft s
 	if err := sandbox.PutTree(ctx, ft, r.GetMountPath(), os.DirFS(dir)); err != nil {
 		return fmt.Errorf("copy repository of resource %s into the sandbox: %w", r.GetId(), err)
 	}
-	log.Info("mounted repository", "url", r.GetUrl(), "commit", commit)
+	log.InfoContext(ctx, "mounted repository", "url", r.GetUrl(), "commit", commit)
 	return nil
 }
 

@@ -78,7 +78,7 @@ func (m *Materializer) putSkill(ctx context.Context, sessionID string, ft sandbo
 	if err := sandbox.PutReadOnlyTree(ctx, ft, r.GetMountPath(), tree); err != nil {
 		return fmt.Errorf("copy skill %s into the sandbox: %w", r.GetSkillId(), err)
 	}
-	log.Info("mounted skill", "skill_id", r.GetSkillId(), "skill_version_id", r.GetSkillVersionId(),
+	log.InfoContext(ctx, "mounted skill", "skill_id", r.GetSkillId(), "skill_version_id", r.GetSkillVersionId(),
 		"files", stats.files, "bytes", stats.bytes)
 	return nil
 }

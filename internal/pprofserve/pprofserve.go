@@ -40,10 +40,10 @@ func Start(ctx context.Context, addr string, log *slog.Logger) (net.Addr, error)
 	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("pprof server stopped", "err", err)
+			log.ErrorContext(ctx, "pprof server stopped", "err", err)
 		}
 	}()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	log.Info("pprof serving", "addr", ln.Addr().String())
+	log.InfoContext(ctx, "pprof serving", "addr", ln.Addr().String())
 	return ln.Addr(), nil
 }

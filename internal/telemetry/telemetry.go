@@ -121,7 +121,7 @@ func Start(ctx context.Context, c Config, service, version string, log *slog.Log
 	t := &Tracing{Config: c}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	if !c.Enabled {
-		log.Info("tracing off (set OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER=otlp to export spans)")
+		log.InfoContext(ctx, "tracing off (set OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER=otlp to export spans)")
 		return t, nil
 	}
 	exp, err := otlptrace.New(ctx, c.client)
@@ -138,7 +138,7 @@ func Start(ctx context.Context, c Config, service, version string, log *slog.Log
 		batch = append(batch, sdktrace.WithBatchTimeout(c.batchDelay))
 	}
 	t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithResource(res), sdktrace.WithSampler(c.sampler))
-	log.Info("tracing on", "protocol", c.Protocol, "endpoint", c.endpoint, "sampler", c.sampler.Description(), "capture_content", c.CaptureContent)
+	log.InfoContext(ctx, "tracing on", "protocol", c.Protocol, "endpoint", c.endpoint, "sampler", c.sampler.Description(), "capture_content", c.CaptureContent)
 	return t, nil
 }
 

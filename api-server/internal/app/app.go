@@ -286,7 +286,7 @@ func (s *Server) buildHubs(reg *prometheus.Registry) {
 // MANGO_FILES_S3_*, checked to be reachable, else PostgreSQL.
 func openFiles(ctx context.Context, cfg *config.Config, store *db.Store, log *slog.Logger) (filestore.Blobs, error) {
 	if cfg.FilesS3 == nil {
-		log.Info("file store", "backend", "postgresql")
+		log.InfoContext(ctx, "file store", "backend", "postgresql")
 		return filestore.Postgres(store), nil
 	}
 	s3, err := filestores3.New(*cfg.FilesS3)
@@ -298,7 +298,7 @@ func openFiles(ctx context.Context, cfg *config.Config, store *db.Store, log *sl
 	if err := s3.Check(checkCtx); err != nil {
 		return nil, fmt.Errorf("file store: %w", err)
 	}
-	log.Info("file store", "backend", "s3", "s3", *cfg.FilesS3)
+	log.InfoContext(ctx, "file store", "backend", "s3", "s3", *cfg.FilesS3)
 	return s3, nil
 }
 
@@ -327,11 +327,11 @@ func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
 func (s *Server) ready(ctx context.Context) error {
 	// The returned messages are shown on /readyz; causes go to the log.
 	if err := s.pool.Ping(ctx); err != nil {
-		s.log.Warn("readiness: postgresql unreachable", "err", err)
+		s.log.WarnContext(ctx, "readiness: postgresql unreachable", "err", err)
 		return errors.New("postgresql unreachable")
 	}
 	if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		s.log.Warn("readiness: temporal unreachable", "hostport", s.cfg.TemporalHostPort, "err", err)
+		s.log.WarnContext(ctx, "readiness: temporal unreachable", "hostport", s.cfg.TemporalHostPort, "err", err)
 		return errors.New("temporal unreachable")
 	}
 	return nil
@@ -372,13 +372,13 @@ func (s *Server) serve(ctx context.Context, stopHubs func()) error {
 		errc <- fmt.Errorf("http server: %w", err)
 	}()
 	go func() { errc <- s.cp.serve() }()
-	s.log.Info("api-server listening", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
+	s.log.InfoContext(ctx, "api-server listening", "http", s.HTTPAddr(), "grpc", s.GRPCAddr())
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	s.log.InfoContext(ctx, "shutting down", "timeout", s.cfg.ShutdownTimeout)
 	stopHubs() // ends open event streams so the drain below can finish
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()

@@ -219,7 +219,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 		c.render(w, r, v, http.StatusBadRequest, "error", errorPage{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: bad.Error()})
 		return
 	}
-	c.deps.Logger.Error("console request failed", "path", r.URL.Path, "err", err)
+	c.deps.Logger.ErrorContext(r.Context(), "console request failed", "path", r.URL.Path, "err", err)
 	c.render(w, r, v, http.StatusInternalServerError, "error", errorPage{Status: http.StatusInternalServerError, Type: "api_error",
 		Message: "the console could not complete the request; the server's log has the cause"})
 }

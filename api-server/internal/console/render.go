@@ -131,7 +131,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v *visit, statu
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", vw); err != nil {
-		c.deps.Logger.Error("console render failed", "page", name, "err", err)
+		c.deps.Logger.ErrorContext(r.Context(), "console render failed", "page", name, "err", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}

@@ -268,7 +268,7 @@ func (c *Console) fileDownload(w http.ResponseWriter, r *http.Request, v *visit)
 	}
 	_, err = io.Copy(w, resp.Body)
 	if err != nil {
-		c.deps.Logger.Warn("console download cut", "file", id, "err", err)
+		c.deps.Logger.WarnContext(r.Context(), "console download cut", "file", id, "err", err)
 	}
 	return nil
 }

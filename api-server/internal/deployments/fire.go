@@ -112,7 +112,7 @@ func RunWorker(ctx context.Context, w worker.Worker, log *slog.Logger) {
 		if err == nil {
 			break
 		}
-		log.Warn("start the deployment fire worker; retrying", slog.Any("error", err))
+		log.WarnContext(ctx, "start the deployment fire worker; retrying", slog.Any("error", err))
 		select {
 		case <-ctx.Done():
 			return

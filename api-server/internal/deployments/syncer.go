@@ -137,7 +137,7 @@ func (s *Syncer) pass(ctx context.Context) {
 	ids, err := s.opts.Store.DeploymentsUnsynced(ctx, 100)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.opts.Logger.Warn("list deployments whose schedule is not in step", slog.Any("error", err))
+			s.opts.Logger.WarnContext(ctx, "list deployments whose schedule is not in step", slog.Any("error", err))
 		}
 		return
 	}
@@ -157,7 +157,7 @@ func (s *Syncer) Sync(ctx context.Context, id string) {
 	defer cancel()
 	if err := s.opts.Store.DeploymentSync(callCtx, id, func(d *db.Deployment) error { return s.apply(callCtx, d) }); err != nil {
 		s.syncs.WithLabelValues("error").Inc()
-		s.opts.Logger.Warn("sync deployment schedule; retried later", slog.String("deployment_id", id), slog.Any("error", err))
+		s.opts.Logger.WarnContext(ctx, "sync deployment schedule; retried later", slog.String("deployment_id", id), slog.Any("error", err))
 		return
 	}
 	s.syncs.WithLabelValues("ok").Inc()
@@ -231,7 +231,7 @@ func (s *Syncer) Upcoming(ctx context.Context, d *db.Deployment) []time.Time {
 	defer cancel()
 	desc, err := s.opts.Temporal.ScheduleClient().GetHandle(callCtx, s.ScheduleID(d.ID)).Describe(callCtx)
 	if err != nil {
-		s.opts.Logger.Debug("describe deployment schedule", slog.String("deployment_id", d.ID), slog.Any("error", err))
+		s.opts.Logger.DebugContext(ctx, "describe deployment schedule", slog.String("deployment_id", d.ID), slog.Any("error", err))
 		return out
 	}
 	for _, t := range desc.Info.NextActionTimes {

@@ -303,7 +303,7 @@ func (a *API) runDeployment(ctx context.Context, d *db.Deployment, scheduledAt *
 func (a *API) RunScheduled(ctx context.Context, deploymentID string, scheduledAt time.Time) error {
 	d, err := a.deps.Store.DeploymentGet(ctx, deploymentID)
 	if errors.Is(err, db.ErrNotFound) {
-		a.deps.Logger.Warn("scheduled fire of a deployment this installation does not have", slog.String("deployment_id", deploymentID))
+		a.deps.Logger.WarnContext(ctx, "scheduled fire of a deployment this installation does not have", slog.String("deployment_id", deploymentID))
 		return nil
 	}
 	if err != nil {
@@ -320,7 +320,7 @@ func (a *API) RunScheduled(ctx context.Context, deploymentID string, scheduledAt
 		return nil
 	}
 	if err == nil {
-		a.deps.Logger.Info("deployment run", slog.String("deployment_id", d.ID), slog.String("run_id", run.ID),
+		a.deps.Logger.InfoContext(ctx, "deployment run", slog.String("deployment_id", d.ID), slog.String("run_id", run.ID),
 			slog.Time("scheduled_at", scheduledAt), slog.Bool("failed", run.ErrorType != nil))
 	}
 	return err
@@ -341,7 +341,7 @@ func (a *API) FailScheduled(ctx context.Context, deploymentID string, scheduledA
 	if d.ArchivedAt != nil || d.Status != db.DeploymentActive {
 		return nil // paused or archived meanwhile: the occurrence makes no run
 	}
-	a.deps.Logger.Error("deployment run failed past its retries; recorded as unknown_error", slog.String("deployment_id", d.ID),
+	a.deps.Logger.ErrorContext(ctx, "deployment run failed past its retries; recorded as unknown_error", slog.String("deployment_id", d.ID),
 		slog.Time("scheduled_at", scheduledAt), slog.String("cause", cause))
 	msg := "the run's session could not be created: an internal error persisted through an hour of retries"
 	typ := runErrUnknown

@@ -234,7 +234,7 @@ func (a *API) startDream(c echo.Context, id, agentID string, r *dreamRequest, in
 	// The session holds the agent's snapshot: the dream's agent is
 	// archived at once, so that dreams do not crowd the agents list.
 	if _, err := a.deps.Store.AgentArchive(ctx, agentID, a.now()); err != nil {
-		a.deps.Logger.Warn("archive a dream's agent", "dream_id", id, "agent_id", agentID, "err", err)
+		a.deps.Logger.WarnContext(ctx, "archive a dream's agent", "dream_id", id, "agent_id", agentID, "err", err)
 	}
 	return a.deps.Store.DreamGet(ctx, id)
 }

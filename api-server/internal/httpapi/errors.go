@@ -30,7 +30,7 @@ func (a *API) handleError(err error, c echo.Context) {
 		werr = c.JSON(pub.Status, env)
 	}
 	if werr != nil {
-		a.deps.Logger.Warn("write error response", "err", werr, "request_id", env.RequestID)
+		a.deps.Logger.WarnContext(c.Request().Context(), "write error response", "err", werr, "request_id", env.RequestID)
 	}
 }
 
@@ -58,10 +58,10 @@ func (a *API) publicError(err error, c echo.Context) *apierror.Error {
 	case db.Unavailable(err):
 		// PostgreSQL restarting or unreachable: nothing was done, and the
 		// same request may succeed in a moment.
-		a.deps.Logger.Warn("database unavailable", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
+		a.deps.Logger.WarnContext(c.Request().Context(), "database unavailable", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
 		return apierror.Unavailable("the service's database is unavailable for a moment; retry the request")
 	}
-	a.deps.Logger.Error("internal error", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
+	a.deps.Logger.ErrorContext(c.Request().Context(), "internal error", "err", err, "method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
 	return apierror.Internal()
 }
 

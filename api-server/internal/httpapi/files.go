@@ -187,7 +187,7 @@ func (a *API) deleteBlob(ctx context.Context, key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := a.deps.Files.Delete(ctx, key); err != nil {
-		a.deps.Logger.Error("file bytes left in the store", "storage_key", key, "err", err)
+		a.deps.Logger.ErrorContext(ctx, "file bytes left in the store", "storage_key", key, "err", err)
 	}
 }
 
@@ -266,7 +266,7 @@ func (a *API) fileContent(c echo.Context) error {
 	n, err := io.CopyBuffer(c.Response(), io.LimitReader(rc, f.SizeBytes), make([]byte, 256<<10))
 	if err != nil || n != f.SizeBytes {
 		// The status is sent: the client sees a short body.
-		a.deps.Logger.Warn("file download cut short", "file_id", f.ID, "sent", n, "size", f.SizeBytes, "err", err,
+		a.deps.Logger.WarnContext(ctx, "file download cut short", "file_id", f.ID, "sent", n, "size", f.SizeBytes, "err", err,
 			"request_id", requestIDOf(c))
 	}
 	return nil
@@ -305,7 +305,7 @@ func (a *API) deleteFile(ctx context.Context, id string) {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 	case err != nil:
-		a.deps.Logger.Error("delete file", "file_id", id, "err", err)
+		a.deps.Logger.ErrorContext(ctx, "delete file", "file_id", id, "err", err)
 	case unreferenced:
 		a.deleteBlob(ctx, key)
 	}

@@ -114,7 +114,7 @@ func (a *API) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 				if r == http.ErrAbortHandler {
 					panic(r)
 				}
-				a.deps.Logger.Error("handler panic", "panic", r, "stack", string(debug.Stack()),
+				a.deps.Logger.ErrorContext(c.Request().Context(), "handler panic", "panic", r, "stack", string(debug.Stack()),
 					"method", c.Request().Method, "route", routeOf(c), "request_id", requestIDOf(c))
 				err = apierror.Internal()
 			}

@@ -470,7 +470,7 @@ func (a *API) skillVersionContent(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 	n, err := io.Copy(c.Response(), io.LimitReader(rc, v.SizeBytes))
 	if err != nil || n != v.SizeBytes {
-		a.deps.Logger.Warn("skill download cut short", "skill_version_id", v.ID, "sent", n, "size", v.SizeBytes, "err", err,
+		a.deps.Logger.WarnContext(ctx, "skill download cut short", "skill_version_id", v.ID, "sent", n, "size", v.SizeBytes, "err", err,
 			"request_id", requestIDOf(c))
 	}
 	return nil

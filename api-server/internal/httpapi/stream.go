@@ -98,7 +98,7 @@ func (a *API) streamEvents(c echo.Context, id string) error {
 			// Outside the handler the panic middleware no longer applies.
 			defer func() {
 				if r := recover(); r != nil {
-					a.deps.Logger.Error("event stream panic", "panic", r, "stack", string(debug.Stack()), "session", id)
+					a.deps.Logger.ErrorContext(streamCtx, "event stream panic", "panic", r, "stack", string(debug.Stack()), "session", id)
 				}
 			}()
 			st.run(streamCtx)
@@ -165,7 +165,7 @@ func (st *sseStream) run(ctx context.Context) {
 			events, err := st.a.deps.Store.EventsAfter(ctx, st.id, st.seq, eventhub.ReadBatch)
 			if err != nil {
 				if ctx.Err() == nil {
-					st.a.deps.Logger.Warn("stream: read events", "session", st.id, "err", err)
+					st.a.deps.Logger.WarnContext(ctx, "stream: read events", "session", st.id, "err", err)
 				}
 				return // the client reconnects with Last-Event-ID
 			}

@@ -112,7 +112,7 @@ func (a *API) credentialValidate(c echo.Context) error {
 		if errors.As(err, &refused) {
 			out.Refresh.HTTPResponse = refused.Response
 		} else {
-			a.deps.Logger.Warn("validate credential: refresh failed", "credential_id", credID, "err", err)
+			a.deps.Logger.WarnContext(ctx, "validate credential: refresh failed", "credential_id", credID, "err", err)
 		}
 		return c.JSON(http.StatusOK, out)
 	}

@@ -277,7 +277,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			n, err := r.relayBatch(ctx, fresh)
 			if err != nil {
 				if ctx.Err() == nil {
-					r.log.Warn("outbox relay pass failed", "err", err)
+					r.log.WarnContext(ctx, "outbox relay pass failed", "err", err)
 				}
 				break
 			}
@@ -308,7 +308,7 @@ func (r *Relay) Deliver(ctx context.Context, sessionID string) {
 	defer cancel()
 	rows, err := r.store.OutboxClaimForSession(ctx, sessionID, r.opts.Lease)
 	if err != nil {
-		r.log.Warn("claim outbox rows for direct delivery", "session_id", sessionID, "err", err)
+		r.log.WarnContext(ctx, "claim outbox rows for direct delivery", "session_id", sessionID, "err", err)
 		return
 	}
 	r.deliverAll(ctx, rows, pathDirect)
@@ -356,7 +356,7 @@ func (r *Relay) deliver(ctx context.Context, row db.OutboxRow, path string) (err
 	if row.Provider == "" {
 		// The session is gone (its row deleted after teardown): there is
 		// no workflow left to wake.
-		r.log.Info("dropping outbox row of a deleted session", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind)
+		r.log.InfoContext(ctx, "dropping outbox row of a deleted session", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind)
 		r.settle(ctx, row, nil)
 		r.deliveries.WithLabelValues("dropped", path).Inc()
 		result = "dropped"
@@ -464,7 +464,7 @@ func DeletionStartOptions(queues sessionwf.Queues, sessionID, provider string) c
 func (r *Relay) fail(ctx context.Context, row db.OutboxRow, path string, cause error) {
 	r.deliveries.WithLabelValues("error", path).Inc()
 	delay := Backoff(row.Attempts+1, r.opts.BackoffBase, r.opts.BackoffMax)
-	r.log.Warn("outbox delivery failed", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind,
+	r.log.WarnContext(ctx, "outbox delivery failed", "session_id", row.SessionID, "outbox_id", row.ID, "kind", row.Kind,
 		"attempts", row.Attempts+1, "retry_in", delay, "path", path, "err", cause)
 	r.settle(ctx, row, func(ctx context.Context) error {
 		return r.store.OutboxReschedule(ctx, row.ID, truncate(cause.Error(), 1000), delay)
@@ -485,14 +485,14 @@ func (r *Relay) settle(ctx context.Context, row db.OutboxRow, reschedule func(co
 		err = r.store.OutboxDelete(ctx, row.ID)
 	}
 	if err != nil {
-		r.log.Warn("settle outbox row", "session_id", row.SessionID, "outbox_id", row.ID, "err", err)
+		r.log.WarnContext(ctx, "settle outbox row", "session_id", row.SessionID, "outbox_id", row.ID, "err", err)
 	}
 }
 
 func (r *Relay) refreshStats(ctx context.Context) {
 	st, err := r.store.OutboxStats(ctx)
 	if err != nil {
-		r.log.Warn("read outbox stats", "err", err)
+		r.log.WarnContext(ctx, "read outbox stats", "err", err)
 		return
 	}
 	r.depth.Set(float64(st.Depth))

@@ -117,7 +117,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		LogError: func(ctx context.Context, err error) {
 			l.wait = l.waits.NextBackOff()
 			if ctx.Err() == nil {
-				l.log.Warn("not listening: connection failed or lost; reconnecting", "err", err, "backoff", l.wait)
+				l.log.WarnContext(ctx, "not listening: connection failed or lost; reconnecting", "err", err, "backoff", l.wait)
 			}
 		},
 		ReconnectDelay: -1, // connect waits the backoff itself

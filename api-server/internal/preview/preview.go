@@ -472,7 +472,7 @@ func (h *Hub) publishLoop(ctx context.Context) {
 					lost += q.frames
 				}
 				h.m.dropped.WithLabelValues(DropRelayError).Add(float64(lost))
-				h.log.Warn("preview hub: notify failed; frames dropped", "err", err, "frames", lost)
+				h.log.WarnContext(ctx, "preview hub: notify failed; frames dropped", "err", err, "frames", lost)
 				break
 			}
 			h.m.notifies.Inc()

@@ -63,7 +63,7 @@ func (im *Importer) Import(ctx context.Context, src Source) (*db.CatalogResult, 
 	cleanup := func(keys []string) {
 		for _, k := range keys {
 			if err := im.Files.Delete(context.WithoutCancel(ctx), k); err != nil {
-				im.Log.Error("skills catalog: archive left in the file store", "storage_key", k, "err", err)
+				im.Log.ErrorContext(ctx, "skills catalog: archive left in the file store", "storage_key", k, "err", err)
 			}
 		}
 	}

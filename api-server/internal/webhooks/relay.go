@@ -269,7 +269,7 @@ func (r *Relay) refreshStats(ctx context.Context) {
 	defer cancel()
 	st, err := ss.Stats(ctx, r.cfg.now())
 	if err != nil {
-		r.cfg.log.Warn("webhook deliveries: read stats failed", "err", err)
+		r.cfg.log.WarnContext(ctx, "webhook deliveries: read stats failed", "err", err)
 		return
 	}
 	r.cfg.metrics.setStats(st)
@@ -287,7 +287,7 @@ func (r *Relay) claim(ctx context.Context, wg *sync.WaitGroup) {
 		ds, err := r.Store.ClaimDue(ctx, now, room, r.cfg.lease)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.cfg.log.Warn("webhook deliveries: claim failed", "err", err)
+				r.cfg.log.WarnContext(ctx, "webhook deliveries: claim failed", "err", err)
 			}
 			return
 		}
@@ -358,7 +358,7 @@ func (r *Relay) skip(ctx context.Context, d Delivery, now time.Time) {
 	a := Attempt{EventID: d.EventID, EndpointID: d.EndpointID, At: now, NextAt: &next, Skipped: true}
 	r.cfg.metrics.observe(a)
 	if err := r.Store.Record(ctx, a); err != nil && ctx.Err() == nil {
-		r.cfg.log.Warn("webhook delivery: record skip failed; its lease will expire",
+		r.cfg.log.WarnContext(ctx, "webhook delivery: record skip failed; its lease will expire",
 			"event_id", d.EventID, "endpoint_id", d.EndpointID, "err", err)
 	}
 }
@@ -378,15 +378,15 @@ func (r *Relay) deliver(ctx context.Context, d Delivery) {
 	defer cancel()
 	log := r.cfg.log.With("event_id", d.EventID, "endpoint_id", d.EndpointID, "attempt", d.Attempt+1)
 	if err := r.Store.Record(rctx, a); err != nil {
-		log.Error("webhook delivery: record failed; its lease will expire and it will be attempted again", "err", err)
+		log.ErrorContext(sctx, "webhook delivery: record failed; its lease will expire and it will be attempted again", "err", err)
 	}
 	switch {
 	case a.Delivered:
-		log.Debug("webhook delivered", "status", a.StatusCode, "latency", a.Latency)
+		log.DebugContext(sctx, "webhook delivered", "status", a.StatusCode, "latency", a.Latency)
 	case a.GaveUp:
-		log.Warn("webhook delivery: gave up, retry window passed", "status", a.StatusCode, "err", a.Error)
+		log.WarnContext(sctx, "webhook delivery: gave up, retry window passed", "status", a.StatusCode, "err", a.Error)
 	default:
-		log.Info("webhook delivery failed; will retry", "status", a.StatusCode, "err", a.Error, "next_at", *a.NextAt)
+		log.InfoContext(sctx, "webhook delivery failed; will retry", "status", a.StatusCode, "err", a.Error, "next_at", *a.NextAt)
 	}
 }
 

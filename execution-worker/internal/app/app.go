@@ -94,7 +94,7 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 	}
 
 	logger := newLogger(cfg, logOut)
-	logger.Info("starting execution worker", "version", Version, "config", cfg)
+	logger.InfoContext(ctx, "starting execution worker", "version", Version, "config", cfg)
 	tcfg, err := telemetry.Load(getenv)
 	if err != nil {
 		return err
@@ -107,11 +107,11 @@ func Run(ctx context.Context, getenv func(string) string, logOut io.Writer) erro
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := tracing.Shutdown(flushCtx); err != nil {
-			logger.Warn("tracing: spans not flushed at exit", "err", err)
+			logger.WarnContext(ctx, "tracing: spans not flushed at exit", "err", err)
 		}
 	}()
 	if cfg.UnsafeLocalSandbox() {
-		logger.Warn("a network-backed model is running with a sandbox that executes tools directly on this host; "+
+		logger.WarnContext(ctx, "a network-backed model is running with a sandbox that executes tools directly on this host; "+
 			"this is unsafe outside development",
 			"model", cfg.Model, "sandbox", cfg.Sandbox, "override", config.EnvAllowUnsafeLocal)
 	}
@@ -188,7 +188,7 @@ func assemble(ctx context.Context, cfg *config.Config, logger *slog.Logger, cp *
 		// warm pool), after everything that uses it.
 		p.closers = append(p.closers, func() { _ = c.Close() })
 	}
-	logger.Info("sandbox provider ready", "sandbox", cfg.Sandbox, "installation", installation)
+	logger.InfoContext(ctx, "sandbox provider ready", "sandbox", cfg.Sandbox, "installation", installation)
 
 	queueNames := sessionwf.Queues{Prefix: cfg.TaskQueuePrefix}
 	if p.queues, p.bindingQueue, err = taskQueues(ctx, cfg, provider, queueNames); err != nil {
@@ -323,14 +323,14 @@ func (p *process) serve(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	logger.Info(PollingMessage, "task_queues", p.queues, "binding_queue", p.bindingQueue, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
+	logger.InfoContext(ctx, PollingMessage, "task_queues", p.queues, "binding_queue", p.bindingQueue, "worker_id", cfg.WorkerID, "sandbox", cfg.Sandbox)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
-		logger.Info("shutting down: polling stopped, running turns get the grace period", "grace", cfg.ShutdownGrace.String())
+		logger.InfoContext(ctx, "shutting down: polling stopped, running turns get the grace period", "grace", cfg.ShutdownGrace.String())
 	case runErr = <-fatal:
-		logger.Error("worker failed, shutting down", "error", runErr)
+		logger.ErrorContext(ctx, "worker failed, shutting down", "error", runErr)
 	}
 	// Stop waits up to the grace for running activities, then cancels
 	// them; a cancelled turn fails its attempt, so Temporal retries it on
@@ -343,7 +343,7 @@ func (p *process) serve(ctx context.Context, c client.Client) error {
 	stopCtx, stopCalls := context.WithTimeout(context.Background(), stopReportTime)
 	p.turnActs.Calls.Stop(stopCtx)
 	stopCalls()
-	logger.Info("stopped")
+	logger.InfoContext(ctx, "stopped")
 	return runErr
 }
 
@@ -532,10 +532,10 @@ func heartbeats(ctx context.Context, cp pb.ControlPlaneClient, req *pb.RecordWor
 		cancel()
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
-			log.Warn("heartbeat to the ControlPlane failed", "err", err)
+			log.WarnContext(ctx, "heartbeat to the ControlPlane failed", "err", err)
 			failing = true
 		case err == nil && failing:
-			log.Info("heartbeats to the ControlPlane resumed")
+			log.InfoContext(ctx, "heartbeats to the ControlPlane resumed")
 			failing = false
 		}
 		t.Reset(heartbeatInterval)

@@ -290,6 +290,6 @@ func (w *Worker) Serve(ctx context.Context, l net.Listener, log *slog.Logger) {
 		_ = srv.Shutdown(shutdown)
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("metrics listener failed", "err", err)
+		log.ErrorContext(ctx, "metrics listener failed", "err", err)
 	}
 }

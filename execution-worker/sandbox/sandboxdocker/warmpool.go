@@ -131,7 +131,7 @@ func (w *warmPool) run(ctx context.Context) {
 		case <-w.kick:
 		}
 		if err := w.fill(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("warm pool refill failed", "image", w.image, "size", w.size, "err", err)
+			log.WarnContext(ctx, "warm pool refill failed", "image", w.image, "size", w.size, "err", err)
 		}
 		t.Reset(w.every)
 	}
@@ -360,7 +360,7 @@ func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bo
 		perr := w.pause(pauseCtx, c.id)
 		switch {
 		case perr != nil && !cerrdefs.IsNotFound(perr):
-			slog.Default().Warn("warm container left claimed: pause after a refused rename failed", "component", "docker-warm-pool", "container", c.name, "err", perr)
+			slog.Default().WarnContext(ctx, "warm container left claimed: pause after a refused rename failed", "component", "docker-warm-pool", "container", c.name, "err", perr)
 		case perr == nil && cerrdefs.IsConflict(err):
 			w.mu.Lock()
 			w.ready = append(w.ready, c)

@@ -78,7 +78,7 @@ func (a *TurnActivities) syncMemoryInterrupted(ctx context.Context, sid string, 
 		if a.Resources != nil && a.Resources.Logger != nil {
 			log = a.Resources.Logger
 		}
-		log.Warn("memory stores not synced at the end of an interrupted turn; the next placement syncs them", "session_id", sid, "error", err)
+		log.WarnContext(ctx, "memory stores not synced at the end of an interrupted turn; the next placement syncs them", "session_id", sid, "error", err)
 	}
 }
 
