@@ -3,13 +3,11 @@ package agentruntime_test
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -20,6 +18,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/model"
 	"github.com/mangohq/mango/execution-worker/model/modelfake"
 	"github.com/mangohq/mango/execution-worker/sandbox"
+	"github.com/mangohq/mango/internal/promtest"
 )
 
 // planted is in the user's message, a bash command, its output and an
@@ -252,33 +251,8 @@ func TestMetricsOfATurn(t *testing.T) {
 		{"mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "true"}, 1},
 		{"mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "false"}, 1},
 	} {
-		if got := histogramCount(t, tt.metrics.Registry, c.name, c.labels); got != c.want {
+		if got, _ := promtest.HistogramCount(t, tt.metrics.Registry, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v observed %d times, want %d", c.name, c.labels, got, c.want)
 		}
 	}
-}
-
-// histogramCount returns the observations of the histogram series name
-// with labels in reg (0 when it does not exist).
-func histogramCount(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) uint64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
 }

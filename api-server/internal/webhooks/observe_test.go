@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mangohq/mango/internal/poll"
+	"github.com/mangohq/mango/internal/promtest"
 )
 
 // statsStore is a memStore that reports its undone rows as pending.
@@ -94,7 +95,7 @@ func TestAttemptSpansAndMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.deliveries.WithLabelValues(ResultError)); got != 1 {
 		t.Errorf("error deliveries = %v, want 1", got)
 	}
-	if n := sampleCount(t, reg, "mango_webhook_delivery_duration_seconds"); n != 2 {
+	if n, _ := promtest.HistogramCount(t, reg, "mango_webhook_delivery_duration_seconds", map[string]string{}); n != 2 {
 		t.Errorf("mango_webhook_delivery_duration_seconds observations = %d, want 2", n)
 	}
 	// The failed delivery stays pending; its event is a minute old.
@@ -135,21 +136,4 @@ func attrOf(s sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
 		}
 	}
 	return attribute.Value{}
-}
-
-// sampleCount returns how many observations the histogram name in reg
-// holds.
-func sampleCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no histogram %s", name)
-	return 0
 }

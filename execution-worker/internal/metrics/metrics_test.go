@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mangohq/mango/execution-worker/internal/metrics"
+	"github.com/mangohq/mango/internal/promtest"
 )
 
 // TestFamiliesFromStart: every family of turns, model requests, tool
@@ -33,7 +33,7 @@ func TestFamiliesFromStart(t *testing.T) {
 		}
 	}
 	for _, want := range []map[string]string{{"tool": "bash", "provider": "docker"}, {"tool": "grep", "provider": "docker"}, {"tool": "mcp", "provider": "mcp"}} {
-		if _, ok := sampleCount(t, w, "mango_worker_tool_duration_seconds", want); !ok {
+		if _, ok := promtest.HistogramCount(t, w.Registry, "mango_worker_tool_duration_seconds", want); !ok {
 			t.Errorf("no tool series %v at start", want)
 		}
 	}
@@ -62,36 +62,11 @@ func TestLabelsAndOutcomes(t *testing.T) {
 		{"mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "true"}},
 		{"mango_worker_tool_duration_seconds", map[string]string{"tool": "bash", "provider": "local"}},
 	} {
-		if n, _ := sampleCount(t, w, c.name, c.labels); n != 1 {
+		if n, _ := promtest.HistogramCount(t, w.Registry, c.name, c.labels); n != 1 {
 			t.Errorf("%s%v observed %d times, want 1", c.name, c.labels, n)
 		}
 	}
-	if n, ok := sampleCount(t, w, "mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "false"}); !ok || n != 0 {
+	if n, ok := promtest.HistogramCount(t, w.Registry, "mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "false"}); !ok || n != 0 {
 		t.Errorf("unprovisioned acquisitions: %d (series present: %v), want a series with 0", n, ok)
 	}
-}
-
-// sampleCount returns the observations of w's histogram series name with
-// labels, and whether the series exists.
-func sampleCount(t *testing.T, w *metrics.Worker, name string, labels map[string]string) (uint64, bool) {
-	t.Helper()
-	families, err := w.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				return m.GetHistogram().GetSampleCount(), true
-			}
-		}
-	}
-	return 0, false
 }

@@ -3,11 +3,9 @@ package session_test
 import (
 	"context"
 	"io"
-	"maps"
 	"slices"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
@@ -19,6 +17,7 @@ import (
 	"github.com/mangohq/mango/execution-worker/sandbox/sandboxtest"
 	"github.com/mangohq/mango/execution-worker/sessionfiles"
 	"github.com/mangohq/mango/execution-worker/workflows/session"
+	"github.com/mangohq/mango/internal/promtest"
 	pb "github.com/mangohq/mango/proto/gen/mango/controlplane/v1"
 )
 
@@ -96,7 +95,7 @@ func TestTurnSpansAndMetrics(t *testing.T) {
 		{"mango_worker_sandbox_acquire_duration_seconds", map[string]string{"provider": "local", "provisioned": "false"}, 2},
 		{"mango_worker_tool_duration_seconds", map[string]string{"tool": "bash", "provider": "local"}, 3},
 	} {
-		if got := histogramCount(t, m.Registry, c.name, c.labels); got != c.want {
+		if got, _ := promtest.HistogramCount(t, m.Registry, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v observed %d times, want %d", c.name, c.labels, got, c.want)
 		}
 	}
@@ -154,29 +153,4 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
-}
-
-// histogramCount returns the observations of the histogram series name
-// with labels in reg (0 when it does not exist).
-func histogramCount(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) uint64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
 }
