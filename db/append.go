@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
-	"github.com/mangohq/mango/internal/telemetry"
+	"github.com/mangohq/mango/internal/traceparent"
 )
 
 // NotifyChannel is the PostgreSQL channel on which every event append is
@@ -489,7 +489,7 @@ func (p *appendPlan) writeWithoutEvents(ctx context.Context, q *dbsqlc.Queries) 
 	}
 	if p.wake {
 		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: s.ID, Kind: p.wakeKind, Payload: json.RawMessage(`{}`),
-			Traceparent: telemetry.TraceParent(ctx)}); err != nil {
+			Traceparent: traceparent.Of(ctx)}); err != nil {
 			return err
 		}
 	}
@@ -501,7 +501,7 @@ func (p *appendPlan) writeWithoutEvents(ctx context.Context, q *dbsqlc.Queries) 
 func (p *appendPlan) writeEvents(ctx context.Context, q *dbsqlc.Queries, last func()) (*Session, []Event, error) {
 	s, req := p.session, p.req
 	arg := p.eventsAppendParams()
-	arg.Traceparent = telemetry.TraceParent(ctx) // of the wake-up's outbox row
+	arg.Traceparent = traceparent.Of(ctx) // of the wake-up's outbox row
 	if last != nil && p.commitsWithAppend() {
 		// Nothing follows (an interrupt's notification would, naming the
 		// outbox row): COMMIT goes with the statement.

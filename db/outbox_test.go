@@ -12,7 +12,7 @@ import (
 
 	"github.com/mangohq/mango/db"
 	"github.com/mangohq/mango/db/dbtest"
-	"github.com/mangohq/mango/internal/telemetry"
+	"github.com/mangohq/mango/internal/traceparent"
 )
 
 // wakeSession creates a session and admits n wake-ups for it through
@@ -207,7 +207,7 @@ func TestOutboxTraceParentRoundTrip(t *testing.T) {
 		t.Fatalf("OutboxClaimForSession(sesn_traced) = %+v, %v; want 3 rows", traced, err)
 	}
 	for i, ctx := range []context.Context{withEvents, withoutEvents, fence} {
-		if want := telemetry.TraceParent(ctx); traced[i].TraceParent != want || want == "" {
+		if want := traceparent.Of(ctx); traced[i].TraceParent != want || want == "" {
 			t.Errorf("row %d (%s) traceparent = %q, want %q", i, traced[i].Kind, traced[i].TraceParent, want)
 		}
 	}

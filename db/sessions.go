@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mangohq/mango/db/internal/dbsqlc"
-	"github.com/mangohq/mango/internal/telemetry"
+	"github.com/mangohq/mango/internal/traceparent"
 )
 
 // Session is a stored session. Agent is the session's agent snapshot as the
@@ -286,7 +286,7 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 		}
 		for _, t := range threads {
 			if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: t, Kind: "delete", Payload: json.RawMessage(`{}`),
-				Traceparent: telemetry.TraceParent(ctx)}); err != nil {
+				Traceparent: traceparent.Of(ctx)}); err != nil {
 				return err
 			}
 		}
@@ -305,7 +305,7 @@ func (s *Store) SessionFence(ctx context.Context, id string, now time.Time) (ses
 			return err
 		}
 		if err := q.OutboxInsert(ctx, dbsqlc.OutboxInsertParams{SessionID: id, Kind: "delete", Payload: json.RawMessage(`{}`),
-			Traceparent: telemetry.TraceParent(ctx)}); err != nil {
+			Traceparent: traceparent.Of(ctx)}); err != nil {
 			return err
 		}
 		if sess, err = sessionFromRow(row); err != nil {

@@ -41,7 +41,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/mangohq/mango/db"
-	"github.com/mangohq/mango/internal/telemetry"
+	"github.com/mangohq/mango/internal/traceparent"
 	sessionv1 "github.com/mangohq/mango/proto/gen/mango/session/v1"
 	"github.com/mangohq/mango/proto/sessionwf"
 )
@@ -415,7 +415,7 @@ const (
 // after a crash or an outage continues its request's trace exactly as the
 // direct delivery does; a row written without tracing starts a new trace.
 func (r *Relay) startDelivery(ctx context.Context, row db.OutboxRow, path string) (context.Context, trace.Span) {
-	ctx = telemetry.WithTraceParent(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), row.TraceParent)
+	ctx = traceparent.Join(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), row.TraceParent)
 	return r.opts.Tracer.Start(ctx, "outbox.deliver "+row.Kind, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attrSessionID.String(row.SessionID), attrKind.String(row.Kind), attrPath.String(path),
 			attrAttempts.Int(row.Attempts), attrAgeMillis.Int64(max(time.Since(row.CreatedAt).Milliseconds(), 0)),

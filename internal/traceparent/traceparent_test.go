@@ -1,4 +1,4 @@
-package telemetry_test
+package traceparent_test
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mangohq/mango/internal/telemetry"
+	"github.com/mangohq/mango/internal/traceparent"
 )
 
 // TestTraceParentRoundTrip: a span's traceparent names its trace, span
-// and sampling flag, and WithTraceParent makes it the remote parent again.
+// and sampling flag, and Join makes it the remote parent again.
 func TestTraceParentRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -27,13 +27,13 @@ func TestTraceParentRoundTrip(t *testing.T) {
 			TraceFlags: flags,
 		})
 		ctx := trace.ContextWithSpanContext(context.Background(), sc)
-		tp := telemetry.TraceParent(ctx)
+		tp := traceparent.Of(ctx)
 		if tp != tt.want {
-			t.Errorf("TraceParent(flags %v) = %q, want %q", flags, tp, tt.want)
+			t.Errorf("Of(flags %v) = %q, want %q", flags, tp, tt.want)
 		}
-		got := trace.SpanContextFromContext(telemetry.WithTraceParent(context.Background(), tp))
+		got := trace.SpanContextFromContext(traceparent.Join(context.Background(), tp))
 		if !got.IsRemote() || got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || got.TraceFlags() != flags {
-			t.Errorf("WithTraceParent(%q) span = %+v (remote %v), want %+v remote", tp, got, got.IsRemote(), sc)
+			t.Errorf("WithOf(%q) span = %+v (remote %v), want %+v remote", tp, got, got.IsRemote(), sc)
 		}
 	}
 }
@@ -42,19 +42,19 @@ func TestTraceParentRoundTrip(t *testing.T) {
 // malformed value leaves the context as it was.
 func TestTraceParentWithoutSpan(t *testing.T) {
 	t.Parallel()
-	if tp := telemetry.TraceParent(context.Background()); tp != "" {
-		t.Errorf("TraceParent(no span) = %q, want empty", tp)
+	if tp := traceparent.Of(context.Background()); tp != "" {
+		t.Errorf("Of(no span) = %q, want empty", tp)
 	}
 	type key struct{}
 	base := context.WithValue(context.Background(), key{}, "kept")
 	for _, bad := range []string{"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} {
-		ctx := telemetry.WithTraceParent(base, bad)
+		ctx := traceparent.Join(base, bad)
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			t.Errorf("WithTraceParent(%q) gave span %+v, want none", bad, sc)
+			t.Errorf("WithOf(%q) gave span %+v, want none", bad, sc)
 		}
 		if ctx.Value(key{}) != "kept" {
-			t.Errorf("WithTraceParent(%q) lost the context's values", bad)
+			t.Errorf("WithOf(%q) lost the context's values", bad)
 		}
 	}
 }
