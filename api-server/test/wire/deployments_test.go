@@ -151,6 +151,27 @@ func (e *deployEnv) fireNow(t *testing.T, id string) {
 	}
 }
 
+// upcoming returns the upcoming runs of d (as created): its own, or, when
+// the create's sync with Temporal did not finish within the request's
+// bound (a loaded machine), those a later Get shows once the syncer made
+// the schedule.
+func (e *deployEnv) upcoming(t *testing.T, d *anthropic.BetaManagedAgentsDeployment) []time.Time {
+	t.Helper()
+	up := d.Schedule.UpcomingRunsAt
+	poll.Until(t, 30*time.Second, "the upcoming runs of "+d.ID, func() (bool, string) {
+		if len(up) > 0 {
+			return true, ""
+		}
+		got, err := e.client.Beta.Deployments.Get(context.Background(), d.ID, anthropic.BetaDeploymentGetParams{})
+		if err != nil {
+			return false, err.Error()
+		}
+		up = got.Schedule.UpcomingRunsAt
+		return len(up) > 0, "none yet"
+	})
+	return up
+}
+
 // runs lists the deployment's runs of a trigger type, newest first.
 func (e *deployEnv) runs(t *testing.T, id, trigger string) []anthropic.BetaManagedAgentsDeploymentRun {
 	t.Helper()
@@ -203,7 +224,7 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 		d.Metadata["team"] != "ci" || !strings.Contains(d.RawJSON(), `"paused_reason":null`) || len(d.InitialEvents) != 1 {
 		t.Fatalf("created deployment: %s", d.RawJSON())
 	}
-	up := d.Schedule.UpcomingRunsAt
+	up := e.upcoming(t, d)
 	if len(up) != 5 || up[0].Second() != 0 || up[1].Sub(up[0]) != time.Minute || !up[0].After(time.Now()) {
 		t.Fatalf("upcoming_runs_at of * * * * *: %v", up)
 	}
@@ -242,9 +263,10 @@ func TestDeploymentsThroughSDK(t *testing.T) {
 
 	// Pause: no scheduled run for an occurrence after it.
 	paused, err := e.client.Beta.Deployments.Pause(ctx, d.ID, anthropic.BetaDeploymentPauseParams{})
-	if err != nil || paused.Status != "paused" || paused.PausedReason.Type != "manual" || len(paused.Schedule.UpcomingRunsAt) == 0 {
+	if err != nil || paused.Status != "paused" || paused.PausedReason.Type != "manual" {
 		t.Fatalf("pause: %v %s", err, paused.RawJSON())
 	}
+	e.upcoming(t, paused) // a paused schedule still shows its occurrences
 	if _, ok := paused.PausedReason.AsAny().(anthropic.BetaManagedAgentsManualDeploymentPausedReason); !ok {
 		t.Errorf("manual paused_reason decodes as %T", paused.PausedReason.AsAny())
 	}
@@ -432,7 +454,7 @@ func TestDeploymentSchedulesThroughSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		loc, _ := time.LoadLocation(c.tz)
-		up := d.Schedule.UpcomingRunsAt
+		up := e.upcoming(t, d)
 		if len(up) != 5 || d.Schedule.Timezone != c.tz {
 			t.Fatalf("%s in %s: upcoming %v", c.expr, c.tz, up)
 		}
