@@ -380,14 +380,30 @@ func (w *warmPool) bind(ctx context.Context, c warmRef, name string) (adopted bo
 // the cgroup freezer answers "unable to freeze" while a process of the
 // container is busy in the kernel, as a shell of the worker that made the
 // container is while it exits on the container's first unpause. A
-// container that is gone or not running is not tried again.
+// container that is gone or not running is not tried again. A pause is
+// done once the daemon shows the container paused: on a loaded machine
+// an accepted pause was seen to leave it running (the freeze undone when
+// an exec of the container exited), and a pool that believes a running
+// container paused could not claim it (a claim is an unpause).
 func (w *warmPool) pause(ctx context.Context, id string) error {
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		_, err := w.p.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
 		if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
 			return struct{}{}, backoff.Permanent(err)
 		}
-		return struct{}{}, err
+		if err != nil {
+			return struct{}{}, err
+		}
+		insp, err := w.p.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		switch {
+		case err != nil && cerrdefs.IsNotFound(err):
+			return struct{}{}, backoff.Permanent(err)
+		case err != nil:
+			return struct{}{}, err
+		case insp.Container.State == nil || !insp.Container.State.Paused:
+			return struct{}{}, fmt.Errorf("container %s is not paused after its pause, want paused", id)
+		}
+		return struct{}{}, nil
 	}, backoff.WithBackOff(pauseBackOff()), backoff.WithMaxElapsedTime(w.lease/2))
 	return err
 }
