@@ -364,41 +364,30 @@ func TestComposeVaultKeys(t *testing.T) {
 // api-server and both workers, false when unset.
 func TestComposeMCPAllowPrivate(t *testing.T) {
 	t.Parallel()
-	unset := exampleEnv(t)
-	delete(unset, "MANGO_MCP_ALLOW_PRIVATE")
-	set := exampleEnv(t)
-	set["MANGO_MCP_ALLOW_PRIVATE"] = "true"
-	for name, tt := range map[string]struct {
-		env  map[string]string
-		want string
-	}{"unset": {unset, "false"}, "set": {set, "true"}} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			p, err := load(t, tt.env)
-			if err != nil {
-				t.Fatalf("load compose.yaml: %v", err)
-			}
-			for _, s := range []string{"api-server", "worker-local", "worker-docker"} {
-				if got := env(service(t, p, s), "MANGO_MCP_ALLOW_PRIVATE"); got != tt.want {
-					t.Errorf("%s MANGO_MCP_ALLOW_PRIVATE = %q, want %q", s, got, tt.want)
-				}
-			}
-		})
-	}
+	reachesEveryService(t, "MANGO_MCP_ALLOW_PRIVATE", "true", "false", nil)
 }
 
 // TestComposeTracing: the OTLP endpoint of .env reaches the api-server and
-// both workers (tracing on); unset, it is empty (tracing off).
+// both workers (tracing on); unset, it is empty (tracing off). The
+// protocol is http/protobuf either way.
 func TestComposeTracing(t *testing.T) {
 	t.Parallel()
+	reachesEveryService(t, "OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", "", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+}
+
+// reachesEveryService checks that key, set to value in .env, reaches the
+// api-server and both workers, and is unsetWant there when .env lacks it;
+// fixed are variables every service has either way.
+func reachesEveryService(t *testing.T, key, value, unsetWant string, fixed map[string]string) {
+	t.Helper()
 	unset := exampleEnv(t)
-	delete(unset, "OTEL_EXPORTER_OTLP_ENDPOINT")
+	delete(unset, key)
 	set := exampleEnv(t)
-	set["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://collector:4318"
+	set[key] = value
 	for name, tt := range map[string]struct {
 		env  map[string]string
 		want string
-	}{"unset": {unset, ""}, "set": {set, "http://collector:4318"}} {
+	}{"unset": {unset, unsetWant}, "set": {set, value}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			p, err := load(t, tt.env)
@@ -407,11 +396,13 @@ func TestComposeTracing(t *testing.T) {
 			}
 			for _, s := range []string{"api-server", "worker-local", "worker-docker"} {
 				svc := service(t, p, s)
-				if got := env(svc, "OTEL_EXPORTER_OTLP_ENDPOINT"); got != tt.want {
-					t.Errorf("%s OTEL_EXPORTER_OTLP_ENDPOINT = %q, want %q", s, got, tt.want)
+				if got := env(svc, key); got != tt.want {
+					t.Errorf("%s %s = %q, want %q", s, key, got, tt.want)
 				}
-				if got := env(svc, "OTEL_EXPORTER_OTLP_PROTOCOL"); got != "http/protobuf" {
-					t.Errorf("%s OTEL_EXPORTER_OTLP_PROTOCOL = %q, want http/protobuf", s, got)
+				for k, want := range fixed {
+					if got := env(svc, k); got != want {
+						t.Errorf("%s %s = %q, want %q", s, k, got, want)
+					}
 				}
 			}
 		})
